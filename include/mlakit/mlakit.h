@@ -1,0 +1,8 @@
+// Umbrella header.
+#pragma once
+#include "mlakit/error.h"
+#include "mlakit/merge.h"
+#include "mlakit/prefill.h"
+#include "mlakit/reference.h"
+#include "mlakit/runtime.h"
+#include "mlakit/tensor.h"

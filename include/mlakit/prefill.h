@@ -1,0 +1,109 @@
+// Ragged (variable-length, batched) prefill attention with a plan/run split.
+//
+//   q   [total_q,  H,   Dqk]      k [total_kv, Hkv, Dqk]      v [total_kv, Hkv, Dvo]
+//   out [total_q,  H,   Dvo]  (input dtype)
+//   lse [total_q,  H]         (float32, natural log; optional)
+//
+// Sequence b owns q rows [qo_indptr[b], qo_indptr[b+1]) and kv rows [kv_indptr[b], kv_indptr[b+1]).
+// H must be a multiple of Hkv (grouped-query attention: q head h reads kv head h / (H/Hkv)).
+//
+// Masking, for query i (0-based) of a sequence with lengths (lq, lk):
+//   causal:  keys j <= lk - lq + i are visible (aligned bottom-right, as FA2 and FlashInfer do);
+//   window_left = w >= 0: keys j >= lk - lq + i - w are visible (sliding window);
+//   logits_soft_cap = c > 0: s = c * tanh(s / c), applied after scaling by sm_scale.
+// A query row that sees no key gets out = 0 and lse = -inf.
+//
+// plan() runs on the host from host-side indptr arrays, never synchronizes the device, and copies
+// the schedule (with the indptr arrays and the options) into the device workspace asynchronously
+// on the given stream. run() only launches; it reads everything that varies per batch from the
+// workspace, so a run() captured in a CUDA graph can be replayed after plan() is called again with
+// new lengths (as long as the tensors' pointers and strides stay the same and the new batch fits
+// the capacity given at construction).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "mlakit/tensor.h"
+
+namespace mlakit {
+
+struct PrefillOptions {
+  bool causal = false;
+  float sm_scale = 0.0f;          // 0 => 1 / sqrt(head_dim_qk)
+  int window_left = -1;           // -1 => no sliding window
+  float logits_soft_cap = 0.0f;   // 0 => no soft cap
+};
+
+// Fixed at construction: the problem's static shape and the capacity of every buffer.
+struct PrefillConfig {
+  int num_qo_heads = 0;
+  int num_kv_heads = 0;
+  int head_dim_qk = 192;
+  int head_dim_vo = 128;
+  DType dtype = DType::kBF16;
+  int max_batch = 0;            // largest batch plan() will be given
+  int64_t max_q_tokens = 0;     // largest sum of q lengths
+  int64_t max_kv_tokens = 0;    // largest sum of kv lengths
+  Device device = Device::cpu();  // where run() executes
+};
+
+struct WorkspaceSizes {
+  size_t host_bytes = 0;    // host staging (pinned memory recommended for CUDA)
+  size_t device_bytes = 0;  // on config.device (host memory for the CPU backend)
+};
+
+// What the last plan() decided, for tools and tests.
+struct PlanInfo {
+  int batch_size = 0;
+  int64_t total_q = 0;
+  int64_t total_kv = 0;
+  int num_tiles = 0;        // (sequence, q-tile) pairs; each runs once per q head
+  int block_m = 0;          // q rows per tile
+  int block_n = 0;          // kv rows per inner step
+  int grid_blocks = 0;      // persistent blocks run() launches (fixed per object)
+  int64_t visible_pairs = 0;  // (query, key) pairs that are not masked, summed over the batch (per head)
+};
+
+class RaggedPrefill {
+ public:
+  static WorkspaceSizes workspace_sizes(const PrefillConfig& config);
+
+  // Allocates its own workspaces (pinned host + device memory for CUDA).
+  explicit RaggedPrefill(const PrefillConfig& config);
+  // Uses caller-provided workspaces of at least workspace_sizes(config) bytes, 256-byte aligned;
+  // they must outlive this object. device_workspace lives on config.device.
+  RaggedPrefill(const PrefillConfig& config, void* host_workspace, size_t host_bytes,
+                void* device_workspace, size_t device_bytes);
+  ~RaggedPrefill();
+  RaggedPrefill(const RaggedPrefill&) = delete;
+  RaggedPrefill& operator=(const RaggedPrefill&) = delete;
+
+  // qo_indptr and kv_indptr are host arrays of batch_size + 1 int32 values, monotone, starting at 0.
+  // On a rejected call the previous plan stays in force.
+  void plan(const int32_t* qo_indptr, const int32_t* kv_indptr, int batch_size,
+            const PrefillOptions& options = {}, Stream stream = nullptr);
+
+  // Launches attention for the current plan. lse may be null. Throws (and writes nothing) if the
+  // tensors do not match the config or the plan (token counts, heads, dims, dtype, device).
+  void run(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& out,
+           const TensorView* lse = nullptr, Stream stream = nullptr) const;
+
+  const PrefillConfig& config() const;
+  const PrefillOptions& options() const;  // of the current plan
+  PlanInfo info() const;
+  bool planned() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// One-shot convenience: builds a plan sized for this batch and runs it. Allocates each call;
+// engines should keep a RaggedPrefill instead.
+void ragged_prefill(const TensorView& q, const TensorView& k, const TensorView& v,
+                    const int32_t* qo_indptr_host, const int32_t* kv_indptr_host, int batch_size,
+                    const PrefillOptions& options, const TensorView& out,
+                    const TensorView* lse = nullptr, Stream stream = nullptr);
+
+}  // namespace mlakit

@@ -1,0 +1,40 @@
+// Small device helpers so tools, tests and bindings need no CUDA headers.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "mlakit/tensor.h"
+
+namespace mlakit {
+
+// True when the library was compiled with its CUDA backends.
+bool built_with_cuda();
+// Number of usable CUDA devices; 0 when the library has no CUDA or no GPU/driver is present.
+int cuda_device_count();
+// Why CUDA is unusable here ("built without CUDA", "no CUDA device: ..."), empty when usable.
+std::string cuda_unavailable_reason();
+// "NVIDIA H200 (sm_90, 132 SMs)" or "cpu".
+std::string device_description(Device d);
+
+// Memory on a device. For the CPU, plain aligned host memory.
+void* device_alloc(size_t bytes, Device d);
+void device_free(void* p, Device d);
+// Page-locked host memory (plain host memory when CUDA is unavailable).
+void* pinned_alloc(size_t bytes);
+void pinned_free(void* p);
+// Copies bytes between any two of host/device; async on the stream for CUDA, then the caller
+// synchronizes. dst_dev / src_dev say where each pointer lives.
+void copy_bytes(void* dst, Device dst_dev, const void* src, Device src_dev, size_t bytes,
+                Stream stream = nullptr);
+void fill_bytes(void* dst, Device d, int byte_value, size_t bytes, Stream stream = nullptr);
+void synchronize(Device d, Stream stream = nullptr);
+
+// Host <-> 16-bit float conversion (round to nearest even), for tools and tests.
+uint16_t float_to_bf16(float f);
+float bf16_to_float(uint16_t h);
+uint16_t float_to_fp16(float f);
+float fp16_to_float(uint16_t h);
+
+}  // namespace mlakit

@@ -1,0 +1,61 @@
+// The seam between host logic (src/plan, src/core) and CUDA kernels. Plain C++: no CUDA headers,
+// so the planner and the API code compile the same with or without the CUDA backends.
+#pragma once
+
+#include <cstdint>
+
+#include "mlakit/tensor.h"
+
+namespace mlakit {
+namespace cuda {
+
+// Arguments that stay fixed across plan() calls (pointers, strides, heads). Per-batch data
+// (lengths, schedule, options) is read by the kernel from `schedule` on the device.
+struct PrefillArgs {
+  const void* q;
+  const void* k;
+  const void* v;
+  void* out;
+  float* lse;  // may be null
+  int64_t q_stride_tok, q_stride_head;
+  int64_t k_stride_tok, k_stride_head;
+  int64_t v_stride_tok, v_stride_head;
+  int64_t o_stride_tok, o_stride_head;
+  int64_t lse_stride_tok, lse_stride_head;
+  int num_qo_heads;
+  int num_kv_heads;
+  const void* schedule;  // device copy of plan::ScheduleHeader + arrays (plan/schedule_layout.h)
+  int64_t qo_indptr_offset, kv_indptr_offset, tiles_offset;  // byte offsets inside `schedule`
+};
+
+// Tile shape and persistent grid size the kernel for this problem uses on this device.
+struct KernelChoice {
+  int block_m;
+  int block_n;
+  int grid_blocks;
+  int arch;  // 80 or 90: which backend was chosen
+};
+
+// True if a CUDA kernel exists for these head dims and dtype.
+bool prefill_supported(int head_dim_qk, int head_dim_vo, DType dtype);
+KernelChoice choose_prefill_kernel(int head_dim_qk, int head_dim_vo, DType dtype, int num_qo_heads,
+                                   Device device);
+// Launches on `stream`. Throws mlakit::Error(kRuntime) on launch failure.
+void launch_prefill(const KernelChoice& choice, int head_dim_qk, int head_dim_vo, DType dtype,
+                    const PrefillArgs& args, Stream stream);
+
+// Merge of two partial states, elementwise over [N, H, D]; strides in elements.
+struct MergeArgs {
+  const void* out_a; const float* lse_a;
+  const void* out_b; const float* lse_b;
+  void* out; float* lse_out;  // lse_out may be null
+  int64_t n, h, d;
+  int64_t oa_stride_tok, oa_stride_head, ob_stride_tok, ob_stride_head;
+  int64_t o_stride_tok, o_stride_head;
+  int64_t la_stride_tok, la_stride_head, lb_stride_tok, lb_stride_head;
+  int64_t lo_stride_tok, lo_stride_head;
+};
+void launch_merge(DType dtype, const MergeArgs& args, Stream stream);
+
+}  // namespace cuda
+}  // namespace mlakit

@@ -1,0 +1,72 @@
+// The schedule that plan() writes and the kernels read: plain old data shared by host C++ and
+// CUDA code. One contiguous block, the same layout in the host staging buffer and in the device
+// workspace, so plan() publishes it with a single async copy of the used prefix.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace mlakit {
+namespace plan {
+
+// Everything that may change between plan() calls lives here (not in kernel arguments), so a
+// captured run() replays correctly after re-planning.
+struct ScheduleHeader {
+  int32_t num_tiles;       // valid entries in tiles[]
+  int32_t batch_size;
+  int32_t total_q;
+  int32_t total_kv;
+  int32_t causal;          // 0 / 1
+  int32_t window_left;     // -1 = none
+  float sm_scale_log2;     // sm_scale * log2(e) (used when soft cap is off)
+  float sm_scale;
+  float soft_cap;          // 0 = none
+  int32_t block_m;
+  int32_t block_n;
+  int32_t reserved[5];
+};
+static_assert(sizeof(ScheduleHeader) == 64, "header is 64 bytes");
+
+// One unit of work per q head: q rows [q_tile * block_m, min(lq, (q_tile + 1) * block_m)) of
+// sequence `seq`, over that tile's visible kv range.
+struct WorkTile {
+  int32_t seq;
+  int32_t q_tile;
+};
+
+// Byte offsets of each array inside the block, fixed by the capacity.
+struct ScheduleLayout {
+  size_t qo_indptr_offset;  // int32[max_batch + 1]
+  size_t kv_indptr_offset;  // int32[max_batch + 1]
+  size_t tiles_offset;      // WorkTile[max_tiles]
+  size_t total_bytes;       // capacity of the block
+  int64_t max_tiles;
+
+  size_t used_bytes(int num_tiles) const {
+    return tiles_offset + static_cast<size_t>(num_tiles) * sizeof(WorkTile);
+  }
+};
+
+inline size_t align_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
+
+// Upper bound on tiles: every sequence contributes ceil(lq / block_m) <= lq / block_m + 1.
+inline int64_t max_tiles_for(int max_batch, int64_t max_q_tokens, int block_m) {
+  return max_q_tokens / block_m + max_batch + 1;
+}
+
+inline ScheduleLayout make_layout(int max_batch, int64_t max_q_tokens, int block_m) {
+  ScheduleLayout l{};
+  l.max_tiles = max_tiles_for(max_batch, max_q_tokens, block_m);
+  size_t off = sizeof(ScheduleHeader);
+  l.qo_indptr_offset = off;
+  off = align_up(off + sizeof(int32_t) * (static_cast<size_t>(max_batch) + 1), 16);
+  l.kv_indptr_offset = off;
+  off = align_up(off + sizeof(int32_t) * (static_cast<size_t>(max_batch) + 1), 16);
+  l.tiles_offset = off;
+  off += sizeof(WorkTile) * static_cast<size_t>(l.max_tiles);
+  l.total_bytes = align_up(off, 256);
+  return l;
+}
+
+}  // namespace plan
+}  // namespace mlakit

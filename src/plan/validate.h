@@ -1,0 +1,45 @@
+// Argument validation shared by every backend and the reference. Each check throws
+// mlakit::Error naming the argument; nothing is written before all checks pass.
+#pragma once
+
+#include <cstdint>
+
+#include "mlakit/prefill.h"
+#include "mlakit/tensor.h"
+
+namespace mlakit {
+namespace plan {
+
+// Totals implied by the indptr arrays.
+struct IndptrTotals {
+  int64_t total_q = 0;
+  int64_t total_kv = 0;
+  int64_t max_q_len = 0;
+  int64_t max_kv_len = 0;
+};
+
+// qo_indptr / kv_indptr: non-null, batch_size >= 0, [0] == 0, monotone (non-decreasing).
+IndptrTotals validate_indptr(const int32_t* qo_indptr, const int32_t* kv_indptr, int batch_size);
+
+void validate_options(const PrefillOptions& options);
+
+// Shapes/dtypes/devices/strides of q, k, v, out, lse for a problem with these totals and heads.
+// `out_dtypes_must_match_input`: true for backends (out in the input dtype), false for the
+// reference (out fp32/fp64). `need_alignment`: 16-byte aligned pointers and strides (CUDA).
+struct TensorRules {
+  bool out_matches_input_dtype = true;
+  bool allow_fp32_fp64_inputs = false;  // the reference accepts them
+  bool need_16B_alignment = false;
+};
+void validate_prefill_tensors(const TensorView& q, const TensorView& k, const TensorView& v,
+                              const TensorView& out, const TensorView* lse,
+                              const IndptrTotals& totals, const TensorRules& rules);
+
+// out_a/out_b/out [N,H,D] same dtype & device; lse_* [N,H] fp32.
+void validate_merge_tensors(const TensorView& out_a, const TensorView& lse_a,
+                            const TensorView& out_b, const TensorView& lse_b,
+                            const TensorView& out, const TensorView* lse_out,
+                            bool allow_fp64 /* reference only */);
+
+}  // namespace plan
+}  // namespace mlakit
