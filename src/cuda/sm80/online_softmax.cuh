@@ -1,0 +1,105 @@
+// Online (streaming) softmax for one warp's rows. Scores are kept in the log2 domain
+// (x * sm_scale * log2 e) so each probability is a single ex2. A row that has seen no visible key
+// has max -inf; exponentials then use offset 0 so nothing becomes NaN, and its sum stays 0.
+#pragma once
+
+#include <cmath>
+
+#include "cuda/common/ptx.cuh"
+#include "cuda/sm80/mask.cuh"
+
+namespace mlakit {
+namespace cuda {
+namespace sm80 {
+
+struct ScoreTransform {
+  float scale_log2;  // sm_scale * log2(e), used without a soft cap
+  float scale;       // sm_scale
+  float soft_cap;    // 0 = off
+  __device__ __forceinline__ float operator()(float x) const {
+    if (soft_cap > 0.f) return soft_cap * tanhf(x * scale / soft_cap) * 1.4426950408889634f;
+    return x * scale_log2;
+  }
+};
+
+template <int NT>  // 8-wide key tiles per block_n
+struct RowSoftmax {
+  float m[2];  // running max (log2 domain) of rows lane/4 and lane/4 + 8
+  float l[2];  // running sum of this lane's share of the row
+
+  __device__ __forceinline__ void init() {
+    m[0] = m[1] = -INFINITY;
+    l[0] = l[1] = 0.f;
+  }
+
+  // Turns raw scores into probabilities in place and returns the factor by which the output
+  // accumulated so far must be rescaled, per row. `row` = positions of this lane's two rows in the
+  // sequence, `col0` = position of key 0 of the tile.
+  template <bool kMask>
+  __device__ __forceinline__ void update(float (&s)[NT][4], float (&alpha)[2],
+                                         const ScoreTransform& tf, const MaskParams& mp,
+                                         const int (&row)[2], int col0, int lane) {
+    float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+    for (int n = 0; n < NT; ++n) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        float x = tf(s[n][e]);
+        if (kMask) {
+          const int col = col0 + n * 8 + (lane & 3) * 2 + (e & 1);
+          if (!mp.visible(row[e >> 1], col)) x = -INFINITY;
+        }
+        s[n][e] = x;
+        mx[e >> 1] = fmaxf(mx[e >> 1], x);
+      }
+    }
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+      mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+      const float m_new = fmaxf(m[r], mx[r]);
+      const float m_use = m_new == -INFINITY ? 0.f : m_new;
+      alpha[r] = fast_exp2(m[r] - m_use);
+      m[r] = m_new;
+      mx[r] = m_use;  // reuse as the exponent offset below
+    }
+    float sum[2] = {0.f, 0.f};
+#pragma unroll
+    for (int n = 0; n < NT; ++n) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const float p = fast_exp2(s[n][e] - mx[e >> 1]);
+        s[n][e] = p;
+        sum[e >> 1] += p;
+      }
+    }
+    l[0] = l[0] * alpha[0] + sum[0];
+    l[1] = l[1] * alpha[1] + sum[1];
+  }
+
+  // Full row sums (the four lanes of a row each hold a quarter).
+  __device__ __forceinline__ void finish(float (&total)[2]) const {
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      float t = l[r];
+      t += __shfl_xor_sync(0xffffffffu, t, 1);
+      t += __shfl_xor_sync(0xffffffffu, t, 2);
+      total[r] = t;
+    }
+  }
+};
+
+template <int NTO>
+__device__ __forceinline__ void rescale_rows(float (&o)[NTO][4], const float (&alpha)[2]) {
+#pragma unroll
+  for (int n = 0; n < NTO; ++n) {
+    o[n][0] *= alpha[0];
+    o[n][1] *= alpha[0];
+    o[n][2] *= alpha[1];
+    o[n][3] *= alpha[1];
+  }
+}
+
+}  // namespace sm80
+}  // namespace cuda
+}  // namespace mlakit

@@ -1,0 +1,34 @@
+// Global -> shared tile copies with cp.async (16 bytes per thread per step, coalesced along rows).
+#pragma once
+
+#include <cstdint>
+
+#include "cuda/common/ptx.cuh"
+#include "cuda/sm80/smem_layout.cuh"
+
+namespace mlakit {
+namespace cuda {
+namespace sm80 {
+
+// Starts an async copy of rows [0, ROWS) of a [rows, D] slice whose row stride is `stride`
+// elements into a swizzled shared tile. Rows >= valid_rows are zero-filled and not read.
+template <int ROWS, int D, int THREADS, typename T>
+__device__ __forceinline__ void load_tile_async(T* smem, const T* gbase, int64_t stride,
+                                                int valid_rows, int tid) {
+  constexpr int kChunks = D / 8;
+  constexpr int kTotal = ROWS * kChunks;
+  static_assert(kTotal % THREADS == 0, "tile chunks must divide evenly among threads");
+#pragma unroll
+  for (int it = 0; it < kTotal / THREADS; ++it) {
+    const int idx = it * THREADS + tid;
+    const int r = idx / kChunks;
+    const int c = idx % kChunks;
+    const bool ok = r < valid_rows;
+    const T* src = gbase + static_cast<int64_t>(ok ? r : 0) * stride + c * 8;
+    cp_async_16(smem_addr(smem + SwizzledRows<D>::offset(r, c)), src, ok);
+  }
+}
+
+}  // namespace sm80
+}  // namespace cuda
+}  // namespace mlakit

@@ -1,0 +1,39 @@
+// Writes one warp's normalized output rows and their log-sum-exp. Rows past the sequence end
+// (the tail of the last q tile) are not written.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+
+#include "cuda/common/ptx.cuh"
+
+namespace mlakit {
+namespace cuda {
+namespace sm80 {
+
+template <int DVO, typename T>
+__device__ __forceinline__ void store_rows(const float (&o)[DVO / 8][4], const float (&m)[2],
+                                           const float (&l)[2], T* out_tile, int64_t o_stride,
+                                           float* lse_tile, int64_t lse_stride, int warp_row0,
+                                           int valid_rows, int lane) {
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int row = warp_row0 + (lane >> 2) + r * 8;
+    if (row >= valid_rows) continue;
+    // A row with no visible key has l == 0: its output is 0 and its lse -inf.
+    const float inv = l[r] > 0.f ? 1.f / l[r] : 0.f;
+    T* dst = out_tile + static_cast<int64_t>(row) * o_stride + (lane & 3) * 2;
+#pragma unroll
+    for (int n = 0; n < DVO / 8; ++n) {
+      *reinterpret_cast<uint32_t*>(dst + n * 8) = pack2<T>(o[n][2 * r] * inv, o[n][2 * r + 1] * inv);
+    }
+    if (lse_tile != nullptr && (lane & 3) == 0) {
+      lse_tile[static_cast<int64_t>(row) * lse_stride] =
+          l[r] > 0.f ? (m[r] + log2f(l[r])) * 0.6931471805599453f : -INFINITY;
+    }
+  }
+}
+
+}  // namespace sm80
+}  // namespace cuda
+}  // namespace mlakit

@@ -1,0 +1,110 @@
+#include "gpu/gpu_case.h"
+
+#include <cstring>
+#include <sstream>
+
+namespace mlakit {
+namespace test {
+
+std::string describe(const GpuCase& c) {
+  std::ostringstream s;
+  s << dtype_name(c.dtype) << " H=" << c.heads << "/" << c.kv_heads << " d=" << c.dqk << "/"
+    << c.dvo << " causal=" << c.opts.causal << " window=" << c.opts.window_left
+    << " cap=" << c.opts.logits_soft_cap << " q_lens=[";
+  for (size_t i = 0; i < c.q_lens.size(); ++i) s << (i ? "," : "") << c.q_lens[i];
+  s << "] kv_lens=[";
+  for (size_t i = 0; i < c.kv_lens.size(); ++i) s << (i ? "," : "") << c.kv_lens[i];
+  s << "]";
+  return s.str();
+}
+
+namespace {
+
+// A view of the first `width` elements of each innermost row of a [n, h, width + pad] tensor.
+TensorView narrow_last(const TensorView& full, int64_t width) {
+  TensorView v = full;
+  v.shape[2] = width;
+  return v;
+}
+
+}  // namespace
+
+CaseResult run_gpu_case(const GpuCase& c, int repeats) {
+  const int batch = static_cast<int>(c.q_lens.size());
+  const std::vector<int32_t> qo = make_indptr(c.q_lens);
+  const std::vector<int32_t> kv = make_indptr(c.kv_lens);
+  const int64_t total_q = qo.back(), total_kv = kv.back();
+  std::mt19937_64 rng(c.seed);
+
+  HostTensor q(c.dtype, {total_q, c.heads, c.dqk + c.q_token_pad});
+  HostTensor k(c.dtype, {total_kv, c.kv_heads, c.dqk});
+  HostTensor v(c.dtype, {total_kv, c.kv_heads, c.dvo});
+  q.fill_normal(rng);
+  k.fill_normal(rng);
+  v.fill_normal(rng);
+
+  // Reference in float64 on the host.
+  HostTensor ref_out(DType::kFP64, {total_q, c.heads, c.dvo});
+  HostTensor ref_lse(DType::kFP64, {total_q, c.heads});
+  TensorView ref_lse_view = ref_lse.view();
+  reference::ragged_prefill(narrow_last(q.view(), c.dqk), k.view(), v.view(), qo.data(), kv.data(),
+                            batch, c.opts, ref_out.view(), &ref_lse_view);
+
+  // The same inputs on the GPU; outputs poisoned with NaN bytes.
+  const Device dev = Device::cuda(0);
+  DeviceTensor dq(q, dev), dk(k, dev), dv(v, dev);
+  HostTensor out(c.dtype, {total_q, c.heads, c.dvo});
+  HostTensor lse(DType::kFP32, {total_q, c.heads});
+  out.fill_bytes(0xFF);
+  lse.fill_bytes(0xFF);
+  DeviceTensor dout(out, dev), dlse(lse, dev);
+
+  PrefillConfig cfg;
+  cfg.num_qo_heads = c.heads;
+  cfg.num_kv_heads = c.kv_heads;
+  cfg.head_dim_qk = c.dqk;
+  cfg.head_dim_vo = c.dvo;
+  cfg.dtype = c.dtype;
+  cfg.max_batch = batch > 0 ? batch : 1;
+  cfg.max_q_tokens = total_q > 0 ? total_q : 1;
+  cfg.max_kv_tokens = total_kv > 0 ? total_kv : 1;
+  cfg.device = dev;
+  RaggedPrefill prefill(cfg);
+  prefill.plan(qo.data(), kv.data(), batch, c.opts);
+  TensorView lse_view = dlse.view();
+  for (int r = 0; r < repeats; ++r) {
+    prefill.run(narrow_last(dq.view(), c.dqk), dk.view(), dv.view(), dout.view(), &lse_view);
+  }
+  synchronize(dev);
+  dout.copy_to(out);
+  dlse.copy_to(lse);
+
+  CaseResult res;
+  res.out_bits = out.bytes();
+  std::vector<double> got = out.to_doubles();
+  std::vector<double> want = ref_out.to_doubles();
+  for (double x : got) res.unwritten_or_nan += std::isnan(x) ? 1 : 0;
+  for (int64_t i = 0; i < lse.numel(); ++i) {
+    const double g = lse.get(i), w = ref_lse.get(i);
+    if (std::isnan(g)) {
+      ++res.unwritten_or_nan;
+      continue;
+    }
+    if (std::isinf(w) || std::isinf(g)) {
+      if (g != w) res.lse_max_abs_err = INFINITY;
+    } else {
+      res.lse_max_abs_err = std::max(res.lse_max_abs_err, std::fabs(g - w));
+    }
+    if (std::isinf(w) && w < 0) {
+      // A row with no visible key: out must be exactly 0 and lse -inf.
+      bool ok = std::isinf(g) && g < 0;
+      for (int d = 0; d < c.dvo; ++d) ok = ok && got[i * c.dvo + d] == 0.0;
+      res.empty_rows_wrong += ok ? 0 : 1;
+    }
+  }
+  res.out_relerr = relative_error(got, want);
+  return res;
+}
+
+}  // namespace test
+}  // namespace mlakit

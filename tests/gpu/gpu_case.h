@@ -1,0 +1,43 @@
+// One GPU prefill check: random inputs on the host, the same inputs on the device, outputs
+// poisoned before the run, then compared with the float64 CPU reference.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "mlakit/mlakit.h"
+#include "util/test_util.h"
+
+namespace mlakit {
+namespace test {
+
+struct GpuCase {
+  std::vector<int32_t> q_lens, kv_lens;
+  int heads = 4, kv_heads = 4, dqk = 192, dvo = 128;
+  DType dtype = DType::kBF16;
+  PrefillOptions opts;
+  uint64_t seed = 1;
+  // Extra elements at the end of each token row / head row, to test non-contiguous views.
+  int q_token_pad = 0;
+};
+
+struct CaseResult {
+  double out_relerr = 0;
+  double lse_max_abs_err = 0;
+  int64_t unwritten_or_nan = 0;  // out or lse elements still NaN (poison) or NaN after the run
+  int64_t empty_rows_wrong = 0;  // rows with no visible key whose out != 0 or lse != -inf
+  std::vector<uint8_t> out_bits;  // raw output, for bitwise comparisons between runs
+};
+
+inline double tolerance_for(DType t) { return t == DType::kBF16 ? 1e-2 : 2e-3; }
+
+// Runs the case on CUDA device 0 through RaggedPrefill and checks it against the reference.
+CaseResult run_gpu_case(const GpuCase& c, int repeats = 1);
+
+std::string describe(const GpuCase& c);
+
+}  // namespace test
+}  // namespace mlakit
