@@ -79,8 +79,8 @@ KernelChoice choose_prefill_kernel(int dqk, int dvo, DType dtype, int /*num_qo_h
   if (per_sm < 1) per_sm = 1;
   if (prev != device.index) MLAKIT_CUDA_CHECK(cudaSetDevice(prev));
   KernelChoice c{};
-  c.block_m = 128;
-  c.block_n = 64;
+  c.block_m = sm80::KernelShape<192, 128>::BM;
+  c.block_n = sm80::KernelShape<192, 128>::BN;
   c.grid_blocks = prop.multiProcessorCount * per_sm;
   c.arch = 80;
   return c;

@@ -13,13 +13,9 @@ namespace cuda {
 namespace sm80 {
 
 struct ScoreTransform {
-  float scale_log2;  // sm_scale * log2(e), used without a soft cap
-  float scale;       // sm_scale
-  float soft_cap;    // 0 = off
-  __device__ __forceinline__ float operator()(float x) const {
-    if (soft_cap > 0.f) return soft_cap * tanhf(x * scale / soft_cap) * 1.4426950408889634f;
-    return x * scale_log2;
-  }
+  float scale_log2;      // sm_scale * log2(e)
+  float scale_over_cap;  // sm_scale / soft_cap (soft cap on)
+  float soft_cap;        // 0 = off
 };
 
 template <int NT>  // 8-wide key tiles per block_n
@@ -34,8 +30,9 @@ struct RowSoftmax {
 
   // Turns raw scores into probabilities in place and returns the factor by which the output
   // accumulated so far must be rescaled, per row. `row` = positions of this lane's two rows in the
-  // sequence, `col0` = position of key 0 of the tile.
-  template <bool kMask>
+  // sequence, `col0` = position of key 0 of the tile. Without a soft cap the max is taken on raw
+  // scores and scaling folds into one FFMA per exponential.
+  template <bool kMask, bool kSoftCap>
   __device__ __forceinline__ void update(float (&s)[NT][4], float (&alpha)[2],
                                          const ScoreTransform& tf, const MaskParams& mp,
                                          const int (&row)[2], int col0, int lane) {
@@ -44,7 +41,8 @@ struct RowSoftmax {
     for (int n = 0; n < NT; ++n) {
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        float x = tf(s[n][e]);
+        float x = s[n][e];
+        if (kSoftCap) x = tf.soft_cap * 1.4426950408889634f * tanhf(x * tf.scale_over_cap);
         if (kMask) {
           const int col = col0 + n * 8 + (lane & 3) * 2 + (e & 1);
           if (!mp.visible(row[e >> 1], col)) x = -INFINITY;
@@ -53,22 +51,24 @@ struct RowSoftmax {
         mx[e >> 1] = fmaxf(mx[e >> 1], x);
       }
     }
+    const float scale = kSoftCap ? 1.f : tf.scale_log2;
+    float neg_offset[2];
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
       mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
-      const float m_new = fmaxf(m[r], mx[r]);
+      const float m_new = fmaxf(m[r], mx[r] * scale);
       const float m_use = m_new == -INFINITY ? 0.f : m_new;
       alpha[r] = fast_exp2(m[r] - m_use);
       m[r] = m_new;
-      mx[r] = m_use;  // reuse as the exponent offset below
+      neg_offset[r] = -m_use;
     }
     float sum[2] = {0.f, 0.f};
 #pragma unroll
     for (int n = 0; n < NT; ++n) {
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        const float p = fast_exp2(s[n][e] - mx[e >> 1]);
+        const float p = fast_exp2(fmaf(s[n][e], scale, neg_offset[e >> 1]));
         s[n][e] = p;
         sum[e >> 1] += p;
       }

@@ -23,11 +23,15 @@ namespace mlakit {
 namespace cuda {
 namespace sm80 {
 
+#ifndef MLAKIT_SM80_BLOCK_M
+#define MLAKIT_SM80_BLOCK_M 128
+#endif
+
 template <int DQK_, int DVO_>
 struct KernelShape {
   static constexpr int DQK = DQK_;
   static constexpr int DVO = DVO_;
-  static constexpr int BM = 128;
+  static constexpr int BM = MLAKIT_SM80_BLOCK_M;
   static constexpr int BN = 64;
   static constexpr int WARPS = BM / 16;
   static constexpr int THREADS = WARPS * 32;
@@ -53,7 +57,12 @@ __global__ void __launch_bounds__(Shape::THREADS, 1) prefill_sm80_kernel(const P
   const int num_heads = args.num_qo_heads;
   const int group = num_heads / args.num_kv_heads;
   const int total_work = hdr.num_tiles * num_heads;
-  const ScoreTransform tf{hdr.sm_scale_log2, hdr.sm_scale, hdr.soft_cap};
+  const ScoreTransform tf{hdr.sm_scale_log2, hdr.soft_cap > 0.f ? hdr.sm_scale / hdr.soft_cap : 0.f,
+                          hdr.soft_cap};
+  const bool soft_cap = hdr.soft_cap > 0.f;
+  const LdmatrixOffsets<DQK> k_off = k_offsets<DQK>(lane);
+  const LdmatrixOffsets<DVO> v_off = v_offsets<DVO>(lane);
+  const uint32_t sK_addr = smem_addr(sK), sV_addr = smem_addr(sV);
 
   const T* q_all = static_cast<const T*>(args.q);
   const T* k_all = static_cast<const T*>(args.k);
@@ -112,15 +121,18 @@ __global__ void __launch_bounds__(Shape::THREADS, 1) prefill_sm80_kernel(const P
       }
       const int n0 = n_begin + t * BN;
       float s[BN / 8][4];
-      compute_scores<DQK, BN>(s, qf, sK + stage * BN * DQK, lane);
+      compute_scores<DQK, BN, T>(s, qf, sK_addr + stage * BN * DQK * 2, k_off);
       float alpha[2];
-      if (mp.all_visible(it.row0, BM, n0, BN)) {
-        sm.template update<false>(s, alpha, tf, mp, row_in_seq, n0, lane);
+      const bool full = mp.all_visible(it.row0, BM, n0, BN);
+      if (soft_cap) {
+        if (full) sm.template update<false, true>(s, alpha, tf, mp, row_in_seq, n0, lane);
+        else sm.template update<true, true>(s, alpha, tf, mp, row_in_seq, n0, lane);
       } else {
-        sm.template update<true>(s, alpha, tf, mp, row_in_seq, n0, lane);
+        if (full) sm.template update<false, false>(s, alpha, tf, mp, row_in_seq, n0, lane);
+        else sm.template update<true, false>(s, alpha, tf, mp, row_in_seq, n0, lane);
       }
       rescale_rows(o, alpha);
-      accumulate_pv<DVO, BN>(o, s, sV + stage * BN * DVO, lane);
+      accumulate_pv<DVO, BN, T>(o, s, sV_addr + stage * BN * DVO * 2, v_off);
     }
 
     float l_total[2];
