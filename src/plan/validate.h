@@ -35,11 +35,15 @@ void validate_prefill_tensors(const TensorView& q, const TensorView& k, const Te
                               const TensorView& out, const TensorView* lse,
                               const IndptrTotals& totals, const TensorRules& rules);
 
-// out_a/out_b/out [N,H,D] same dtype & device; lse_* [N,H] fp32.
+// out_a/out_b/out [N,H,D] same dtype (bf16/fp16/fp32) & device; lse_* [N,H] fp32.
+// With allow_fp64 (the reference): fp64 is accepted too, out may be any float dtype, lse fp32/fp64.
 void validate_merge_tensors(const TensorView& out_a, const TensorView& lse_a,
                             const TensorView& out_b, const TensorView& lse_b,
                             const TensorView& out, const TensorView* lse_out,
                             bool allow_fp64 /* reference only */);
+
+// kTypeMismatch naming `name` unless t lives on `expected` (e.g. the reference wants host tensors).
+void require_device(const TensorView& t, const char* name, Device expected);
 
 }  // namespace plan
 }  // namespace mlakit

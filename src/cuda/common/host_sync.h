@@ -1,0 +1,41 @@
+// Plain-C++ seam over the few CUDA runtime calls the host side needs (memory, copies, stream and
+// event sync, device queries). Implemented in runtime_cuda.cc with <cuda_runtime.h>, stubbed in
+// src/cuda/no_cuda.cc, so src/core compiles the same with or without CUDA.
+// Every function throws mlakit::Error(kRuntime) on a CUDA failure, except where noted.
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+#include "mlakit/tensor.h"
+
+namespace mlakit {
+namespace cuda_rt {
+
+// Number of usable devices; 0 (and *why set, if given) when none or no driver. Never throws.
+int device_count(std::string* why);
+// "NVIDIA H200 (sm_90, 132 SMs)".
+std::string device_name(int index);
+
+void* alloc_device(size_t bytes, int index);
+void free_device(void* p, int index);  // never throws (used from destructors)
+// Page-locked host memory; nullptr if it cannot be had (callers fall back to plain memory).
+void* alloc_pinned(size_t bytes);
+void free_pinned(void* p);  // never throws
+
+// Stream-ordered copy / memset; pointers may live anywhere (unified addressing).
+void memcpy_async(void* dst, const void* src, size_t bytes, int device_index, Stream stream);
+void memset_async(void* dst, int value, size_t bytes, int device_index, Stream stream);
+void stream_synchronize(int device_index, Stream stream);
+void device_synchronize(int device_index) noexcept;  // for destructors; ignores errors
+
+// Events guard reuse of host staging buffers: record after an async copy that reads the buffer,
+// synchronize on that one event before overwriting it.
+using Event = void*;
+Event event_create(int device_index);  // created with cudaEventDisableTiming
+void event_record(Event e, Stream stream);
+void event_synchronize(Event e);  // returns at once if never recorded
+void event_destroy(Event e) noexcept;
+
+}  // namespace cuda_rt
+}  // namespace mlakit

@@ -1,0 +1,118 @@
+// CUDA runtime calls behind cuda/common/host_sync.h. Plain C++ against <cuda_runtime.h>;
+// compiled only when the CUDA backends are built (no_cuda.cc stubs these otherwise).
+#include <cuda_runtime.h>
+
+#include <string>
+
+#include "cuda/common/host_sync.h"
+#include "mlakit/error.h"
+
+namespace mlakit {
+namespace cuda_rt {
+
+namespace {
+void check(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) {
+    throw Error(ErrorKind::kRuntime, "", std::string(what) + " failed: " + cudaGetErrorString(e));
+  }
+}
+
+// The CUDA runtime's current device is per host thread; set it for calls that allocate or
+// enqueue, so a caller's cuda:1 tensor never lands on device 0.
+void use_device(int index) {
+  int cur = -1;
+  check(cudaGetDevice(&cur), "cudaGetDevice");
+  if (cur != index) check(cudaSetDevice(index), "cudaSetDevice");
+}
+
+cudaStream_t as_stream(Stream s) { return static_cast<cudaStream_t>(s); }
+}  // namespace
+
+int device_count(std::string* why) {
+  int n = 0;
+  cudaError_t e = cudaGetDeviceCount(&n);
+  if (e != cudaSuccess) {
+    cudaGetLastError();  // clear it so the next unrelated call does not report it
+    if (why) *why = std::string("no CUDA device: ") + cudaGetErrorString(e);
+    return 0;
+  }
+  if (n == 0 && why) *why = "no CUDA device: none found";
+  return n;
+}
+
+std::string device_name(int index) {
+  cudaDeviceProp p{};
+  check(cudaGetDeviceProperties(&p, index), "cudaGetDeviceProperties");
+  return std::string(p.name) + " (sm_" + std::to_string(p.major * 10 + p.minor) + ", " +
+         std::to_string(p.multiProcessorCount) + " SMs)";
+}
+
+void* alloc_device(size_t bytes, int index) {
+  use_device(index);
+  void* p = nullptr;
+  check(cudaMalloc(&p, bytes), "cudaMalloc");
+  return p;
+}
+
+void free_device(void* p, int index) {
+  if (!p) return;
+  int cur = -1;
+  if (cudaGetDevice(&cur) == cudaSuccess && cur != index) cudaSetDevice(index);
+  cudaFree(p);
+}
+
+void* alloc_pinned(size_t bytes) {
+  void* p = nullptr;
+  if (cudaMallocHost(&p, bytes) != cudaSuccess) {
+    cudaGetLastError();
+    return nullptr;
+  }
+  return p;
+}
+
+void free_pinned(void* p) {
+  if (p) cudaFreeHost(p);
+}
+
+void memcpy_async(void* dst, const void* src, size_t bytes, int device_index, Stream stream) {
+  use_device(device_index);
+  check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, as_stream(stream)), "cudaMemcpyAsync");
+}
+
+void memset_async(void* dst, int value, size_t bytes, int device_index, Stream stream) {
+  use_device(device_index);
+  check(cudaMemsetAsync(dst, value, bytes, as_stream(stream)), "cudaMemsetAsync");
+}
+
+void stream_synchronize(int device_index, Stream stream) {
+  use_device(device_index);
+  check(cudaStreamSynchronize(as_stream(stream)), "cudaStreamSynchronize");
+}
+
+void device_synchronize(int device_index) noexcept {
+  int cur = -1;
+  if (cudaGetDevice(&cur) == cudaSuccess && cur != device_index) cudaSetDevice(device_index);
+  cudaDeviceSynchronize();
+}
+
+Event event_create(int device_index) {
+  use_device(device_index);
+  cudaEvent_t e = nullptr;
+  check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreate");
+  return static_cast<Event>(e);
+}
+
+void event_record(Event e, Stream stream) {
+  check(cudaEventRecord(static_cast<cudaEvent_t>(e), as_stream(stream)), "cudaEventRecord");
+}
+
+void event_synchronize(Event e) {
+  check(cudaEventSynchronize(static_cast<cudaEvent_t>(e)), "cudaEventSynchronize");
+}
+
+void event_destroy(Event e) noexcept {
+  if (e) cudaEventDestroy(static_cast<cudaEvent_t>(e));
+}
+
+}  // namespace cuda_rt
+}  // namespace mlakit

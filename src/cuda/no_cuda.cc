@@ -1,0 +1,48 @@
+// Stubs for a build without the CUDA backends: nothing reports a device, every CUDA entry point
+// throws kUnsupported naming "device", so CPU-only builds link and fail loudly only if asked
+// for CUDA work.
+#include <string>
+
+#include "cuda/common/host_sync.h"
+#include "cuda/prefill_launch.h"
+#include "mlakit/error.h"
+
+namespace mlakit {
+
+namespace {
+[[noreturn]] void no_cuda() {
+  throw Error(ErrorKind::kUnsupported, "device", "mlakit was built without CUDA");
+}
+}  // namespace
+
+namespace cuda {
+
+bool prefill_supported(int, int, DType) { return false; }
+KernelChoice choose_prefill_kernel(int, int, DType, int, Device) { no_cuda(); }
+void launch_prefill(const KernelChoice&, int, int, DType, const PrefillArgs&, Stream) { no_cuda(); }
+void launch_merge(DType, const MergeArgs&, Stream) { no_cuda(); }
+
+}  // namespace cuda
+
+namespace cuda_rt {
+
+int device_count(std::string* why) {
+  if (why) *why = "built without CUDA";
+  return 0;
+}
+std::string device_name(int) { no_cuda(); }
+void* alloc_device(size_t, int) { no_cuda(); }
+void free_device(void*, int) {}
+void* alloc_pinned(size_t) { return nullptr; }
+void free_pinned(void*) {}
+void memcpy_async(void*, const void*, size_t, int, Stream) { no_cuda(); }
+void memset_async(void*, int, size_t, int, Stream) { no_cuda(); }
+void stream_synchronize(int, Stream) { no_cuda(); }
+void device_synchronize(int) noexcept {}
+Event event_create(int) { no_cuda(); }
+void event_record(Event, Stream) { no_cuda(); }
+void event_synchronize(Event) { no_cuda(); }
+void event_destroy(Event) noexcept {}
+
+}  // namespace cuda_rt
+}  // namespace mlakit

@@ -1,0 +1,263 @@
+// Argument checks shared by RaggedPrefill, ragged_prefill, merge_states and the reference.
+// All checks run before any backend touches memory, and each error names one argument.
+#include "plan/validate.h"
+
+#include <cmath>
+#include <cstdint>
+#include <string>
+
+#include "mlakit/error.h"
+
+namespace mlakit {
+namespace plan {
+
+namespace {
+
+[[noreturn]] void invalid(const char* name, const std::string& msg) {
+  throw Error(ErrorKind::kInvalidArgument, name, msg);
+}
+[[noreturn]] void mismatch(const char* name, const std::string& msg) {
+  throw Error(ErrorKind::kTypeMismatch, name, msg);
+}
+
+std::string shape_str(const TensorView& t) {
+  std::string s = "[";
+  for (int d = 0; d < t.ndim; ++d) s += (d ? ", " : "") + std::to_string(t.shape[d]);
+  return s + "]";
+}
+
+bool is_half(DType t) { return t == DType::kBF16 || t == DType::kFP16; }
+bool is_wide(DType t) { return t == DType::kFP32 || t == DType::kFP64; }
+
+// Rank, null data, non-negative sizes/strides, unit last stride, natural element alignment.
+// Strides of size-1 dimensions are never used for addressing, so they are not checked.
+void check_layout(const TensorView& t, const char* name, int ndim) {
+  if (t.ndim != ndim) {
+    invalid(name, "expected a " + std::to_string(ndim) + "-D tensor, got " + t.describe());
+  }
+  for (int d = 0; d < ndim; ++d) {
+    if (t.shape[d] < 0) invalid(name, "negative size in " + t.describe());
+  }
+  if (t.data == nullptr && t.numel() > 0) invalid(name, "data is null for " + t.describe());
+  for (int d = 0; d < ndim; ++d) {
+    if (t.shape[d] > 1 && t.strides[d] < 0) {
+      invalid(name, "negative strides are not supported: " + t.describe());
+    }
+  }
+  if (t.shape[ndim - 1] > 1 && t.strides[ndim - 1] != 1) {
+    invalid(name, "the last dimension must be contiguous (stride 1): " + t.describe());
+  }
+  size_t es = dtype_size(t.dtype);
+  if (t.data && es > 0 && reinterpret_cast<uintptr_t>(t.data) % es != 0) {
+    invalid(name, "data pointer is not aligned to its element size");
+  }
+}
+
+// 16-byte vector loads/stores: the base pointer and the byte size of every row step must be
+// multiples of 16 (CUDA backends).
+void check_16B(const TensorView& t, const char* name) {
+  if (t.numel() == 0) return;
+  if (reinterpret_cast<uintptr_t>(t.data) % 16 != 0) {
+    invalid(name, "data pointer must be 16-byte aligned for the CUDA backend");
+  }
+  const int64_t es = static_cast<int64_t>(dtype_size(t.dtype));
+  for (int d = 0; d + 1 < t.ndim; ++d) {
+    if (t.shape[d] > 1 && (t.strides[d] * es) % 16 != 0) {
+      invalid(name, "stride " + std::to_string(d) + " (" + std::to_string(t.strides[d]) +
+                        " elements) must be a multiple of 16 bytes for the CUDA backend");
+    }
+  }
+}
+
+void check_same_device(const TensorView& t, const char* name, const TensorView& ref) {
+  if (t.device != ref.device) {
+    mismatch(name, "is on " + to_string(t.device) + " but q is on " + to_string(ref.device));
+  }
+}
+
+void check_indptr_array(const int32_t* p, const char* name, int batch_size, int64_t* total,
+                        int64_t* max_len) {
+  if (p == nullptr) invalid(name, "is null");
+  if (p[0] != 0) invalid(name, std::string(name) + "[0] must be 0, got " + std::to_string(p[0]));
+  int64_t mx = 0;
+  for (int b = 0; b < batch_size; ++b) {
+    int64_t len = static_cast<int64_t>(p[b + 1]) - p[b];
+    if (len < 0) {
+      invalid(name, "must be non-decreasing, but " + std::string(name) + "[" + std::to_string(b + 1) +
+                        "] = " + std::to_string(p[b + 1]) + " < " + std::string(name) + "[" +
+                        std::to_string(b) + "] = " + std::to_string(p[b]));
+    }
+    if (len > mx) mx = len;
+  }
+  *total = p[batch_size];
+  *max_len = mx;
+}
+
+}  // namespace
+
+IndptrTotals validate_indptr(const int32_t* qo_indptr, const int32_t* kv_indptr, int batch_size) {
+  if (batch_size < 0) invalid("batch_size", "must be >= 0, got " + std::to_string(batch_size));
+  IndptrTotals t;
+  check_indptr_array(qo_indptr, "qo_indptr", batch_size, &t.total_q, &t.max_q_len);
+  check_indptr_array(kv_indptr, "kv_indptr", batch_size, &t.total_kv, &t.max_kv_len);
+  return t;
+}
+
+void validate_options(const PrefillOptions& o) {
+  if (o.window_left < -1) {
+    invalid("options.window_left", "must be -1 (no window) or >= 0, got " + std::to_string(o.window_left));
+  }
+  if (!std::isfinite(o.sm_scale) || o.sm_scale < 0.0f) {
+    invalid("options.sm_scale", "must be finite and >= 0 (0 = 1/sqrt(head_dim_qk)), got " +
+                                    std::to_string(o.sm_scale));
+  }
+  if (!std::isfinite(o.logits_soft_cap) || o.logits_soft_cap < 0.0f) {
+    invalid("options.logits_soft_cap", "must be finite and >= 0 (0 = off), got " +
+                                           std::to_string(o.logits_soft_cap));
+  }
+}
+
+void validate_prefill_tensors(const TensorView& q, const TensorView& k, const TensorView& v,
+                              const TensorView& out, const TensorView* lse,
+                              const IndptrTotals& totals, const TensorRules& rules) {
+  check_layout(q, "q", 3);
+  check_layout(k, "k", 3);
+  check_layout(v, "v", 3);
+  check_layout(out, "out", 3);
+  if (lse) check_layout(*lse, "lse", 2);
+
+  // dtypes
+  const bool q_ok = is_half(q.dtype) || (rules.allow_fp32_fp64_inputs && is_wide(q.dtype));
+  if (!q_ok) {
+    mismatch("q", std::string("dtype ") + dtype_name(q.dtype) + " is not supported (" +
+                      (rules.allow_fp32_fp64_inputs ? "bf16, fp16, fp32 or fp64" : "bf16 or fp16") + ")");
+  }
+  if (k.dtype != q.dtype) mismatch("k", std::string("dtype ") + dtype_name(k.dtype) + " differs from q's " + dtype_name(q.dtype));
+  if (v.dtype != q.dtype) mismatch("v", std::string("dtype ") + dtype_name(v.dtype) + " differs from q's " + dtype_name(q.dtype));
+  if (rules.out_matches_input_dtype) {
+    if (out.dtype != q.dtype) {
+      mismatch("out", std::string("dtype ") + dtype_name(out.dtype) + " must equal the input dtype " + dtype_name(q.dtype));
+    }
+  } else if (!is_wide(out.dtype)) {
+    mismatch("out", std::string("dtype ") + dtype_name(out.dtype) + " must be fp32 or fp64");
+  }
+  if (lse) {
+    const bool lse_ok = lse->dtype == DType::kFP32 ||
+                        (!rules.out_matches_input_dtype && lse->dtype == DType::kFP64);
+    if (!lse_ok) mismatch("lse", std::string("dtype ") + dtype_name(lse->dtype) + " must be fp32");
+  }
+
+  // devices
+  check_same_device(k, "k", q);
+  check_same_device(v, "v", q);
+  check_same_device(out, "out", q);
+  if (lse) check_same_device(*lse, "lse", q);
+
+  // shapes
+  const int64_t H = q.shape[1], Dqk = q.shape[2];
+  const int64_t Hkv = k.shape[1], Dvo = v.shape[2];
+  if (H <= 0) invalid("q", "number of heads must be > 0: " + q.describe());
+  if (Dqk <= 0) invalid("q", "head dim must be > 0: " + q.describe());
+  if (Hkv <= 0) invalid("k", "number of heads must be > 0: " + k.describe());
+  if (v.shape[1] != Hkv) {
+    invalid("v", "has " + std::to_string(v.shape[1]) + " heads but k has " + std::to_string(Hkv));
+  }
+  if (H % Hkv != 0) {
+    invalid("q", "number of q heads (" + std::to_string(H) + ") must be a multiple of kv heads (" +
+                     std::to_string(Hkv) + ")");
+  }
+  if (k.shape[2] != Dqk) {
+    invalid("k", "head dim " + std::to_string(k.shape[2]) + " differs from q's " + std::to_string(Dqk));
+  }
+  if (Dvo <= 0) invalid("v", "head dim must be > 0: " + v.describe());
+  if (q.shape[0] != totals.total_q) {
+    invalid("q", "has " + std::to_string(q.shape[0]) + " tokens but qo_indptr totals " +
+                     std::to_string(totals.total_q));
+  }
+  if (k.shape[0] != totals.total_kv) {
+    invalid("k", "has " + std::to_string(k.shape[0]) + " tokens but kv_indptr totals " +
+                     std::to_string(totals.total_kv));
+  }
+  if (v.shape[0] != totals.total_kv) {
+    invalid("v", "has " + std::to_string(v.shape[0]) + " tokens but kv_indptr totals " +
+                     std::to_string(totals.total_kv));
+  }
+  if (out.shape[0] != totals.total_q || out.shape[1] != H || out.shape[2] != Dvo) {
+    invalid("out", "shape " + shape_str(out) + " must be [" + std::to_string(totals.total_q) + ", " +
+                       std::to_string(H) + ", " + std::to_string(Dvo) + "]");
+  }
+  if (lse && (lse->shape[0] != totals.total_q || lse->shape[1] != H)) {
+    invalid("lse", "shape " + shape_str(*lse) + " must be [" + std::to_string(totals.total_q) + ", " +
+                       std::to_string(H) + "]");
+  }
+
+  if (rules.need_16B_alignment) {
+    check_16B(q, "q");
+    check_16B(k, "k");
+    check_16B(v, "v");
+    check_16B(out, "out");
+  }
+}
+
+void validate_merge_tensors(const TensorView& out_a, const TensorView& lse_a,
+                            const TensorView& out_b, const TensorView& lse_b,
+                            const TensorView& out, const TensorView* lse_out, bool allow_fp64) {
+  check_layout(out_a, "out_a", 3);
+  check_layout(lse_a, "lse_a", 2);
+  check_layout(out_b, "out_b", 3);
+  check_layout(lse_b, "lse_b", 2);
+  check_layout(out, "out", 3);
+  if (lse_out) check_layout(*lse_out, "lse_out", 2);
+
+  const DType t = out_a.dtype;
+  const bool a_ok = is_half(t) || t == DType::kFP32 || (allow_fp64 && t == DType::kFP64);
+  if (!a_ok) mismatch("out_a", std::string("dtype ") + dtype_name(t) + " is not supported");
+  if (out_b.dtype != t) mismatch("out_b", std::string("dtype ") + dtype_name(out_b.dtype) + " differs from out_a's " + dtype_name(t));
+  const bool out_ok = allow_fp64 ? (is_half(out.dtype) || is_wide(out.dtype)) : out.dtype == t;
+  if (!out_ok) mismatch("out", std::string("dtype ") + dtype_name(out.dtype) + " differs from out_a's " + dtype_name(t));
+  auto lse_dtype = [&](const TensorView& l, const char* name) {
+    if (!(l.dtype == DType::kFP32 || (allow_fp64 && l.dtype == DType::kFP64))) {
+      mismatch(name, std::string("dtype ") + dtype_name(l.dtype) + " must be fp32");
+    }
+  };
+  lse_dtype(lse_a, "lse_a");
+  lse_dtype(lse_b, "lse_b");
+  if (lse_out) lse_dtype(*lse_out, "lse_out");
+
+  auto same_dev = [&](const TensorView& x, const char* name) {
+    if (x.device != out_a.device) {
+      mismatch(name, "is on " + to_string(x.device) + " but out_a is on " + to_string(out_a.device));
+    }
+  };
+  same_dev(lse_a, "lse_a");
+  same_dev(out_b, "out_b");
+  same_dev(lse_b, "lse_b");
+  same_dev(out, "out");
+  if (lse_out) same_dev(*lse_out, "lse_out");
+
+  const int64_t N = out_a.shape[0], H = out_a.shape[1], D = out_a.shape[2];
+  auto same3 = [&](const TensorView& x, const char* name) {
+    if (x.shape[0] != N || x.shape[1] != H || x.shape[2] != D) {
+      invalid(name, "shape " + shape_str(x) + " differs from out_a's " + shape_str(out_a));
+    }
+  };
+  auto lse2 = [&](const TensorView& x, const char* name) {
+    if (x.shape[0] != N || x.shape[1] != H) {
+      invalid(name, "shape " + shape_str(x) + " must be [" + std::to_string(N) + ", " + std::to_string(H) + "]");
+    }
+  };
+  lse2(lse_a, "lse_a");
+  same3(out_b, "out_b");
+  lse2(lse_b, "lse_b");
+  same3(out, "out");
+  if (lse_out) lse2(*lse_out, "lse_out");
+}
+
+void require_device(const TensorView& t, const char* name, Device expected) {
+  if (t.device != expected) {
+    mismatch(name, "must be on " + to_string(expected) + ", got " + to_string(t.device));
+  }
+}
+
+}  // namespace plan
+}  // namespace mlakit

@@ -1,0 +1,182 @@
+// Planner invariants on random batches, checked against brute force.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <random>
+#include <utility>
+#include <vector>
+
+#include "plan/scheduler.h"
+#include "util/test_util.h"
+
+namespace mlakit {
+namespace {
+
+using plan::KvRange;
+using plan::Scheduler;
+using plan::WorkTile;
+
+bool brute_visible(int64_t i, int64_t j, int64_t lq, int64_t lk, bool causal, int w) {
+  const int64_t diag = lk - lq + i;
+  if (causal && j > diag) return false;
+  if (w >= 0 && j < diag - w) return false;
+  return j >= 0 && j < lk;
+}
+
+int64_t brute_pairs(int64_t lq, int64_t lk, bool causal, int w) {
+  int64_t n = 0;
+  for (int64_t i = 0; i < lq; ++i)
+    for (int64_t j = 0; j < lk; ++j) n += brute_visible(i, j, lq, lk, causal, w);
+  return n;
+}
+
+struct Mask {
+  bool causal;
+  int window;
+};
+const Mask kMasks[] = {{false, -1}, {true, -1}, {false, 0}, {false, 5}, {true, 0}, {true, 3}, {true, 70}, {false, 200}};
+
+TEST(VisibleKvRange, MatchesBruteForce) {
+  const std::pair<int64_t, int64_t> lens[] = {{1, 1}, {5, 9}, {9, 9}, {9, 5}, {1, 17}, {17, 1},
+                                               {64, 130}, {130, 64}, {33, 33}, {3, 0}};
+  for (const Mask& m : kMasks) {
+    for (auto [lq, lk] : lens) {
+      for (int64_t i = 0; i < lq; ++i) {
+        const KvRange r = plan::visible_kv_range(i, lq, lk, m.causal, m.window);
+        for (int64_t j = 0; j < lk; ++j) {
+          const bool in = !r.empty() && j >= r.lo && j < r.hi;
+          ASSERT_EQ(in, brute_visible(i, j, lq, lk, m.causal, m.window))
+              << "lq=" << lq << " lk=" << lk << " row=" << i << " j=" << j << " causal=" << m.causal
+              << " w=" << m.window;
+        }
+        // The range never leaves [0, lk) when non-empty.
+        if (!r.empty()) {
+          EXPECT_GE(r.lo, 0);
+          EXPECT_LE(r.hi, lk);
+        }
+      }
+    }
+  }
+}
+
+TEST(VisiblePairs, ClosedFormMatchesBruteForce) {
+  std::mt19937_64 rng(7);
+  std::uniform_int_distribution<int> len(0, 90);
+  for (int it = 0; it < 400; ++it) {
+    const int64_t lq = len(rng), lk = len(rng);
+    for (const Mask& m : kMasks) {
+      ASSERT_EQ(plan::visible_pairs(lq, lk, m.causal, m.window), brute_pairs(lq, lk, m.causal, m.window))
+          << "lq=" << lq << " lk=" << lk << " causal=" << m.causal << " w=" << m.window;
+    }
+  }
+}
+
+// Checks every invariant of one schedule against an independent computation.
+void check_schedule(const std::vector<int32_t>& qlen, const std::vector<int32_t>& klen, bool causal,
+                    int w, int bm, int bn) {
+  const auto qo = test::make_indptr(qlen), kv = test::make_indptr(klen);
+  const int batch = static_cast<int>(qlen.size());
+  Scheduler s(batch, qo.back(), kv.back(), bm, bn);
+  std::vector<WorkTile> tiles(static_cast<size_t>(s.max_tiles()), WorkTile{-1, -1});
+  const plan::ScheduleResult r = s.build(qo.data(), kv.data(), batch, causal, w, tiles.data());
+
+  // Each (seq, q_tile) exactly once, none for lq == 0.
+  std::map<std::pair<int, int>, int> seen;
+  for (int t = 0; t < r.num_tiles; ++t) ++seen[{tiles[t].seq, tiles[t].q_tile}];
+  int expected_tiles = 0;
+  for (int b = 0; b < batch; ++b) {
+    const int nt = (qlen[b] + bm - 1) / bm;
+    expected_tiles += nt;
+    for (int qt = 0; qt < nt; ++qt) {
+      auto it = seen.find({b, qt});
+      ASSERT_TRUE(it != seen.end()) << "missing tile seq=" << b << " q_tile=" << qt;
+      EXPECT_EQ(it->second, 1) << "seq=" << b << " q_tile=" << qt;
+    }
+  }
+  ASSERT_EQ(r.num_tiles, expected_tiles);
+  ASSERT_EQ(static_cast<int>(seen.size()), expected_tiles) << "tiles outside any sequence";
+  ASSERT_LE(r.num_tiles, s.max_tiles());
+
+  // Costs non-increasing; ties in (seq, q_tile) order. Cost recomputed by brute force.
+  auto cost = [&](const WorkTile& t) {
+    const int64_t lq = qlen[t.seq], lk = klen[t.seq];
+    int64_t lo = lk, hi = 0;
+    for (int64_t i = int64_t{t.q_tile} * bm; i < std::min<int64_t>(lq, int64_t{t.q_tile + 1} * bm); ++i)
+      for (int64_t j = 0; j < lk; ++j)
+        if (brute_visible(i, j, lq, lk, causal, w)) { lo = std::min(lo, j); hi = std::max(hi, j + 1); }
+    return hi > lo ? (hi + bn - 1) / bn - lo / bn + 1 : int64_t{1};
+  };
+  for (int t = 1; t < r.num_tiles; ++t) {
+    const int64_t c0 = cost(tiles[t - 1]), c1 = cost(tiles[t]);
+    ASSERT_GE(c0, c1) << "cost increases at position " << t;
+    if (c0 == c1) {
+      const bool ordered = tiles[t - 1].seq < tiles[t].seq ||
+                           (tiles[t - 1].seq == tiles[t].seq && tiles[t - 1].q_tile < tiles[t].q_tile);
+      ASSERT_TRUE(ordered) << "unstable tie order at position " << t;
+    }
+  }
+
+  int64_t pairs = 0;
+  for (int b = 0; b < batch; ++b) pairs += brute_pairs(qlen[b], klen[b], causal, w);
+  EXPECT_EQ(r.visible_pairs, pairs);
+}
+
+TEST(Scheduler, InvariantsOnRandomBatches) {
+  std::mt19937_64 rng(1234);
+  const int block_shapes[][2] = {{64, 64}, {128, 64}, {16, 32}, {64, 128}};
+  for (int it = 0; it < 60; ++it) {
+    const int batch = 1 + static_cast<int>(rng() % 12);
+    auto qlen = test::make_random_lengths(batch, rng);
+    auto klen = test::make_random_lengths(batch, rng);
+    const Mask& m = kMasks[it % (sizeof(kMasks) / sizeof(kMasks[0]))];
+    const auto& bs = block_shapes[it % 4];
+    SCOPED_TRACE("iteration " + std::to_string(it));
+    check_schedule(qlen, klen, m.causal, m.window, bs[0], bs[1]);
+  }
+}
+
+TEST(Scheduler, EmptyKvStillGetsTilesAndEmptyQGetsNone) {
+  check_schedule({0, 70, 0, 1}, {50, 0, 0, 0}, true, -1, 64, 64);
+  const auto qo = test::make_indptr({0, 70, 0, 1}), kv = test::make_indptr({50, 0, 0, 0});
+  Scheduler s(4, qo.back(), kv.back(), 64, 64);
+  std::vector<WorkTile> tiles(static_cast<size_t>(s.max_tiles()));
+  auto r = s.build(qo.data(), kv.data(), 4, true, -1, tiles.data());
+  ASSERT_EQ(r.num_tiles, 3);  // seq 1: 2 tiles, seq 3: 1 tile
+  for (int t = 0; t < r.num_tiles; ++t) EXPECT_TRUE(tiles[t].seq == 1 || tiles[t].seq == 3);
+  EXPECT_EQ(r.visible_pairs, 0);
+}
+
+TEST(Scheduler, LongestFirstForCausal) {
+  // Causal lq == lk: the last q tile of the longest sequence visits the most kv tiles.
+  const auto qo = test::make_indptr({256, 64}), kv = test::make_indptr({256, 64});
+  Scheduler s(2, qo.back(), kv.back(), 64, 64);
+  std::vector<WorkTile> tiles(static_cast<size_t>(s.max_tiles()));
+  auto r = s.build(qo.data(), kv.data(), 2, true, -1, tiles.data());
+  ASSERT_EQ(r.num_tiles, 5);
+  EXPECT_EQ(tiles[0].seq, 0);
+  EXPECT_EQ(tiles[0].q_tile, 3);
+  // Ties (cost 2): seq 0 q_tile 0 before seq 1 q_tile 0.
+  EXPECT_EQ(tiles[3].seq, 0);
+  EXPECT_EQ(tiles[3].q_tile, 0);
+  EXPECT_EQ(tiles[4].seq, 1);
+}
+
+TEST(Scheduler, ReusableAcrossBuildsAndZeroBatch) {
+  Scheduler s(8, 4096, 4096, 64, 64);
+  std::vector<WorkTile> tiles(static_cast<size_t>(s.max_tiles()));
+  const int32_t zero[1] = {0};
+  auto r0 = s.build(zero, zero, 0, false, -1, tiles.data());
+  EXPECT_EQ(r0.num_tiles, 0);
+  EXPECT_EQ(r0.visible_pairs, 0);
+  const auto qo = test::make_indptr({100, 3}), kv = test::make_indptr({4000, 3});
+  auto r1 = s.build(qo.data(), kv.data(), 2, false, -1, tiles.data());
+  EXPECT_EQ(r1.num_tiles, 3);
+  EXPECT_EQ(r1.visible_pairs, 100 * 4000 + 9);
+  // Over capacity is rejected.
+  const auto big = test::make_indptr({5000});
+  EXPECT_TRUE(test::throws_error([&] { s.build(big.data(), big.data(), 1, false, -1, tiles.data()); },
+                                 ErrorKind::kInvalidArgument, "batch_size"));
+}
+
+}  // namespace
+}  // namespace mlakit
