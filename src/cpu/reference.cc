@@ -123,7 +123,9 @@ void attention_row(const TensorView& q, const TensorView& k, const TensorView& v
   // The shared tensor checks want an output; a view of the right shape stands in for it (its
   // pointer is never used: the result goes to out_row).
   TensorView fake_out(q.data, DType::kFP64, {q.shape[0], q.shape[1], v.shape[2]});
+  fake_out.device = q.device;
   plan::validate_prefill_tensors(q, k, v, fake_out, nullptr, totals, reference_rules());
+  plan::require_device(q, "q", Device::cpu());  // the reference reads host memory only
   if (q_row < 0 || q_row >= totals.total_q) {
     throw Error(ErrorKind::kInvalidArgument, "q_row",
                 "row " + std::to_string(q_row) + " is outside [0, " +
@@ -149,6 +151,7 @@ void ragged_prefill(const TensorView& q, const TensorView& k, const TensorView& 
   const plan::IndptrTotals totals = plan::validate_indptr(qo_indptr, kv_indptr, batch_size);
   plan::validate_options(options);
   plan::validate_prefill_tensors(q, k, v, out, lse, totals, reference_rules());
+  plan::require_device(q, "q", Device::cpu());  // the reference reads host memory only
 
   const int64_t heads = q.shape[1], dvo = v.shape[2];
   std::vector<double> o(dvo);
@@ -169,6 +172,7 @@ void ragged_prefill(const TensorView& q, const TensorView& k, const TensorView& 
 void merge_states(const TensorView& out_a, const TensorView& lse_a, const TensorView& out_b,
                   const TensorView& lse_b, const TensorView& out, const TensorView* lse_out) {
   plan::validate_merge_tensors(out_a, lse_a, out_b, lse_b, out, lse_out, /*allow_fp64=*/true);
+  plan::require_device(out_a, "out_a", Device::cpu());
   const int64_t n = out.shape[0], heads = out.shape[1], dim = out.shape[2];
   std::vector<double> a(dim), b(dim);
   for (int64_t t = 0; t < n; ++t) {

@@ -267,6 +267,24 @@ TEST_F(Validation, ReferenceAcceptsWideInputs) {
                                             o64.view(), &lv));
 }
 
+TEST_F(Validation, ReferenceRejectsDeviceTensors) {
+  // The reference reads host memory: a consistent set of CUDA-tagged views must be refused.
+  const Device gpu = Device::cuda(0);
+  HostTensor o64(DType::kFP64, ref_out_.shape());
+  o64.fill_bytes(0xAB);
+  const std::vector<uint8_t> before = o64.bytes();
+  EXPECT_TRUE(throws_error([&] {
+    reference::ragged_prefill(q_.view(gpu), k_.view(gpu), v_.view(gpu), qo_.data(), kv_.data(), 3,
+                              {}, o64.view(gpu), nullptr);
+  }, ErrorKind::kTypeMismatch, "q"));
+  double row[256];
+  EXPECT_TRUE(throws_error([&] {
+    reference::attention_row(q_.view(gpu), k_.view(gpu), v_.view(gpu), qo_.data(), kv_.data(), 3,
+                             {}, 0, 0, row, nullptr);
+  }, ErrorKind::kTypeMismatch, "q"));
+  EXPECT_EQ(o64.bytes(), before);
+}
+
 // A plan used with tensors it was not made for.
 TEST_F(Validation, PlanMismatch) {
   RaggedPrefill p(config_);

@@ -1,0 +1,600 @@
+#!/usr/bin/env python3
+"""Compare mlakit with PyTorch's attention kernels on the named MLA prefill workloads.
+
+Runs on a GPU machine with PyTorch (no installs needed). Every method is timed the same way as
+the anchors in shared/anchors/peers-h200-2026-12-02.json were: CUDA events around each call,
+median of 30 calls after 5 warm-ups (--iters/--warmup), optionally rotating among input sets so
+repeated calls do not run out of L2 (--rotate; 1 = one input set, like a plain loop).
+
+Methods (each skipped with a printed reason when it cannot run):
+  mlakit            the Python binding (import mlakit); if that fails, numbers read from
+                    `mlakit-bench --json` (timed by that tool, not by this script; said so)
+  fa2_varlen_padV   torch.ops.aten._flash_attention_forward on ragged cu_seqlens, V padded
+                    Dvo -> Dqk (the pad is inside the timed call), output sliced back
+  sdpa_cudnn        scaled_dot_product_attention, cuDNN backend, dense equal-length batches
+  sdpa_efficient    scaled_dot_product_attention, memory-efficient backend, same batches
+  flex_attention    torch.compile(flex_attention) with a document-(causal) block mask
+
+Each output is checked against a float32 PyTorch reference on sampled rows and a few heads
+(max over (row, head) of max|o - r| / max|r|). Also measured in the same run: the matrix-product
+ceiling (8192^3 bf16 torch.matmul, mean of 10 after 3 warm-ups) and a device-to-device copy.
+
+  python3 bench/compare.py --all --json results.json
+  python3 bench/compare.py --workload 1x999 --methods mlakit,fa2_varlen_padV
+"""
+from __future__ import annotations
+
+import argparse
+import bisect
+import datetime
+import json
+import math
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+import workloads as W  # noqa: E402
+
+ALL_METHODS = ["mlakit", "fa2_varlen_padV", "sdpa_cudnn", "sdpa_efficient", "flex_attention"]
+ANCHOR_PATHS = [os.path.join(REPO, "shared", "anchors", "peers-h200-2026-12-02.json"),
+                os.path.join(os.path.dirname(REPO), "shared", "anchors", "peers-h200-2026-12-02.json")]
+L2_BYTES = 60e6
+
+
+class Skip(Exception):
+    """A method that does not apply to a workload (or cannot run here); the message says why."""
+
+
+def log(msg=""):
+    print(msg, flush=True)
+
+
+# ----------------------------------------------------------------------------------------------
+# Timing: the anchors' method.
+
+def time_cuda(torch, fn, nsets, warmup, iters):
+    """Median ms of `iters` CUDA-event-timed calls after `warmup` calls; fn(i) uses set i % nsets.
+    Also a host wall-clock median of synchronized calls (sync_wall_ms), as the anchors report."""
+    for i in range(warmup):
+        fn(i % nsets)
+    torch.cuda.synchronize()
+    starts = [torch.cuda.Event(enable_timing=True) for _ in range(iters)]
+    ends = [torch.cuda.Event(enable_timing=True) for _ in range(iters)]
+    for i in range(iters):
+        starts[i].record()
+        fn(i % nsets)
+        ends[i].record()
+    torch.cuda.synchronize()
+    ms = statistics.median(s.elapsed_time(e) for s, e in zip(starts, ends))
+    walls = []
+    for i in range(iters):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        fn(i % nsets)
+        torch.cuda.synchronize()
+        walls.append((time.perf_counter() - t0) * 1e3)
+    return ms, statistics.median(walls)
+
+
+def ceilings(torch, dev):
+    out = {}
+    try:
+        n = 8192
+        a = torch.randn(n, n, device=dev, dtype=torch.bfloat16)
+        b = torch.randn(n, n, device=dev, dtype=torch.bfloat16)
+        for _ in range(3):
+            torch.matmul(a, b)
+        torch.cuda.synchronize()
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record()
+        for _ in range(10):
+            torch.matmul(a, b)
+        e.record()
+        torch.cuda.synchronize()
+        ms = s.elapsed_time(e) / 10
+        out["gemm_bf16_8192_tflops"] = 2 * n ** 3 / (ms * 1e-3) / 1e12
+        del a, b
+    except Exception as ex:  # noqa: BLE001
+        out["gemm_error"] = repr(ex)
+    try:
+        nbytes = 1 << 31
+        x = torch.empty(nbytes // 2, device=dev, dtype=torch.bfloat16).normal_()
+        y = torch.empty_like(x)
+        for _ in range(3):
+            y.copy_(x)
+        torch.cuda.synchronize()
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record()
+        for _ in range(10):
+            y.copy_(x)
+        e.record()
+        torch.cuda.synchronize()
+        ms = s.elapsed_time(e) / 10
+        out["d2d_copy_GBps_rw"] = 2 * nbytes / (ms * 1e-3) / 1e9
+        del x, y
+    except Exception as ex:  # noqa: BLE001
+        out["copy_error"] = repr(ex)
+    torch.cuda.empty_cache()
+    return out
+
+
+# ----------------------------------------------------------------------------------------------
+# Inputs and the float32 reference.
+
+def torch_dtype(torch, name):
+    return {"bf16": torch.bfloat16, "fp16": torch.float16}[name]
+
+
+def make_sets(torch, w, nsets, dev, seed):
+    g = torch.Generator(device=dev)
+    g.manual_seed(seed)
+    dt = torch_dtype(torch, w.dtype)
+    sets = []
+    for _ in range(nsets):
+        q = torch.randn(w.total_q, w.heads, w.dqk, device=dev, dtype=dt, generator=g)
+        k = torch.randn(w.total_kv, w.kv_heads, w.dqk, device=dev, dtype=dt, generator=g)
+        v = torch.randn(w.total_kv, w.kv_heads, w.dvo, device=dev, dtype=dt, generator=g)
+        sets.append((q, k, v))
+    return sets
+
+
+def sample_rows(w, nrandom, seed):
+    import random
+    rng = random.Random(seed)
+    qo = w.qo_indptr()
+    rows = set()
+    for b in range(w.batch):
+        if qo[b + 1] > qo[b]:
+            rows.add(qo[b])
+            rows.add(qo[b + 1] - 1)
+    for _ in range(nrandom):
+        rows.add(rng.randrange(w.total_q))
+    return sorted(rows)
+
+
+def check_heads(w):
+    return sorted({0, w.heads // 2, w.heads - 1})
+
+
+def reference(torch, w, q, k, v, rows, heads):
+    """float32 attention for the sampled rows and heads: [len(rows), len(heads), Dvo]."""
+    qo, kv = w.qo_indptr(), w.kv_indptr()
+    scale = 1.0 / math.sqrt(w.dqk)
+    group = w.heads // w.kv_heads
+    kvh = [h // group for h in heads]
+    out = torch.empty(len(rows), len(heads), w.dvo, device=q.device, dtype=torch.float32)
+    by_seq = {}
+    for n, r in enumerate(rows):
+        b = bisect.bisect_right(qo, r) - 1
+        by_seq.setdefault(b, []).append(n)
+    for b, idx in by_seq.items():
+        lq, lk = qo[b + 1] - qo[b], kv[b + 1] - kv[b]
+        r_global = torch.tensor([rows[n] for n in idx], device=q.device)
+        qi = q[r_global][:, heads].float()                      # [n, h, Dqk]
+        kk = k[kv[b]:kv[b + 1]][:, kvh].float()                  # [lk, h, Dqk]
+        vv = v[kv[b]:kv[b + 1]][:, kvh].float()                  # [lk, h, Dvo]
+        s = torch.einsum("nhd,khd->hnk", qi, kk) * scale
+        local = r_global - qo[b]
+        diag = (lk - lq + local).view(1, -1, 1)
+        j = torch.arange(lk, device=q.device).view(1, 1, -1)
+        mask = torch.ones_like(s, dtype=torch.bool)
+        if w.causal:
+            mask &= j <= diag
+        if w.window_left >= 0:
+            mask &= j >= diag - w.window_left
+        s = s.masked_fill(~mask, float("-inf"))
+        p = torch.softmax(s, dim=-1).nan_to_num(0.0)            # rows with no key -> 0
+        o = torch.einsum("hnk,khd->nhd", p, vv)
+        out[torch.tensor(idx, device=q.device)] = o
+    return out
+
+
+def relerr(torch, out_ragged, ref, rows, heads):
+    o = out_ragged[torch.tensor(rows, device=out_ragged.device)][:, heads].float()
+    if not torch.isfinite(o).all():
+        return float("inf")
+    diff = (o - ref).abs().amax(dim=-1)
+    scale = ref.abs().amax(dim=-1)
+    rel = torch.where(scale > 0, diff / scale.clamp_min(1e-30), diff)
+    return float(rel.max())
+
+
+# ----------------------------------------------------------------------------------------------
+# Methods. Each build_* returns (run(i) -> output, to_ragged(output) -> [Tq, H, Dvo], context).
+
+class NullCtx:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *a):
+        return False
+
+
+def build_fa2(torch, w, sets, dev):
+    if w.dqk < w.dvo:
+        raise Skip("Dqk < Dvo")
+    if w.dqk > 256:
+        raise Skip("FA2 supports head dim <= 256")
+    cu_q = torch.tensor(w.qo_indptr(), dtype=torch.int32, device=dev)
+    cu_k = torch.tensor(w.kv_indptr(), dtype=torch.int32, device=dev)
+    max_q, max_k = max(w.q_lens), max(w.kv_lens)
+    pad = w.dqk - w.dvo
+    scale = 1.0 / math.sqrt(w.dqk)
+    kwargs = {"scale": scale}
+    if w.window_left >= 0:
+        kwargs["window_size_left"] = w.window_left
+        kwargs["window_size_right"] = 0 if w.causal else -1
+    F = torch.nn.functional
+
+    def run(i):
+        q, k, v = sets[i]
+        vp = F.pad(v, (0, pad)) if pad else v  # FA2 needs Dv == Dqk: the pad is part of the cost
+        out = torch.ops.aten._flash_attention_forward(
+            q, k, vp, cu_q, cu_k, max_q, max_k, 0.0, w.causal, False, **kwargs)[0]
+        return out[..., :w.dvo]
+
+    return run, (lambda o: o), NullCtx()
+
+
+def build_sdpa(torch, w, sets, dev, backend_name):
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    if not w.equal_lengths:
+        raise Skip("ragged lengths (dense SDPA would need padding)")
+    B, lq, lk = w.batch, w.q_lens[0], w.kv_lens[0]
+    if w.causal and lq != lk:
+        raise Skip("causal with lq != lk (SDPA is_causal aligns top-left)")
+    if w.window_left >= 0:
+        raise Skip("sliding window not expressible without a dense mask")
+    backend = {"cudnn": SDPBackend.CUDNN_ATTENTION, "efficient": SDPBackend.EFFICIENT_ATTENTION}[backend_name]
+    dense = []
+    for q, k, v in sets:  # [T, H, D] -> [B, H, L, D] views, no copies
+        dense.append((q.view(B, lq, w.heads, w.dqk).transpose(1, 2),
+                      k.view(B, lk, w.kv_heads, w.dqk).transpose(1, 2),
+                      v.view(B, lk, w.kv_heads, w.dvo).transpose(1, 2)))
+    F = torch.nn.functional
+    gqa = {"enable_gqa": True} if w.kv_heads != w.heads else {}
+    scale = 1.0 / math.sqrt(w.dqk)
+
+    def run(i):
+        q, k, v = dense[i]
+        return F.scaled_dot_product_attention(q, k, v, is_causal=w.causal, scale=scale, **gqa)
+
+    def to_ragged(o):
+        return o.transpose(1, 2).reshape(w.total_q, w.heads, w.dvo)
+
+    return run, to_ragged, sdpa_kernel([backend])
+
+
+def build_flex(torch, w, sets, dev, max_elems):
+    from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+    if w.window_left >= 0:
+        raise Skip("window not wired for flex here")
+    if w.total_q * w.total_kv > max_elems:
+        raise Skip(f"q*kv = {w.total_q * w.total_kv:.3g} > --flex-max-elems {max_elems:.3g} "
+                   "(block-mask build too slow/large)")
+    qo, kv = w.qo_indptr(), w.kv_indptr()
+    doc_q = torch.repeat_interleave(torch.arange(w.batch, device=dev),
+                                    torch.tensor(w.q_lens, device=dev))
+    doc_k = torch.repeat_interleave(torch.arange(w.batch, device=dev),
+                                    torch.tensor(w.kv_lens, device=dev))
+    # Last visible global kv index of each query (causal, aligned bottom-right).
+    q_off = torch.tensor(qo[:-1], device=dev)[doc_q]
+    k_off = torch.tensor(kv[:-1], device=dev)[doc_q]
+    lq = torch.tensor(w.q_lens, device=dev)[doc_q]
+    lk = torch.tensor(w.kv_lens, device=dev)[doc_q]
+    q_last = k_off + (lk - lq) + (torch.arange(w.total_q, device=dev) - q_off)
+    causal = w.causal
+
+    def mask_mod(b, h, q_idx, kv_idx):
+        same = doc_q[q_idx] == doc_k[kv_idx]
+        if causal:
+            return same & (kv_idx <= q_last[q_idx])
+        return same
+
+    try:  # _compile=True builds the block mask without materializing the dense mask
+        block_mask = create_block_mask(mask_mod, B=None, H=None, Q_LEN=w.total_q,
+                                       KV_LEN=w.total_kv, device=dev, _compile=True)
+    except TypeError:
+        block_mask = create_block_mask(mask_mod, B=None, H=None, Q_LEN=w.total_q,
+                                       KV_LEN=w.total_kv, device=dev)
+    try:
+        torch._dynamo.config.cache_size_limit = max(64, torch._dynamo.config.cache_size_limit)
+    except Exception:  # noqa: BLE001
+        pass
+    flex = torch.compile(flex_attention, dynamic=False)
+    views = [(q.unsqueeze(0).transpose(1, 2), k.unsqueeze(0).transpose(1, 2),
+              v.unsqueeze(0).transpose(1, 2)) for q, k, v in sets]
+    gqa = {"enable_gqa": True} if w.kv_heads != w.heads else {}
+    scale = 1.0 / math.sqrt(w.dqk)
+
+    def run(i):
+        q, k, v = views[i]
+        return flex(q, k, v, block_mask=block_mask, scale=scale, **gqa)
+
+    return run, (lambda o: o[0].transpose(0, 1)), NullCtx()
+
+
+def build_mlakit(torch, mlakit, w, sets, dev):
+    p = mlakit.RaggedPrefill(num_qo_heads=w.heads, num_kv_heads=w.kv_heads, head_dim_qk=w.dqk,
+                             head_dim_vo=w.dvo, dtype=torch_dtype(torch, w.dtype),
+                             max_batch=w.batch, max_q_tokens=w.total_q, max_kv_tokens=w.total_kv,
+                             device="cuda")
+    p.plan(torch.tensor(w.qo_indptr(), dtype=torch.int32), torch.tensor(w.kv_indptr(), dtype=torch.int32),
+           causal=w.causal)
+
+    def run(i):
+        q, k, v = sets[i]
+        return p.run(q, k, v)
+
+    return run, (lambda o: o), NullCtx()
+
+
+# ----------------------------------------------------------------------------------------------
+# mlakit through mlakit-bench, when the binding is unavailable.
+
+def find_bench_binary(explicit):
+    cands = [explicit, os.environ.get("MLAKIT_BENCH")]
+    bd = os.environ.get("MLAKIT_BUILD_DIR")
+    if bd:
+        cands.append(os.path.join(bd, "mlakit-bench"))
+    cands += [os.path.join(REPO, d, "mlakit-bench") for d in ("build-gpu", "build", "build-release")]
+    for c in cands:
+        if c and os.path.isfile(c) and os.access(c, os.X_OK):
+            return c
+    return None
+
+
+def bench_fallback(binary, names, iters, warmup):
+    """{workload name: result dict} from one mlakit-bench --json run on cuda."""
+    with tempfile.TemporaryDirectory() as td:
+        path = os.path.join(td, "bench.json")
+        cmd = [binary, "--device", "cuda", "--iters", str(iters), "--warmup", str(warmup), "--json", path]
+        for n in names:
+            cmd += ["--workload", n]
+        log("mlakit via mlakit-bench: " + " ".join(cmd))
+        proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        log(proc.stdout)
+        if not os.path.exists(path):
+            raise RuntimeError(f"mlakit-bench wrote no JSON (exit {proc.returncode})")
+        with open(path) as f:
+            data = json.load(f)
+    return {r["workload"]: r for r in data.get("results", [])}
+
+
+# ----------------------------------------------------------------------------------------------
+
+def load_anchors():
+    for path in ANCHOR_PATHS:
+        try:
+            with open(path) as f:
+                data = json.load(f)
+            return {c["case"]: c for c in data.get("cases", [])}
+        except Exception:  # noqa: BLE001
+            continue
+    return {}
+
+
+def finite_or_none(o):
+    """JSON has no inf/nan: replace them (recursively) with null."""
+    if isinstance(o, float) and not math.isfinite(o):
+        return None
+    if isinstance(o, dict):
+        return {k: finite_or_none(v) for k, v in o.items()}
+    if isinstance(o, (list, tuple)):
+        return [finite_or_none(v) for v in o]
+    return o
+
+
+def fmt(x, spec):
+    return format(x, spec) if isinstance(x, (int, float)) and math.isfinite(x) else "-"
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--workload", action="append", default=[], help="named workload (repeatable)")
+    ap.add_argument("--all", action="store_true", help="every named workload (the default)")
+    ap.add_argument("--methods", default=",".join(ALL_METHODS), help="comma list of: " + ", ".join(ALL_METHODS))
+    ap.add_argument("--iters", type=int, default=30)
+    ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--rotate", type=int, default=0,
+                    help="input sets to rotate (0 = auto: enough to exceed 2x L2, at most 8)")
+    ap.add_argument("--check-rows", type=int, default=256, help="random rows checked (plus first/last)")
+    ap.add_argument("--peak-tflops", type=float, default=774.0)
+    ap.add_argument("--seed", type=int, default=1234)
+    ap.add_argument("--bench-bin", default=None, help="mlakit-bench for the fallback")
+    ap.add_argument("--no-ceilings", action="store_true", help="skip the matmul/copy ceilings")
+    ap.add_argument("--flex-max-elems", type=float, default=float(2 ** 30),
+                    help="skip FlexAttention when total_q*total_kv exceeds this (default 2^30)")
+    ap.add_argument("--json", default=None, help="write results here")
+    args = ap.parse_args(argv)
+
+    names = args.workload or [w.name for w in W.named_workloads()]
+    wls = []
+    for n in names:
+        w = W.find(n)
+        if w is None:
+            ap.error(f"unknown workload {n!r}; known: {', '.join(x.name for x in W.named_workloads())}")
+        wls.append(w)
+    methods = [m.strip() for m in args.methods.split(",") if m.strip()]
+    for m in methods:
+        if m not in ALL_METHODS:
+            ap.error(f"unknown method {m!r}")
+
+    try:
+        import torch
+    except Exception as ex:  # noqa: BLE001
+        log(f"compare.py: PyTorch is not importable here ({ex!r}); run it on the GPU machine")
+        return 1
+    if not torch.cuda.is_available():
+        log("compare.py: no CUDA device visible to PyTorch; nothing to compare")
+        return 1
+    dev = torch.device("cuda")
+    props = torch.cuda.get_device_properties(0)
+    env = {"torch": torch.__version__, "gpu": props.name, "sm_count": props.multi_processor_count,
+           "cudnn": torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None,
+           "python": sys.version.split()[0]}
+    log(f"env: {env}")
+
+    ceil = {}
+    if not args.no_ceilings:
+        ceil = ceilings(torch, dev)
+        log(f"ceilings (this run): {ceil}")
+
+    # mlakit: binding first, bench binary second.
+    mlakit_mod, mlakit_source, fallback = None, None, {}
+    if "mlakit" in methods:
+        try:
+            import mlakit as mlakit_mod  # noqa: F811
+            if mlakit_mod.cuda_device_count() == 0:
+                why = mlakit_mod.cuda_unavailable_reason()
+                mlakit_mod = None
+                raise ImportError(f"the binding has no usable CUDA: {why}")
+            mlakit_source = f"python binding ({getattr(mlakit_mod, '__file__', '?')})"
+        except Exception as ex:  # noqa: BLE001
+            mlakit_mod = None
+            log(f"mlakit binding not importable ({ex!r}); falling back to mlakit-bench --json")
+            binary = find_bench_binary(args.bench_bin)
+            if binary is None:
+                log("  no mlakit-bench binary found either (--bench-bin, $MLAKIT_BENCH, build-gpu/): mlakit skipped")
+            else:
+                try:
+                    fallback = bench_fallback(binary, names, args.iters, args.warmup)
+                    mlakit_source = (f"mlakit-bench {binary} (its own steady_clock timing, NOT CUDA events: "
+                                     "compare with care)")
+                except Exception as ex2:  # noqa: BLE001
+                    log(f"  mlakit-bench fallback failed: {ex2!r}")
+        log(f"mlakit source: {mlakit_source}")
+
+    anchors = load_anchors()
+    cases = []
+    any_mlakit_fail = False
+    for w in wls:
+        flops = w.flops()
+        per = w.bytes_per_set()
+        nsets = args.rotate if args.rotate > 0 else max(1, min(8, math.ceil(2 * L2_BYTES / per)))
+        nsets = max(1, min(nsets, int(8 * 2 ** 30 // per)))
+        log(f"\n== {w.name}: B={w.batch} H={w.heads} q={w.total_q} kv={w.total_kv} causal={w.causal} "
+            f"GFLOP={flops / 1e9:.3f} sets={nsets}")
+        case = {"workload": w.name, "anchor_case": W.ANCHOR_CASE.get(w.name), "H": w.heads,
+                "kv_heads": w.kv_heads, "dqk": w.dqk, "dvo": w.dvo, "dtype": w.dtype,
+                "tokens_q": w.total_q, "tokens_kv": w.total_kv, "batch": w.batch, "causal": w.causal,
+                "gflop": flops / 1e9, "rotate": nsets, "results": {}}
+        try:
+            sets = make_sets(torch, w, nsets, dev, args.seed)
+            rows = sample_rows(w, args.check_rows, args.seed + 1)
+            heads = check_heads(w)
+            q0, k0, v0 = sets[0]
+            ref = reference(torch, w, q0, k0, v0, rows, heads)
+        except Exception as ex:  # noqa: BLE001
+            log(f"  inputs/reference failed: {ex!r}")
+            case["error"] = repr(ex)
+            cases.append(case)
+            continue
+        tol = 1e-2 if w.dtype == "bf16" else 2e-3
+
+        for m in methods:
+            res = {}
+            try:
+                if m == "mlakit" and mlakit_mod is None:
+                    r = fallback.get(w.name)
+                    if r is None:
+                        raise Skip("no mlakit binding and no mlakit-bench result")
+                    if not r.get("ok", False):
+                        raise Skip("mlakit-bench: " + r.get("error", "failed"))
+                    res = {"ms": r["ms"], "tflops": r["tflops"], "relerr": r.get("relerr"),
+                           "source": "mlakit-bench"}
+                else:
+                    if m == "mlakit":
+                        run, to_ragged, ctx = build_mlakit(torch, mlakit_mod, w, sets, dev)
+                    elif m == "fa2_varlen_padV":
+                        run, to_ragged, ctx = build_fa2(torch, w, sets, dev)
+                    elif m == "sdpa_cudnn":
+                        run, to_ragged, ctx = build_sdpa(torch, w, sets, dev, "cudnn")
+                    elif m == "sdpa_efficient":
+                        run, to_ragged, ctx = build_sdpa(torch, w, sets, dev, "efficient")
+                    else:
+                        run, to_ragged, ctx = build_flex(torch, w, sets, dev, args.flex_max_elems)
+                    with ctx:
+                        out = to_ragged(run(0))
+                        torch.cuda.synchronize()
+                        err = relerr(torch, out, ref, rows, heads)
+                        del out
+                        ms, wall = time_cuda(torch, run, nsets, args.warmup, args.iters)
+                    res = {"ms": ms, "tflops": flops / (ms * 1e-3) / 1e12, "sync_wall_ms": wall,
+                           "relerr": err}
+                res["pct_peak"] = 100.0 * res["tflops"] / args.peak_tflops
+                res["check"] = "PASS" if (res.get("relerr") is not None and res["relerr"] <= tol) else "FAIL"
+                if m == "mlakit" and res["check"] != "PASS":
+                    any_mlakit_fail = True
+                log(f"  {m:16s} {res['ms']:9.4f} ms {res['tflops']:7.1f} TFLOP/s "
+                    f"relerr {fmt(res.get('relerr'), '.1e')} {res['check']}")
+            except Skip as ex:
+                res = {"skipped": str(ex)}
+                log(f"  {m:16s} skipped: {ex}")
+            except Exception as ex:  # noqa: BLE001
+                res = {"skipped": f"error: {ex!r}"}
+                log(f"  {m:16s} skipped after an error: {ex!r}")
+                traceback.print_exc(limit=2)
+                if m == "mlakit":
+                    any_mlakit_fail = True
+            case["results"][m] = res
+            torch.cuda.synchronize()
+        del sets, ref
+        torch.cuda.empty_cache()
+        cases.append(case)
+
+    # Table.
+    log("")
+    log(f"{'workload':20s} {'method':16s} {'ms':>9s} {'TFLOP/s':>8s} {'%' + format(args.peak_tflops, '.0f'):>6s} "
+        f"{'vs mlakit':>9s} {'relerr':>8s} {'anchor ms':>9s}")
+    for c in cases:
+        ml = c["results"].get("mlakit", {}).get("ms")
+        anc = anchors.get(c.get("anchor_case") or "", {}).get("results", {})
+        for m, r in c["results"].items():
+            if "skipped" in r:
+                log(f"{c['workload']:20s} {m:16s} skipped: {r['skipped']}")
+                continue
+            ratio = r["ms"] / ml if ml else float("nan")
+            a_ms = anc.get(m, {}).get("ms", float("nan"))
+            log(f"{c['workload']:20s} {m:16s} {r['ms']:9.4f} {r['tflops']:8.1f} {r['pct_peak']:6.1f} "
+                f"{fmt(ratio, '9.2f'):>9s} {fmt(r.get('relerr'), '8.1e'):>8s} {fmt(a_ms, '9.4f'):>9s}")
+    log("vs mlakit = method ms / mlakit ms (>1: mlakit is faster); anchor ms from "
+        "shared/anchors/peers-h200-2026-12-02.json (same method, earlier run)")
+    if ceil:
+        log(f"ceilings this run: matmul {fmt(ceil.get('gemm_bf16_8192_tflops'), '.1f')} TFLOP/s, "
+            f"copy {fmt(ceil.get('d2d_copy_GBps_rw'), '.0f')} GB/s (read+write)")
+    if mlakit_source:
+        log(f"mlakit numbers from: {mlakit_source}")
+
+    if args.json:
+        doc = {"tool": "bench/compare.py", "time_utc": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+               "command_line": " ".join(sys.argv), "env": env, "ceilings": ceil,
+               "peak_tflops": args.peak_tflops, "mlakit_source": mlakit_source,
+               "method": f"median of {args.iters} CUDA-event-timed calls after {args.warmup} warm-ups; "
+                         "rotating input sets (see 'rotate' per case); tflops = 2*(Dqk+Dvo)*pairs*H / time",
+               "git_commit": os.environ.get("MLAKIT_GIT_COMMIT") or _git_commit(),
+               "cases": cases}
+        os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
+        with open(args.json, "w") as f:
+            json.dump(finite_or_none(doc), f, indent=1, default=lambda o: None)
+        log(f"wrote {args.json}")
+    return 1 if any_mlakit_fail else 0
+
+
+def _git_commit():
+    try:
+        return subprocess.run(["git", "-C", REPO, "rev-parse", "HEAD"], stdout=subprocess.PIPE,
+                              stderr=subprocess.DEVNULL, text=True).stdout.strip() or "unknown"
+    except Exception:  # noqa: BLE001
+        return "unknown"
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,130 @@
+"""Named attention workloads shared by the Python benchmark scripts.
+
+Mirrors tools/bench_workloads.cc (mlakit-bench); keep the two in step. All workloads are
+DeepSeek MLA prefill shapes: (Dqk, Dvo) = (192, 128), bf16, H = 16 unless stated.
+Plain Python (no numpy/torch) so any script can import it.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import List, Optional
+
+
+@dataclasses.dataclass
+class Workload:
+    name: str
+    q_lens: List[int]
+    kv_lens: List[int]
+    causal: bool
+    heads: int = 16
+    kv_heads: int = 16
+    dqk: int = 192
+    dvo: int = 128
+    dtype: str = "bf16"
+    window_left: int = -1
+    scale_divisor: int = 1
+
+    @property
+    def batch(self) -> int:
+        return len(self.q_lens)
+
+    @property
+    def total_q(self) -> int:
+        return sum(self.q_lens)
+
+    @property
+    def total_kv(self) -> int:
+        return sum(self.kv_lens)
+
+    def qo_indptr(self) -> List[int]:
+        return _prefix(self.q_lens)
+
+    def kv_indptr(self) -> List[int]:
+        return _prefix(self.kv_lens)
+
+    @property
+    def equal_lengths(self) -> bool:
+        """True when a dense [B, L, H, D] batch holds this workload exactly (no padding)."""
+        return len(set(self.q_lens)) == 1 and len(set(self.kv_lens)) == 1
+
+    def visible_pairs(self) -> int:
+        """Unmasked (query, key) pairs per head, with mlakit's masking (prefill.h):
+        causal aligned bottom-right, optional sliding window to the left."""
+        total = 0
+        for lq, lk in zip(self.q_lens, self.kv_lens):
+            for i in range(lq):
+                diag = lk - lq + i
+                hi = min(diag, lk - 1) if self.causal else lk - 1
+                lo = max(0, diag - self.window_left) if self.window_left >= 0 else 0
+                total += max(0, hi - lo + 1)
+        return total
+
+    def flops(self) -> float:
+        """2 * (Dqk + Dvo) * visible_pairs * H: the QK^T and PV products, masked pairs excluded."""
+        return 2.0 * (self.dqk + self.dvo) * self.visible_pairs() * self.heads
+
+    def bytes_per_set(self, elem: int = 2) -> int:
+        """Bytes of q, k, v and out for one input set."""
+        q = self.total_q * self.heads * self.dqk
+        k = self.total_kv * self.kv_heads * self.dqk
+        v = self.total_kv * self.kv_heads * self.dvo
+        o = self.total_q * self.heads * self.dvo
+        return elem * (q + k + v + o)
+
+
+def _prefix(lens: List[int]) -> List[int]:
+    out = [0]
+    for n in lens:
+        out.append(out[-1] + n)
+    return out
+
+
+def named_workloads() -> List[Workload]:
+    """The named workloads, in the order `--all` runs them (same as mlakit-bench)."""
+    step = [999] * 8 + [200]  # one chunked-prefill step: 8 x 999 + 200 = 8192 tokens
+    return [
+        Workload("1x999", [999], [999], causal=True),
+        Workload("8x999+200", step, list(step), causal=True),
+        Workload("100x999", [999] * 100, [999] * 100, causal=True),
+        Workload("1x16384", [16384], [16384], causal=True),
+        Workload("1x32768", [32768], [32768], causal=False),
+        Workload("ctx_8x1024_vs_4096", [1024] * 8, [4096] * 8, causal=False),
+        Workload("v3_128h_4096", [4096], [4096], causal=True, heads=128, kv_heads=128),
+    ]
+
+
+# Names the anchors file (peers-h200-2026-12-02.json) uses for the same shapes.
+ANCHOR_CASE = {
+    "1x999": "seed_bs1_999",
+    "8x999+200": "step8k_8x999+200",
+    "100x999": "bs100_999_one_launch",
+    "1x16384": "long_16k",
+    "1x32768": "long_32k_noncausal",
+    "ctx_8x1024_vs_4096": "ctx_8x1024_vs_4096",
+    "v3_128h_4096": "v3_128h_4096",
+}
+
+
+def find(name: str) -> Optional[Workload]:
+    for w in named_workloads():
+        if w.name == name:
+            return w
+    return None
+
+
+def scaled(w: Workload, divisor: int) -> Workload:
+    """Every length divided by `divisor` (at least 1), as mlakit-bench does on the CPU backend."""
+    if divisor <= 1:
+        return w
+    return dataclasses.replace(
+        w,
+        q_lens=[max(1, n // divisor) for n in w.q_lens],
+        kv_lens=[max(1, n // divisor) for n in w.kv_lens],
+        scale_divisor=w.scale_divisor * divisor,
+    )
+
+
+if __name__ == "__main__":
+    for w in named_workloads():
+        print(f"{w.name:22s} B={w.batch:4d} H={w.heads:4d} q={w.total_q:6d} kv={w.total_kv:6d} "
+              f"causal={w.causal!s:5s} GFLOP={w.flops() / 1e9:10.3f}")

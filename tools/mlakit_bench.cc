@@ -1,0 +1,629 @@
+// mlakit-bench: times mlakit::RaggedPrefill on named or custom workloads, checks every result
+// against the float64 reference on sampled rows, and reports ms, TFLOP/s, % of peak and plan()
+// cost. Plain C++ on the public API (include/mlakit/*.h) only. `mlakit-bench --help` for usage.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <fstream>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "bench_check.h"
+#include "bench_json.h"
+#include "bench_timer.h"
+#include "bench_workloads.h"
+#include "mlakit/mlakit.h"
+
+namespace mb = mlakit_bench;
+using mlakit::Device;
+using mlakit::DType;
+using mlakit::TensorView;
+
+namespace {
+
+const char* kUsage = R"(usage: mlakit-bench [options]
+
+Workloads (default: all named workloads):
+  --workload NAME     a named workload (repeatable); --list shows them
+  --all               every named workload
+  --lens L[,L...]     a custom workload: q lengths, "NxL" repeats L N times (e.g. 8x999,200)
+  --kv-lens L[,...]   kv lengths of the custom workload (default: = --lens)
+  --heads H --kv-heads Hkv --dqk D --dvo D --dtype bf16|fp16
+  --causal | --no-causal   --window N (sliding window, keys to the left)   --soft-cap C
+                      These set the custom workload; given explicitly they also override the
+                      named workloads (the name then shows the override).
+Device and scaling:
+  --device cpu|cuda|auto   (default auto: cuda if a CUDA device is usable, else cpu)
+  --full              on the CPU backend, run named workloads at full size (default: every
+                      length divided by --cpu-scale, 16 unless given)
+  --cpu-scale N       divisor for named workloads on the CPU backend
+Timing and checks:
+  --iters N           timed samples (default 20 on cuda, 3 on cpu)
+  --warmup N          warm-up launches (default 5 on cuda, 0 on cpu: the checked first run warms up)
+  --rotate N          input sets rotated between launches (default on cuda: enough to exceed
+                      2 x 60 MB L2, at most 32 and 8 GiB; on cpu: 1)
+  --plan-iters N      plan() calls timed per workload (default 200)
+  --no-check          skip the reference check
+  --check-samples N   random (row, head) pairs checked (default 256; plus first/last rows)
+  --tol X             relative tolerance (default 1e-2 bf16, 2e-3 fp16)
+  --seed N            input seed (default 1234)
+  --peak-tflops X     peak for "% peak" (default 774 = cuBLAS bf16 8192^3 measured on H200)
+Modes and output:
+  --plan-only         only plan() host cost at batch 1, 8, 100 (999 tokens each, causal)
+  --json PATH         write all results as JSON
+  --list              list the named workloads and exit
+Exit code: 0 all checks passed; 1 a check failed or a workload errored; 2 bad usage.
+)";
+
+struct Args {
+  std::vector<std::string> workloads;
+  bool all = false;
+  std::string lens, kv_lens;
+  int heads = 16, kv_heads = -1, dqk = 192, dvo = 128;
+  DType dtype = DType::kBF16;
+  bool causal = true;
+  int window = -1;
+  float soft_cap = 0.0f;
+  // Which shape/mask options were given explicitly (they override named workloads).
+  bool set_heads = false, set_kv_heads = false, set_dqk = false, set_dvo = false,
+       set_dtype = false, set_causal = false, set_window = false, set_soft_cap = false;
+  std::string device = "auto";
+  bool full = false;
+  int cpu_scale = 16;
+  int iters = -1, warmup = -1, rotate = -1, plan_iters = 200;
+  bool check = true;
+  int check_samples = 256;
+  double tol = -1.0;
+  uint64_t seed = 1234;
+  double peak_tflops = 774.0;
+  bool plan_only = false, list = false;
+  std::string json_path;
+  std::string command_line;
+};
+
+[[noreturn]] void usage_error(const std::string& msg) {
+  std::fprintf(stderr, "mlakit-bench: %s\n(see --help)\n", msg.c_str());
+  std::exit(2);
+}
+
+Args parse_args(int argc, char** argv) {
+  Args a;
+  for (int i = 0; i < argc; ++i) a.command_line += (i ? " " : "") + std::string(argv[i]);
+  auto need = [&](int& i) -> std::string {
+    if (i + 1 >= argc) usage_error(std::string("missing value after ") + argv[i]);
+    return argv[++i];
+  };
+  auto to_int = [](const std::string& s, const char* what) {
+    try {
+      size_t used = 0;
+      long v = std::stol(s, &used);
+      if (used != s.size()) throw std::invalid_argument(s);
+      return static_cast<int>(v);
+    } catch (const std::exception&) {
+      usage_error(std::string("bad integer for ") + what + ": " + s);
+    }
+  };
+  auto to_double = [](const std::string& s, const char* what) {
+    try {
+      size_t used = 0;
+      double v = std::stod(s, &used);
+      if (used != s.size()) throw std::invalid_argument(s);
+      return v;
+    } catch (const std::exception&) {
+      usage_error(std::string("bad number for ") + what + ": " + s);
+    }
+  };
+  for (int i = 1; i < argc; ++i) {
+    const std::string o = argv[i];
+    if (o == "--help" || o == "-h") {
+      std::fputs(kUsage, stdout);
+      std::exit(0);
+    } else if (o == "--workload") a.workloads.push_back(need(i));
+    else if (o == "--all") a.all = true;
+    else if (o == "--lens") a.lens = need(i);
+    else if (o == "--kv-lens") a.kv_lens = need(i);
+    else if (o == "--heads") { a.heads = to_int(need(i), "--heads"); a.set_heads = true; }
+    else if (o == "--kv-heads") { a.kv_heads = to_int(need(i), "--kv-heads"); a.set_kv_heads = true; }
+    else if (o == "--dqk") { a.dqk = to_int(need(i), "--dqk"); a.set_dqk = true; }
+    else if (o == "--dvo") { a.dvo = to_int(need(i), "--dvo"); a.set_dvo = true; }
+    else if (o == "--dtype") {
+      const std::string d = need(i);
+      if (d == "bf16") a.dtype = DType::kBF16;
+      else if (d == "fp16") a.dtype = DType::kFP16;
+      else usage_error("--dtype must be bf16 or fp16, got " + d);
+      a.set_dtype = true;
+    } else if (o == "--causal") { a.causal = true; a.set_causal = true; }
+    else if (o == "--no-causal") { a.causal = false; a.set_causal = true; }
+    else if (o == "--window") { a.window = to_int(need(i), "--window"); a.set_window = true; }
+    else if (o == "--soft-cap") {
+      a.soft_cap = static_cast<float>(to_double(need(i), "--soft-cap"));
+      a.set_soft_cap = true;
+    } else if (o == "--device") a.device = need(i);
+    else if (o == "--full") a.full = true;
+    else if (o == "--cpu-scale") a.cpu_scale = std::max(1, to_int(need(i), "--cpu-scale"));
+    else if (o == "--iters") a.iters = std::max(1, to_int(need(i), "--iters"));
+    else if (o == "--warmup") a.warmup = std::max(0, to_int(need(i), "--warmup"));
+    else if (o == "--rotate") a.rotate = std::max(1, to_int(need(i), "--rotate"));
+    else if (o == "--plan-iters") a.plan_iters = std::max(1, to_int(need(i), "--plan-iters"));
+    else if (o == "--no-check") a.check = false;
+    else if (o == "--check-samples") a.check_samples = std::max(0, to_int(need(i), "--check-samples"));
+    else if (o == "--tol") a.tol = to_double(need(i), "--tol");
+    else if (o == "--seed") a.seed = static_cast<uint64_t>(to_int(need(i), "--seed"));
+    else if (o == "--peak-tflops") a.peak_tflops = to_double(need(i), "--peak-tflops");
+    else if (o == "--plan-only") a.plan_only = true;
+    else if (o == "--json") a.json_path = need(i);
+    else if (o == "--list") a.list = true;
+    else usage_error("unknown option " + o);
+  }
+  if (a.device != "auto" && a.device != "cpu" && a.device != "cuda")
+    usage_error("--device must be cpu, cuda or auto");
+  return a;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Owned device memory (RAII over mlakit::device_alloc).
+struct Buffer {
+  void* ptr = nullptr;
+  size_t bytes = 0;
+  Device dev;
+  Buffer(size_t n, Device d) : bytes(n), dev(d) { ptr = mlakit::device_alloc(std::max<size_t>(n, 256), d); }
+  ~Buffer() { if (ptr) mlakit::device_free(ptr, dev); }
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+};
+
+struct InputSet {
+  std::unique_ptr<Buffer> q, k, v, out;
+};
+
+struct Result {
+  mb::Workload w;
+  std::string device;
+  bool ok = false;       // ran without error
+  std::string error;
+  mlakit::PlanInfo info;
+  double gflop = 0.0;
+  mb::TimingResult timing;
+  double tflops = 0.0, pct_peak = 0.0;
+  double plan_us = 0.0;
+  int rotate = 1;
+  bool checked = false;
+  mb::CheckResult check;        // first run (poisoned output, with lse)
+  mb::CheckResult check_after;  // last timed run's output
+  double tolerance = 0.0;
+};
+
+std::string display_name(const mb::Workload& w) { return w.name; }
+
+// Applies the explicitly given shape/mask options to a named workload.
+mb::Workload apply_overrides(mb::Workload w, const Args& a) {
+  std::string tag;
+  auto add = [&](const std::string& t) { tag += (tag.empty() ? "" : ",") + t; };
+  if (a.set_heads) { w.heads = a.heads; if (!a.set_kv_heads) w.kv_heads = a.heads; add("H" + std::to_string(a.heads)); }
+  if (a.set_kv_heads) { w.kv_heads = a.kv_heads; add("Hkv" + std::to_string(a.kv_heads)); }
+  if (a.set_dqk) { w.dqk = a.dqk; add("dqk" + std::to_string(a.dqk)); }
+  if (a.set_dvo) { w.dvo = a.dvo; add("dvo" + std::to_string(a.dvo)); }
+  if (a.set_dtype) { w.dtype = a.dtype; add(mlakit::dtype_name(a.dtype)); }
+  if (a.set_causal) { w.options.causal = a.causal; add(a.causal ? "causal" : "noncausal"); }
+  if (a.set_window) { w.options.window_left = a.window; add("w" + std::to_string(a.window)); }
+  if (a.set_soft_cap) { w.options.logits_soft_cap = a.soft_cap; add("cap" + mb::json_num(a.soft_cap)); }
+  if (!tag.empty()) w.name += "[" + tag + "]";
+  return w;
+}
+
+std::vector<mb::Workload> build_workloads(const Args& a, bool cpu) {
+  std::vector<mb::Workload> list;
+  std::vector<std::string> names = a.workloads;
+  if (a.all || (names.empty() && a.lens.empty()))
+    for (const auto& w : mb::named_workloads()) names.push_back(w.name);
+  for (const std::string& n : names) {
+    mb::Workload w;
+    if (!mb::find_named(n, &w)) usage_error("unknown workload '" + n + "' (--list shows them)");
+    w = apply_overrides(w, a);
+    if (cpu && !a.full) w = mb::scaled(w, a.cpu_scale);
+    list.push_back(w);
+  }
+  if (!a.lens.empty()) {
+    mb::Workload w;
+    w.name = "custom";
+    try {
+      w.q_lens = mb::parse_lens(a.lens);
+      w.kv_lens = a.kv_lens.empty() ? w.q_lens : mb::parse_lens(a.kv_lens);
+    } catch (const std::exception& e) {
+      usage_error(std::string("--lens/--kv-lens: ") + e.what());
+    }
+    if (w.kv_lens.size() != w.q_lens.size()) usage_error("--kv-lens needs as many lengths as --lens");
+    w.heads = a.heads;
+    w.kv_heads = a.kv_heads > 0 ? a.kv_heads : a.heads;
+    w.dqk = a.dqk;
+    w.dvo = a.dvo;
+    w.dtype = a.dtype;
+    w.options.causal = a.causal;
+    w.options.window_left = a.window;
+    w.options.logits_soft_cap = a.soft_cap;
+    list.push_back(w);
+  }
+  return list;
+}
+
+mlakit::PrefillConfig config_for(const mb::Workload& w, Device dev) {
+  mlakit::PrefillConfig c;
+  c.num_qo_heads = w.heads;
+  c.num_kv_heads = w.kv_heads;
+  c.head_dim_qk = w.dqk;
+  c.head_dim_vo = w.dvo;
+  c.dtype = w.dtype;
+  c.max_batch = std::max(1, w.batch());
+  c.max_q_tokens = std::max<int64_t>(1, w.total_q());
+  c.max_kv_tokens = std::max<int64_t>(1, w.total_kv());
+  c.device = dev;
+  return c;
+}
+
+int default_rotation(const mb::Workload& w, Device dev) {
+  if (!dev.is_cuda()) return 1;
+  const double l2 = 60e6, budget = 8.0 * (1ull << 30);
+  const double per = static_cast<double>(std::max<size_t>(w.bytes_per_set(), 1));
+  int n = static_cast<int>(std::ceil(2.0 * l2 / per));
+  n = std::min(n, 32);
+  n = std::min(n, static_cast<int>(budget / per));
+  return std::max(n, 1);
+}
+
+Result run_workload(const mb::Workload& w, Device dev, const Args& a) {
+  Result r;
+  r.w = w;
+  r.device = mlakit::to_string(dev);
+  r.tolerance = a.tol > 0 ? a.tol : mb::default_tolerance(w.dtype);
+  try {
+    const mlakit::PrefillConfig cfg = config_for(w, dev);
+    mlakit::RaggedPrefill prefill(cfg);
+    const std::vector<int32_t> qo = w.qo_indptr(), kv = w.kv_indptr();
+    prefill.plan(qo.data(), kv.data(), w.batch(), w.options);
+    r.info = prefill.info();
+    r.gflop = 2.0 * (w.dqk + w.dvo) * static_cast<double>(r.info.visible_pairs) * w.heads / 1e9;
+
+    // Host inputs (fixed seed; each tensor its own stream of numbers).
+    const int64_t tq = w.total_q(), tk = w.total_kv();
+    const size_t nq = static_cast<size_t>(tq) * w.heads * w.dqk;
+    const size_t nk = static_cast<size_t>(tk) * w.kv_heads * w.dqk;
+    const size_t nv = static_cast<size_t>(tk) * w.kv_heads * w.dvo;
+    const size_t no = static_cast<size_t>(tq) * w.heads * w.dvo;
+    const size_t es = mlakit::dtype_size(w.dtype);
+    const std::vector<uint16_t> hq = mb::random_normal_16bit(nq, a.seed * 3 + 0, w.dtype);
+    const std::vector<uint16_t> hk = mb::random_normal_16bit(nk, a.seed * 3 + 1, w.dtype);
+    const std::vector<uint16_t> hv = mb::random_normal_16bit(nv, a.seed * 3 + 2, w.dtype);
+
+    // Rotation sets: copies of the same inputs at distinct addresses, so repeated launches do
+    // not find their inputs in L2. Outputs are poisoned (0xFF = NaN in bf16/fp16/fp32).
+    r.rotate = a.rotate > 0 ? a.rotate : default_rotation(w, dev);
+    std::vector<InputSet> sets(static_cast<size_t>(r.rotate));
+    for (InputSet& s : sets) {
+      s.q = std::make_unique<Buffer>(nq * es, dev);
+      s.k = std::make_unique<Buffer>(nk * es, dev);
+      s.v = std::make_unique<Buffer>(nv * es, dev);
+      s.out = std::make_unique<Buffer>(no * es, dev);
+      mlakit::copy_bytes(s.q->ptr, dev, hq.data(), Device::cpu(), nq * es);
+      mlakit::copy_bytes(s.k->ptr, dev, hk.data(), Device::cpu(), nk * es);
+      mlakit::copy_bytes(s.v->ptr, dev, hv.data(), Device::cpu(), nv * es);
+      mlakit::fill_bytes(s.out->ptr, dev, 0xFF, no * es);
+    }
+    Buffer lse(static_cast<size_t>(tq) * w.heads * sizeof(float), dev);
+    mlakit::fill_bytes(lse.ptr, dev, 0xFF, lse.bytes);
+    mlakit::synchronize(dev);
+
+    auto views = [&](const InputSet& s, TensorView* q, TensorView* k, TensorView* v, TensorView* o) {
+      *q = TensorView(s.q->ptr, w.dtype, {tq, w.heads, w.dqk}, dev);
+      *k = TensorView(s.k->ptr, w.dtype, {tk, w.kv_heads, w.dqk}, dev);
+      *v = TensorView(s.v->ptr, w.dtype, {tk, w.kv_heads, w.dvo}, dev);
+      *o = TensorView(s.out->ptr, w.dtype, {tq, w.heads, w.dvo}, dev);
+    };
+
+    // Reference rows, computed once (all sets hold the same inputs).
+    mb::Reference ref;
+    if (a.check) {
+      TensorView q(const_cast<uint16_t*>(hq.data()), w.dtype, {tq, w.heads, w.dqk});
+      TensorView k(const_cast<uint16_t*>(hk.data()), w.dtype, {tk, w.kv_heads, w.dqk});
+      TensorView v(const_cast<uint16_t*>(hv.data()), w.dtype, {tk, w.kv_heads, w.dvo});
+      ref = mb::compute_reference(w, q, k, v, mb::sample_pairs(w, a.check_samples, a.seed + 7));
+    }
+    std::vector<uint16_t> out_host(no);
+    std::vector<float> lse_host(static_cast<size_t>(tq) * w.heads);
+
+    // First run: into the poisoned set 0, with lse.
+    {
+      TensorView q, k, v, o;
+      views(sets[0], &q, &k, &v, &o);
+      TensorView l(lse.ptr, DType::kFP32, {tq, w.heads}, dev);
+      prefill.run(q, k, v, o, &l);
+      mlakit::synchronize(dev);
+      if (a.check) {
+        mlakit::copy_bytes(out_host.data(), Device::cpu(), sets[0].out->ptr, dev, no * es);
+        mlakit::copy_bytes(lse_host.data(), Device::cpu(), lse.ptr, dev, lse.bytes);
+        mlakit::synchronize(dev);
+        r.check = mb::compare_to_reference(w, ref, out_host.data(), lse_host.data(), r.tolerance, 1e-3);
+      }
+    }
+
+    // Timed runs, rotating sets.
+    std::vector<TensorView> tv(sets.size() * 4);
+    for (size_t i = 0; i < sets.size(); ++i) views(sets[i], &tv[4 * i], &tv[4 * i + 1], &tv[4 * i + 2], &tv[4 * i + 3]);
+    int last = 0;
+    const int warmup = a.warmup >= 0 ? a.warmup : (dev.is_cuda() ? 5 : 0);  // on cpu the checked first run warms up
+    const int iters = a.iters > 0 ? a.iters : (dev.is_cuda() ? 20 : 3);
+    r.timing = mb::time_launches(dev, nullptr, warmup, iters, [&](int i) {
+      last = i % static_cast<int>(sets.size());
+      const size_t b = 4 * static_cast<size_t>(last);
+      prefill.run(tv[b], tv[b + 1], tv[b + 2], tv[b + 3]);
+    });
+    r.tflops = r.timing.median_ms > 0 ? r.gflop / r.timing.median_ms : 0.0;  // GFLOP/ms = TFLOP/s
+    r.pct_peak = a.peak_tflops > 0 ? 100.0 * r.tflops / a.peak_tflops : 0.0;
+
+    // The last timed run's output must match too (catches races between repeated launches).
+    if (a.check) {
+      mlakit::copy_bytes(out_host.data(), Device::cpu(), sets[static_cast<size_t>(last)].out->ptr, dev, no * es);
+      mlakit::synchronize(dev);
+      r.check_after = mb::compare_to_reference(w, ref, out_host.data(), nullptr, r.tolerance, 0.0);
+      r.checked = true;
+    }
+
+    // plan() host cost for this batch.
+    r.plan_us = mb::median_host_us(
+        a.plan_iters, [&] { prefill.plan(qo.data(), kv.data(), w.batch(), w.options); },
+        [&] { mlakit::synchronize(dev); });
+    mlakit::synchronize(dev);
+    r.ok = true;
+  } catch (const mlakit::Error& e) {
+    r.error = e.what();
+  } catch (const std::exception& e) {
+    r.error = std::string("error: ") + e.what();
+  }
+  return r;
+}
+
+bool result_passed(const Result& r) {
+  return r.ok && (!r.checked || (r.check.pass && r.check_after.pass));
+}
+
+std::string check_text(const Result& r) {
+  if (!r.ok) return "ERROR";
+  if (!r.checked) return "skipped";
+  char buf[64];
+  const double e = std::max(r.check.max_relerr, r.check_after.max_relerr);
+  std::snprintf(buf, sizeof buf, "%s %.1e", result_passed(r) ? "PASS" : "FAIL", e);
+  return buf;
+}
+
+std::string throughput_text(const Result& r, bool cuda) {
+  char buf[64];
+  if (cuda) std::snprintf(buf, sizeof buf, "%.1f", r.tflops);
+  else std::snprintf(buf, sizeof buf, "%.2f GF/s", r.tflops * 1e3);
+  return buf;
+}
+
+void print_table(const std::vector<Result>& results, bool cuda, double peak) {
+  std::printf("\n%-26s %-7s %4s %13s %9s %11s %7s %9s %-9s %s\n", "workload", "device", "B",
+              "tokens q/kv", "ms", cuda ? "TFLOP/s" : "GFLOP/s", "%peak", "plan us", "scale",
+              "check (max rel err)");
+  for (const Result& r : results) {
+    char tokens[48], scale[24];
+    std::snprintf(tokens, sizeof tokens, "%lld/%lld", static_cast<long long>(r.w.total_q()),
+                  static_cast<long long>(r.w.total_kv()));
+    if (r.w.scale_divisor > 1) std::snprintf(scale, sizeof scale, "1/%d cpu", r.w.scale_divisor);
+    else std::snprintf(scale, sizeof scale, "full");
+    if (!r.ok) {
+      std::printf("%-26s %-7s %4d %13s %9s %11s %7s %9s %-9s %s\n", r.w.name.c_str(), r.device.c_str(),
+                  r.w.batch(), tokens, "-", "-", "-", "-", scale, "ERROR");
+      std::printf("    %s\n", r.error.c_str());
+      continue;
+    }
+    char pct[16];
+    if (cuda) std::snprintf(pct, sizeof pct, "%.1f%%", r.pct_peak);
+    else std::snprintf(pct, sizeof pct, "n/a");
+    std::string tp = throughput_text(r, cuda);
+    if (!cuda) tp = tp.substr(0, tp.find(' '));
+    std::printf("%-26s %-7s %4d %13s %9.3f %11s %7s %9.1f %-9s %s\n", r.w.name.c_str(), r.device.c_str(),
+                r.w.batch(), tokens, r.timing.median_ms, tp.c_str(), pct, r.plan_us, scale,
+                check_text(r).c_str());
+    if (r.checked && !result_passed(r)) {
+      const std::string& d = r.check.pass ? r.check_after.detail : r.check.detail;
+      std::printf("    check failed%s: %s\n", r.check.pass ? " after repeated runs" : "", d.c_str());
+    }
+  }
+  bool any_scaled = false;
+  for (const Result& r : results) any_scaled |= r.w.scale_divisor > 1;
+  if (any_scaled)
+    std::printf("note: named workloads scaled for CPU (every length divided as shown in 'scale'); "
+                "--full runs them at full size\n");
+  if (cuda) std::printf("%%peak is of %.0f TFLOP/s (--peak-tflops)\n", peak);
+  std::printf("FLOPs = 2*(Dqk+Dvo)*visible_pairs*H; ms = median per launch\n");
+}
+
+std::string git_commit() {
+  if (const char* e = std::getenv("MLAKIT_GIT_COMMIT")) if (*e) return e;
+  // Try the source tree this file was compiled from, then the working directory.
+  std::string dir = __FILE__;
+  dir = dir.substr(0, dir.find_last_of('/') == std::string::npos ? 0 : dir.find_last_of('/'));
+  const std::string cmds[] = {
+      "git -C '" + (dir.empty() ? std::string(".") : dir) + "' rev-parse HEAD 2>/dev/null",
+      "git rev-parse HEAD 2>/dev/null"};
+  for (const std::string& c : cmds) {
+    FILE* p = popen(c.c_str(), "r");
+    if (!p) continue;
+    char buf[128] = {0};
+    const bool got = std::fgets(buf, sizeof buf, p) != nullptr;
+    pclose(p);
+    std::string s = got ? std::string(buf) : "";
+    while (!s.empty() && (s.back() == '\n' || s.back() == '\r')) s.pop_back();
+    if (s.size() >= 7) return s;
+  }
+  return "unknown";
+}
+
+std::string result_json(const Result& r) {
+  mb::JsonObject o;
+  const mb::Workload& w = r.w;
+  o.str("workload", w.name).str("device", r.device).num("batch", w.batch()).num("heads", w.heads)
+      .num("kv_heads", w.kv_heads).num("dqk", w.dqk).num("dvo", w.dvo)
+      .str("dtype", mlakit::dtype_name(w.dtype)).boolean("causal", w.options.causal)
+      .num("window_left", w.options.window_left).num("soft_cap", w.options.logits_soft_cap)
+      .num("scale_divisor", w.scale_divisor).array("q_lens", w.q_lens).array("kv_lens", w.kv_lens)
+      .num("tokens_q", static_cast<double>(w.total_q()))
+      .num("tokens_kv", static_cast<double>(w.total_kv()));
+  o.boolean("ok", r.ok);
+  if (!r.ok) {
+    o.str("error", r.error);
+    o.boolean("pass", false);
+    return o.dump(4);
+  }
+  o.num("visible_pairs", static_cast<double>(r.info.visible_pairs)).num("gflop", r.gflop)
+      .num("ms", r.timing.median_ms).num("ms_min", r.timing.min_ms).num("ms_mean", r.timing.mean_ms)
+      .num("samples", r.timing.samples).num("launches_per_sample", r.timing.launches_per_sample)
+      .str("timing_method", r.timing.method).num("rotate", r.rotate)
+      .num("tflops", r.tflops).num("pct_peak", r.pct_peak).num("plan_us", r.plan_us)
+      .num("plan_num_tiles", r.info.num_tiles).num("plan_block_m", r.info.block_m)
+      .num("plan_block_n", r.info.block_n).num("plan_grid_blocks", r.info.grid_blocks);
+  o.boolean("checked", r.checked);
+  if (r.checked) {
+    o.num("relerr", std::max(r.check.max_relerr, r.check_after.max_relerr))
+        .num("lse_abs_err", r.check.max_lse_err).num("check_pairs", r.check.pairs)
+        .num("tolerance", r.tolerance)
+        .str("check_detail", r.check.pass ? r.check_after.detail : r.check.detail);
+  }
+  o.boolean("pass", result_passed(r));
+  return o.dump(4);
+}
+
+struct PlanOnlyRow {
+  int batch = 0;
+  double median_us = 0.0;
+  std::string error;
+};
+
+std::vector<PlanOnlyRow> run_plan_only(Device dev, const Args& a) {
+  std::vector<PlanOnlyRow> rows;
+  const int iters = std::max(a.plan_iters, 1000);
+  std::printf("\nplan() host cost, 999 tokens per sequence, causal, H=16 (192,128) bf16, %s, "
+              "median of %d calls\n", mlakit::to_string(dev).c_str(), iters);
+  std::printf("%6s %12s\n", "batch", "plan us");
+  for (int b : {1, 8, 100}) {
+    PlanOnlyRow row;
+    row.batch = b;
+    try {
+      mb::Workload w;
+      w.name = "plan";
+      w.q_lens.assign(static_cast<size_t>(b), 999);
+      w.kv_lens = w.q_lens;
+      w.options.causal = true;
+      mlakit::RaggedPrefill p(config_for(w, dev));
+      const std::vector<int32_t> qo = w.qo_indptr(), kv = w.kv_indptr();
+      for (int i = 0; i < 10; ++i) p.plan(qo.data(), kv.data(), b, w.options);  // warm-up
+      mlakit::synchronize(dev);
+      row.median_us = mb::median_host_us(iters, [&] { p.plan(qo.data(), kv.data(), b, w.options); },
+                                         [&] { mlakit::synchronize(dev); });
+      mlakit::synchronize(dev);
+      std::printf("%6d %12.2f\n", b, row.median_us);
+    } catch (const std::exception& e) {
+      row.error = e.what();
+      std::printf("%6d %12s  %s\n", b, "ERROR", row.error.c_str());
+    }
+    rows.push_back(row);
+  }
+  const PlanOnlyRow& last = rows.back();
+  if (last.error.empty())
+    std::printf("target < 20 us at batch 100: %s\n", last.median_us < 20.0 ? "met" : "MISSED");
+  return rows;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const Args a = parse_args(argc, argv);
+  if (a.list) {
+    std::printf("%-22s %5s %6s %10s %10s %7s\n", "name", "B", "H", "tokens_q", "tokens_kv", "causal");
+    for (const mb::Workload& w : mb::named_workloads())
+      std::printf("%-22s %5d %6d %10lld %10lld %7s\n", w.name.c_str(), w.batch(), w.heads,
+                  static_cast<long long>(w.total_q()), static_cast<long long>(w.total_kv()),
+                  w.options.causal ? "yes" : "no");
+    return 0;
+  }
+
+  // Device selection.
+  Device dev = Device::cpu();
+  const int ncuda = mlakit::cuda_device_count();
+  if (a.device == "cuda") {
+    if (ncuda == 0) {
+      std::fprintf(stderr, "mlakit-bench: --device cuda but CUDA is unusable: %s\n",
+                   mlakit::cuda_unavailable_reason().c_str());
+      return 1;
+    }
+    dev = Device::cuda(0);
+  } else if (a.device == "auto" && ncuda > 0) {
+    dev = Device::cuda(0);
+  }
+  const std::string desc = mlakit::device_description(dev);
+  if (a.device == "auto") {
+    std::printf("device: auto -> %s (%s)%s%s\n", mlakit::to_string(dev).c_str(), desc.c_str(),
+                dev.is_cpu() ? "; CUDA unusable: " : "",
+                dev.is_cpu() ? mlakit::cuda_unavailable_reason().c_str() : "");
+  } else {
+    std::printf("device: %s (%s)\n", mlakit::to_string(dev).c_str(), desc.c_str());
+  }
+
+  std::vector<Result> results;
+  std::vector<PlanOnlyRow> plan_rows;
+  if (a.plan_only) {
+    plan_rows = run_plan_only(dev, a);
+  } else {
+    const std::vector<mb::Workload> list = build_workloads(a, dev.is_cpu());
+    bool any_scaled = false;
+    for (const mb::Workload& w : list) any_scaled |= w.scale_divisor > 1;
+    if (any_scaled)
+      std::printf("CPU backend: named workloads scaled 1/%d (--full for full size)\n", a.cpu_scale);
+    for (const mb::Workload& w : list) {
+      std::printf("running %s ...\n", w.name.c_str());
+      std::fflush(stdout);
+      results.push_back(run_workload(w, dev, a));
+    }
+    print_table(results, dev.is_cuda(), a.peak_tflops);
+  }
+
+  bool all_ok = true;
+  for (const Result& r : results) all_ok &= result_passed(r);
+  for (const PlanOnlyRow& p : plan_rows) all_ok &= p.error.empty();
+
+  if (!a.json_path.empty()) {
+    std::vector<std::string> rs;
+    for (const Result& r : results) rs.push_back(result_json(r));
+    std::vector<std::string> ps;
+    for (const PlanOnlyRow& p : plan_rows) {
+      mb::JsonObject o;
+      o.num("batch", p.batch).num("tokens_per_seq", 999).num("plan_us", p.median_us);
+      if (!p.error.empty()) o.str("error", p.error);
+      ps.push_back(o.dump(4));
+    }
+    char when[64];
+    const std::time_t now = std::time(nullptr);
+    std::strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
+    mb::JsonObject top;
+    top.str("tool", "mlakit-bench").str("device", mlakit::to_string(dev))
+        .str("device_description", desc).boolean("built_with_cuda", mlakit::built_with_cuda())
+        .str("git_commit", git_commit()).str("command_line", a.command_line).str("time_utc", when)
+        .num("peak_tflops", a.peak_tflops).boolean("all_passed", all_ok)
+        .raw("results", mb::json_list(rs, 2)).raw("plan_only", mb::json_list(ps, 2));
+    std::ofstream f(a.json_path);
+    f << top.dump() << "\n";
+    if (!f) {
+      std::fprintf(stderr, "mlakit-bench: could not write %s\n", a.json_path.c_str());
+      return 1;
+    }
+    std::printf("wrote %s\n", a.json_path.c_str());
+  }
+  if (!all_ok) std::printf("mlakit-bench: FAILED (a check failed or a workload errored)\n");
+  return all_ok ? 0 : 1;
+}
