@@ -54,7 +54,7 @@ Timing and checks:
   --seed N            input seed (default 1234)
   --peak-tflops X     peak for "% peak" (default 774 = cuBLAS bf16 8192^3 measured on H200)
 Modes and output:
-  --plan-only         only plan() host cost at batch 1, 8, 100 (999 tokens each, causal)
+  --plan-only         only host costs of plan() and run() at batch 1, 8, 100 (999 tokens each)
   --json PATH         write all results as JSON
   --list              list the named workloads and exit
 Exit code: 0 all checks passed; 1 a check failed or a workload errored; 2 bad usage.
@@ -502,7 +502,34 @@ std::string result_json(const Result& r) {
 struct PlanOnlyRow {
   int batch = 0;
   double median_us = 0.0;
+  double run_median_us = 0.0;  // host cost of one run() call: validation + kernel enqueue
   std::string error;
+};
+
+// Device buffers for one workload's q/k/v/out, for timing host-side costs only (contents are
+// arbitrary non-zero bytes; no result is checked).
+struct ScratchTensors {
+  Device dev;
+  std::vector<void*> ptrs;
+  mlakit::TensorView q, k, v, out;
+  ScratchTensors(const mb::Workload& w, Device d) : dev(d) {
+    auto make = [&](int64_t n, int64_t h, int64_t dim) {
+      const size_t bytes = static_cast<size_t>(n * h * dim) * 2;
+      void* p = mlakit::device_alloc(bytes > 0 ? bytes : 16, d);
+      mlakit::fill_bytes(p, d, 0x3c, bytes);
+      ptrs.push_back(p);
+      return mlakit::TensorView(p, w.dtype, {n, h, dim}, d);
+    };
+    q = make(w.total_q(), w.heads, w.dqk);
+    k = make(w.total_kv(), w.kv_heads, w.dqk);
+    v = make(w.total_kv(), w.kv_heads, w.dvo);
+    out = make(w.total_q(), w.heads, w.dvo);
+    mlakit::synchronize(d);
+  }
+  ~ScratchTensors() {
+    mlakit::synchronize(dev);
+    for (void* p : ptrs) mlakit::device_free(p, dev);
+  }
 };
 
 std::vector<PlanOnlyRow> run_plan_only(Device dev, const Args& a) {
@@ -510,7 +537,7 @@ std::vector<PlanOnlyRow> run_plan_only(Device dev, const Args& a) {
   const int iters = std::max(a.plan_iters, 1000);
   std::printf("\nplan() host cost, 999 tokens per sequence, causal, H=16 (192,128) bf16, %s, "
               "median of %d calls\n", mlakit::to_string(dev).c_str(), iters);
-  std::printf("%6s %12s\n", "batch", "plan us");
+  std::printf("%6s %12s %12s\n", "batch", "plan us", "run us");
   for (int b : {1, 8, 100}) {
     PlanOnlyRow row;
     row.batch = b;
@@ -527,7 +554,15 @@ std::vector<PlanOnlyRow> run_plan_only(Device dev, const Args& a) {
       row.median_us = mb::median_host_us(iters, [&] { p.plan(qo.data(), kv.data(), b, w.options); },
                                          [&] { mlakit::synchronize(dev); });
       mlakit::synchronize(dev);
-      std::printf("%6d %12.2f\n", b, row.median_us);
+      // run(): host time to validate and enqueue (the kernel itself runs asynchronously). On
+      // the CPU backend run() is the computation itself, so there is no overhead to isolate.
+      if (dev.is_cuda()) {
+        ScratchTensors t(w, dev);
+        row.run_median_us = mb::median_host_us(200, [&] { p.run(t.q, t.k, t.v, t.out); },
+                                               [&] { mlakit::synchronize(dev); });
+        mlakit::synchronize(dev);
+      }
+      std::printf("%6d %12.2f %12.2f\n", b, row.median_us, row.run_median_us);
     } catch (const std::exception& e) {
       row.error = e.what();
       std::printf("%6d %12s  %s\n", b, "ERROR", row.error.c_str());
@@ -603,7 +638,7 @@ int main(int argc, char** argv) {
     std::vector<std::string> ps;
     for (const PlanOnlyRow& p : plan_rows) {
       mb::JsonObject o;
-      o.num("batch", p.batch).num("tokens_per_seq", 999).num("plan_us", p.median_us);
+      o.num("batch", p.batch).num("tokens_per_seq", 999).num("plan_us", p.median_us).num("run_us", p.run_median_us);
       if (!p.error.empty()) o.str("error", p.error);
       ps.push_back(o.dump(4));
     }
