@@ -1,0 +1,444 @@
+"""mlakit: attention kernels for DeepSeek MLA prefill.
+
+Ragged (variable-length, batched) prefill attention with a plan/run split, LSE-based merging of
+partial attentions, and a float64 reference. Arrays of any library that speaks DLPack (PyTorch,
+CuPy, JAX, NumPy) are passed without copies; CPU arrays run on the multi-threaded CPU backend,
+CUDA arrays on the CUDA kernels.
+
+    import mlakit
+    attn = mlakit.RaggedPrefill(num_qo_heads=16, num_kv_heads=16, head_dim_qk=192,
+                                head_dim_vo=128, dtype="bf16", device="cuda",
+                                max_batch=64, max_q_tokens=65536, max_kv_tokens=65536)
+    attn.plan(qo_indptr, kv_indptr, causal=True)       # host int32 arrays, batch_size + 1 entries
+    out, lse = attn.run(q, k, v, return_lse=True)
+
+For ``torch.compile`` and CUDA graphs use the custom ops in :mod:`mlakit.torch`.
+Errors raised by the C++ library arrive as ``ValueError`` (bad value or unsupported case),
+``TypeError`` (wrong dtype or device) or ``RuntimeError`` (CUDA/system failure) with the C++
+message unchanged.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import sys
+import weakref
+from typing import Any, Optional, Tuple
+
+try:
+    from . import _mlakit as _C
+except ImportError as _err:
+    # Plain CMake build: the extension sits on PYTHONPATH as a top-level `_mlakit`. If that is
+    # missing too, report the original failure (e.g. an undefined symbol), not the fallback's.
+    try:
+        import _mlakit as _C  # type: ignore[no-redef]
+    except ModuleNotFoundError:
+        raise _err from None
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "RaggedPrefill",
+    "PlanInfo",
+    "ragged_prefill",
+    "merge_states",
+    "reference_prefill",
+    "reference_merge_states",
+    "built_with_cuda",
+    "cuda_device_count",
+    "cuda_unavailable_reason",
+    "device_description",
+]
+
+PlanInfo = _C.PlanInfo
+built_with_cuda = _C.built_with_cuda
+cuda_device_count = _C.cuda_device_count
+cuda_unavailable_reason = _C.cuda_unavailable_reason
+
+
+# --------------------------------------------------------------------------------------------
+# Array-library helpers. Nothing here imports torch/cupy/numpy eagerly: a library is used only
+# when the caller's arrays come from it (it is then already in sys.modules).
+# --------------------------------------------------------------------------------------------
+
+def _lib_of(x: Any) -> str:
+    mod = type(x).__module__.partition(".")[0]
+    if mod in ("jaxlib", "jax"):
+        return "jax"
+    return mod
+
+
+def _dtype_name(dtype: Any) -> str:
+    """Normalizes a dtype given as a string, NumPy/ml_dtypes dtype or torch.dtype."""
+    if isinstance(dtype, str):
+        s = dtype.lower()
+    elif type(dtype).__module__.startswith("torch"):
+        s = str(dtype)[len("torch."):]
+    else:
+        import numpy as np  # NumPy/ml_dtypes dtypes and scalar types
+        s = np.dtype(dtype).name
+    aliases = {"bfloat16": "bf16", "float16": "fp16", "half": "fp16", "float32": "fp32",
+               "float": "fp32", "float64": "fp64", "double": "fp64"}
+    return aliases.get(s, s)
+
+
+def _device_name(device: Any) -> str:
+    if device is None:
+        return "cpu"
+    if isinstance(device, int):
+        return f"cuda:{device}"
+    s = str(device)
+    return s
+
+
+def _native(x: Any) -> Any:
+    """What the extension receives: the array itself; a reinterpreting wrapper for NumPy
+    bfloat16 arrays (ml_dtypes), which NumPy cannot export through DLPack; a detached view of a
+    torch tensor that requires grad (torch refuses to export those; mlakit is forward-only).
+    Kept cheap: it runs for every array of every call."""
+    mod = type(x).__module__
+    if mod.startswith("torch"):  # torch.Tensor, nn.Parameter, ...
+        return x.detach() if x.requires_grad else x
+    if mod == "numpy" and x.dtype.kind == "V" and x.dtype.name == "bfloat16":  # .name is slow
+        import numpy as np
+        return _C._Reinterpreted(x.view(np.uint16), "bf16")
+    return x
+
+
+def _is_cuda_array(x: Any) -> bool:
+    lib = _lib_of(x)
+    if lib == "torch":
+        return x.is_cuda
+    if lib == "cupy":
+        return True
+    dev = getattr(x, "__dlpack_device__", None)
+    if dev is not None:
+        try:
+            return dev()[0] in (2, 13)  # kDLCUDA, kDLCUDAManaged
+        except Exception:
+            return False
+    return False
+
+
+def _torch_current_stream(device: Any) -> int:
+    return sys.modules["torch"].cuda.current_stream(device).cuda_stream
+
+
+def _stream_handle(stream: Any, like: Any = None, device: Any = None) -> int:
+    """The cudaStream_t as an int. Explicit `stream` wins (int, torch.cuda.Stream, cupy Stream);
+    otherwise the caller's current stream: PyTorch's for torch CUDA tensors (or a CUDA plan when
+    torch is loaded), CuPy's for CuPy arrays; else the default stream (0)."""
+    if stream is not None:
+        if isinstance(stream, int):
+            return stream
+        for attr in ("cuda_stream", "ptr"):  # torch.cuda.Stream / cupy.cuda.Stream
+            h = getattr(stream, attr, None)
+            if isinstance(h, int):
+                return h
+        raise TypeError(f"mlakit: stream: expected an int, torch.cuda.Stream or cupy Stream, got "
+                        f"{type(stream).__qualname__}")
+    if like is not None:
+        mod = type(like).__module__
+        if mod.startswith("torch"):
+            return _torch_current_stream(like.device) if like.is_cuda else 0
+        if mod.startswith("cupy"):
+            return sys.modules["cupy"].cuda.get_current_stream().ptr
+        return 0
+    if device is not None and str(device).startswith("cuda"):
+        torch = sys.modules.get("torch")
+        if torch is not None and torch.cuda.is_available():
+            return _torch_current_stream(str(device))
+        cupy = sys.modules.get("cupy")
+        if cupy is not None:
+            return cupy.cuda.get_current_stream().ptr
+    return 0
+
+
+def _empty(like: Any, shape: Tuple[int, ...], dtype: Optional[str] = None) -> Any:
+    """An uninitialized array from `like`'s library, on its device. dtype None = like's dtype;
+    otherwise "float32" or "float64"."""
+    lib = _lib_of(like)
+    if lib == "torch":
+        torch = sys.modules["torch"]
+        dt = like.dtype if dtype is None else getattr(torch, dtype)
+        return torch.empty(shape, dtype=dt, device=like.device)
+    if lib == "numpy":
+        import numpy as np
+        return np.empty(shape, dtype=like.dtype if dtype is None else dtype)
+    if lib == "cupy":
+        cupy = sys.modules["cupy"]
+        with like.device:
+            return cupy.empty(shape, dtype=like.dtype if dtype is None else dtype)
+    if lib == "jax" and not _is_cuda_array(like):
+        # JAX arrays are immutable: results are written into NumPy arrays (zero-copy for JAX to
+        # consume with jax.numpy.asarray on CPU).
+        import numpy as np
+        return np.empty(shape, dtype=np.dtype(like.dtype) if dtype is None else dtype)
+    raise TypeError(
+        f"mlakit: out: cannot allocate an output for a {type(like).__qualname__} on this device; "
+        "pass out= (and lse=) explicitly")
+
+
+def _shape(x: Any, name: str, ndim: int) -> Tuple[int, ...]:
+    shape = getattr(x, "shape", None)
+    if shape is None:
+        raise TypeError(f"mlakit: {name}: expected an array supporting DLPack or the buffer protocol, "
+                        f"got {type(x).__qualname__}")
+    shape = tuple(int(s) for s in shape)
+    if len(shape) != ndim:
+        raise ValueError(f"mlakit: {name}: must have {ndim} dimensions, got shape {list(shape)}")
+    return shape
+
+
+def _options(causal: bool, sm_scale: Optional[float], window_left: Optional[int],
+             logits_soft_cap: Optional[float]) -> Tuple[bool, float, int, float]:
+    if sm_scale is None:
+        scale = 0.0  # the C++ default: 1 / sqrt(head_dim_qk)
+    else:
+        scale = float(sm_scale)
+        if not (scale > 0.0 and math.isfinite(scale)):
+            raise ValueError(f"mlakit: sm_scale: must be a positive finite number or None "
+                             f"(None means 1/sqrt(head_dim_qk)), got {sm_scale}")
+    window = -1 if window_left is None else int(window_left)
+    cap = 0.0 if logits_soft_cap is None else float(logits_soft_cap)
+    return bool(causal), scale, window, cap
+
+
+def _indptr_len_and_last(x: Any) -> Tuple[int, int]:
+    """(entries, last value) of an indptr argument, for capacity growth; (0, 0) if unreadable."""
+    try:
+        n = len(x)
+        return n, (int(x[n - 1]) if n else 0)
+    except Exception:
+        return 0, 0
+
+
+# --------------------------------------------------------------------------------------------
+# RaggedPrefill
+# --------------------------------------------------------------------------------------------
+
+_registry: "weakref.WeakValueDictionary[int, RaggedPrefill]" = weakref.WeakValueDictionary()
+_handles = itertools.count(1)
+
+
+def _lookup(handle: int) -> "RaggedPrefill":
+    """The RaggedPrefill registered under `handle` (used by the mlakit.torch custom ops)."""
+    obj = _registry.get(int(handle))
+    if obj is None:
+        raise ValueError(f"mlakit: handle: no live RaggedPrefill has handle {handle}")
+    return obj
+
+
+def _grow(current: int, needed: int) -> int:
+    return current if needed <= current else max(needed, 2 * current)
+
+
+class RaggedPrefill:
+    """Ragged batched prefill attention with a plan/run split (FlashInfer-wrapper style).
+
+    Shapes: ``q [total_q, H, Dqk]``, ``k [total_kv, Hkv, Dqk]``, ``v [total_kv, Hkv, Dvo]``,
+    ``out [total_q, H, Dvo]`` (input dtype), ``lse [total_q, H]`` (float32, natural log).
+    ``H`` must be a multiple of ``Hkv`` (grouped-query attention). The last dimension of every
+    tensor must be contiguous; other strides are free.
+
+    The constructor fixes the static problem (heads, head dims, dtype, device) and the capacity
+    of the workspaces: ``max_batch`` sequences, ``max_q_tokens`` and ``max_kv_tokens`` total
+    tokens. A capacity left as ``None`` grows on demand: :meth:`plan` then replaces the native
+    object (and its workspaces) when a batch does not fit, which invalidates CUDA graphs that
+    captured :meth:`run`. Give all three capacities when capturing graphs.
+
+    ``device`` is where :meth:`run` executes: ``"cpu"``, ``"cuda"``, ``"cuda:N"``, a
+    ``torch.device`` or a CUDA device index.
+    """
+
+    def __init__(self, num_qo_heads: int, num_kv_heads: int, head_dim_qk: int = 192,
+                 head_dim_vo: int = 128, *, dtype: Any = "bf16", device: Any = "cpu",
+                 max_batch: Optional[int] = None, max_q_tokens: Optional[int] = None,
+                 max_kv_tokens: Optional[int] = None) -> None:
+        self._fixed = (max_batch is not None, max_q_tokens is not None, max_kv_tokens is not None)
+        device_name = _device_name(device)
+        if device_name == "cuda":
+            device_name = "cuda:0"
+        self._args = dict(num_qo_heads=int(num_qo_heads), num_kv_heads=int(num_kv_heads),
+                          head_dim_qk=int(head_dim_qk), head_dim_vo=int(head_dim_vo),
+                          dtype=_dtype_name(dtype),
+                          max_batch=int(max_batch) if max_batch is not None else 16,
+                          max_q_tokens=int(max_q_tokens) if max_q_tokens is not None else 4096,
+                          max_kv_tokens=int(max_kv_tokens) if max_kv_tokens is not None else 4096,
+                          device=device_name)
+        self._impl = _C.RaggedPrefill(**self._args)
+        self.handle: int = next(_handles)
+        _registry[self.handle] = self
+
+    # -- static configuration ------------------------------------------------------------
+    num_qo_heads = property(lambda self: self._impl.num_qo_heads)
+    num_kv_heads = property(lambda self: self._impl.num_kv_heads)
+    head_dim_qk = property(lambda self: self._impl.head_dim_qk)
+    head_dim_vo = property(lambda self: self._impl.head_dim_vo)
+    dtype = property(lambda self: self._impl.dtype, doc='"bf16" or "fp16"')
+    device = property(lambda self: self._impl.device, doc='"cpu" or "cuda:N"')
+    max_batch = property(lambda self: self._impl.max_batch)
+    max_q_tokens = property(lambda self: self._impl.max_q_tokens)
+    max_kv_tokens = property(lambda self: self._impl.max_kv_tokens)
+
+    # -- current plan ----------------------------------------------------------------------
+    @property
+    def planned(self) -> bool:
+        return self._impl.planned
+
+    @property
+    def info(self) -> PlanInfo:
+        """What the last :meth:`plan` decided (tiles, block sizes, visible pairs)."""
+        return self._impl.info()
+
+    causal = property(lambda self: self._impl.causal)
+    window_left = property(lambda self: self._impl.window_left)
+    logits_soft_cap = property(lambda self: self._impl.logits_soft_cap)
+    sm_scale = property(lambda self: self._impl.sm_scale,
+                        doc="scale of the current plan (0.0 = the default 1/sqrt(head_dim_qk))")
+
+    def _ensure_capacity(self, qo_indptr: Any, kv_indptr: Any) -> None:
+        if all(self._fixed):
+            return
+        n_q, total_q = _indptr_len_and_last(qo_indptr)
+        _, total_kv = _indptr_len_and_last(kv_indptr)
+        want = dict(self._args)
+        if not self._fixed[0]:
+            want["max_batch"] = _grow(want["max_batch"], n_q - 1)
+        if not self._fixed[1]:
+            want["max_q_tokens"] = _grow(want["max_q_tokens"], total_q)
+        if not self._fixed[2]:
+            want["max_kv_tokens"] = _grow(want["max_kv_tokens"], total_kv)
+        if want != self._args:
+            self._impl = _C.RaggedPrefill(**want)
+            self._args = want
+
+    def plan(self, qo_indptr: Any, kv_indptr: Any, *, causal: bool = False,
+             sm_scale: Optional[float] = None, window_left: Optional[int] = -1,
+             logits_soft_cap: Optional[float] = None, stream: Any = None) -> None:
+        """Plans a batch on the host; never synchronizes the device.
+
+        ``qo_indptr`` / ``kv_indptr``: ``batch_size + 1`` monotone offsets starting at 0, as a
+        list, a NumPy array or a CPU torch tensor (int32 or int64). Sequence ``b`` owns q rows
+        ``[qo_indptr[b], qo_indptr[b+1])`` and kv rows ``[kv_indptr[b], kv_indptr[b+1])``.
+
+        ``causal``: query ``i`` of a sequence with lengths ``(lq, lk)`` sees keys
+        ``j <= lk - lq + i`` (bottom-right aligned). ``sm_scale``: ``None`` means
+        ``1/sqrt(head_dim_qk)``. ``window_left = w >= 0``: keys ``j >= lk - lq + i - w`` only
+        (``-1`` or ``None``: no window). ``logits_soft_cap = c > 0``: ``s = c*tanh(s/c)``.
+
+        For a CUDA plan the schedule is copied to the device workspace asynchronously on
+        ``stream`` (default: PyTorch's current stream when torch is loaded, else the default
+        stream); run on the same stream, or order the streams yourself. A rejected plan
+        (ValueError/TypeError) leaves the previous plan in force.
+        """
+        opts = _options(causal, sm_scale, window_left, logits_soft_cap)
+        self._ensure_capacity(qo_indptr, kv_indptr)
+        s = _stream_handle(stream, device=self._args["device"])
+        self._impl.plan(qo_indptr, kv_indptr, *opts, s)
+
+    def run(self, q: Any, k: Any, v: Any, out: Any = None, lse: Any = None, *,
+            return_lse: bool = False, stream: Any = None) -> Any:
+        """Attention for the current plan; only launches (CUDA graph capturable).
+
+        ``out`` (``[total_q, H, Dvo]``, q's dtype) and ``lse`` (``[total_q, H]`` float32) are
+        allocated with q's library when not given; ``lse`` is computed only when given or
+        ``return_lse`` is true. The stream defaults to the caller's current stream (PyTorch's
+        ``torch.cuda.current_stream()`` for torch tensors). Returns ``out``, or ``(out, lse)``
+        when ``return_lse`` is true.
+        """
+        if out is None or (return_lse and lse is None):
+            tq, h, _ = _shape(q, "q", 3)
+            if out is None:
+                out = _empty(q, (tq, h, self._impl.head_dim_vo))
+            if return_lse and lse is None:
+                lse = _empty(q, (tq, h), "float32")
+        self._impl.run(_native(q), _native(k), _native(v), _native(out), _native(lse),
+                       _stream_handle(stream, like=q))
+        return (out, lse) if return_lse else out
+
+    def __repr__(self) -> str:
+        a = self._args
+        return (f"mlakit.RaggedPrefill(num_qo_heads={a['num_qo_heads']}, num_kv_heads={a['num_kv_heads']}, "
+                f"head_dim_qk={a['head_dim_qk']}, head_dim_vo={a['head_dim_vo']}, dtype={a['dtype']!r}, "
+                f"device={a['device']!r}, max_batch={a['max_batch']}, max_q_tokens={a['max_q_tokens']}, "
+                f"max_kv_tokens={a['max_kv_tokens']})")
+
+
+# --------------------------------------------------------------------------------------------
+# Free functions
+# --------------------------------------------------------------------------------------------
+
+def ragged_prefill(q: Any, k: Any, v: Any, qo_indptr: Any, kv_indptr: Any, *, causal: bool = False,
+                   sm_scale: Optional[float] = None, window_left: Optional[int] = -1,
+                   logits_soft_cap: Optional[float] = None, out: Any = None, lse: Any = None,
+                   return_lse: bool = False, stream: Any = None) -> Any:
+    """One-shot ragged prefill: plans and runs in one call (allocates a plan each call; engines
+    should keep a :class:`RaggedPrefill`). Arguments as in :meth:`RaggedPrefill.plan` and
+    :meth:`RaggedPrefill.run`; ``Dvo`` is taken from ``v``."""
+    opts = _options(causal, sm_scale, window_left, logits_soft_cap)
+    if out is None or (return_lse and lse is None):
+        tq, h, _ = _shape(q, "q", 3)
+        dvo = _shape(v, "v", 3)[2]
+        if out is None:
+            out = _empty(q, (tq, h, dvo))
+        if return_lse and lse is None:
+            lse = _empty(q, (tq, h), "float32")
+    _C.ragged_prefill(_native(q), _native(k), _native(v), qo_indptr, kv_indptr, *opts, _native(out), _native(lse),
+                      _stream_handle(stream, like=q))
+    return (out, lse) if return_lse else out
+
+
+def merge_states(out_a: Any, lse_a: Any, out_b: Any, lse_b: Any, out: Any = None, lse_out: Any = None,
+                 *, stream: Any = None) -> Tuple[Any, Any]:
+    """Merges two partial attentions over disjoint key sets by their log-sum-exp.
+
+    ``out_*``: ``[N, H, D]`` (bf16, fp16 or fp32, all the same); ``lse_*``: ``[N, H]`` float32.
+    ``lse = log(exp(lse_a) + exp(lse_b))``,
+    ``out = out_a*exp(lse_a - lse) + out_b*exp(lse_b - lse)``; ``-inf`` on one side passes the
+    other through, both ``-inf`` gives ``out = 0, lse = -inf``. ``out``/``lse_out`` are allocated
+    when not given and may be ``out_a``/``lse_a`` (in place). Returns ``(out, lse_out)``.
+    """
+    if out is None:
+        out = _empty(out_a, _shape(out_a, "out_a", 3))
+    if lse_out is None:
+        lse_out = _empty(lse_a, _shape(lse_a, "lse_a", 2))
+    _C.merge_states(_native(out_a), _native(lse_a), _native(out_b), _native(lse_b), _native(out), _native(lse_out),
+                    _stream_handle(stream, like=out_a))
+    return out, lse_out
+
+
+def reference_prefill(q: Any, k: Any, v: Any, qo_indptr: Any, kv_indptr: Any, *, causal: bool = False,
+                      sm_scale: Optional[float] = None, window_left: Optional[int] = -1,
+                      logits_soft_cap: Optional[float] = None, out: Any = None, lse: Any = None,
+                      return_lse: bool = False) -> Any:
+    """The C++ float64 reference (host arrays only, single-threaded): the same function the C++
+    tests compare every backend against. Inputs may be bf16/fp16/fp32/fp64; ``out`` and ``lse``
+    default to float64 arrays of the input's library."""
+    opts = _options(causal, sm_scale, window_left, logits_soft_cap)
+    if out is None or (return_lse and lse is None):
+        tq, h, _ = _shape(q, "q", 3)
+        dvo = _shape(v, "v", 3)[2]
+        if out is None:
+            out = _empty(q, (tq, h, dvo), "float64")
+        if return_lse and lse is None:
+            lse = _empty(q, (tq, h), "float64")
+    _C.reference_prefill(_native(q), _native(k), _native(v), qo_indptr, kv_indptr, *opts, out, lse)
+    return (out, lse) if return_lse else out
+
+
+def reference_merge_states(out_a: Any, lse_a: Any, out_b: Any, lse_b: Any, out: Any = None,
+                           lse_out: Any = None) -> Tuple[Any, Any]:
+    """float64 reference of :func:`merge_states` (host arrays); outputs default to float64."""
+    if out is None:
+        out = _empty(out_a, _shape(out_a, "out_a", 3), "float64")
+    if lse_out is None:
+        lse_out = _empty(lse_a, _shape(lse_a, "lse_a", 2), "float64")
+    _C.reference_merge_states(_native(out_a), lse_a, _native(out_b), lse_b, out, lse_out)
+    return out, lse_out
+
+
+def device_description(device: Any = "cpu") -> str:
+    """E.g. ``"NVIDIA H200 (sm_90, 132 SMs)"`` or ``"cpu"``."""
+    return _C.device_description(_device_name(device))

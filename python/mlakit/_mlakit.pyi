@@ -1,0 +1,127 @@
+"""Stubs for the native extension mlakit._mlakit (private; use the `mlakit` package).
+
+Array arguments are typed `object`: anything speaking DLPack (`__dlpack__`) or the buffer
+protocol, or a `_Reinterpreted` wrapper. Streams are cudaStream_t values as ints (0 = default).
+"""
+
+from typing import Any
+
+class _Reinterpreted:
+    """A 16-bit integer array to be read as another 16-bit dtype (NumPy bfloat16)."""
+    def __init__(self, array: object, dtype: str) -> None: ...
+    @property
+    def array(self) -> Any: ...
+
+def _error_type_for_kind(kind: int) -> type[Exception]: ...
+def _raise_for_kind(kind: int, argument: str, message: str) -> None: ...
+
+def built_with_cuda() -> bool:
+    """True when the library was compiled with its CUDA backends."""
+
+def cuda_device_count() -> int:
+    """Usable CUDA devices; 0 without CUDA support, driver or GPU."""
+
+def cuda_unavailable_reason() -> str:
+    """Why CUDA is unusable here; empty when it is usable."""
+
+def device_description(device: str) -> str:
+    """E.g. 'NVIDIA H200 (sm_90, 132 SMs)' or 'cpu'."""
+
+class PlanInfo:
+    """What the last plan() decided."""
+
+    @property
+    def batch_size(self) -> int: ...
+
+    @property
+    def total_q(self) -> int: ...
+
+    @property
+    def total_kv(self) -> int: ...
+
+    @property
+    def num_tiles(self) -> int:
+        """(sequence, q-tile) pairs; each runs once per q head"""
+
+    @property
+    def block_m(self) -> int:
+        """q rows per tile"""
+
+    @property
+    def block_n(self) -> int:
+        """kv rows per inner step"""
+
+    @property
+    def grid_blocks(self) -> int:
+        """persistent blocks run() launches"""
+
+    @property
+    def visible_pairs(self) -> int:
+        """unmasked (query, key) pairs summed over the batch, per head"""
+
+    def __repr__(self) -> str: ...
+
+class RaggedPrefill:
+    """Ragged prefill attention with a plan/run split (native object)."""
+
+    def __init__(self, num_qo_heads: int, num_kv_heads: int, head_dim_qk: int, head_dim_vo: int, dtype: str, max_batch: int, max_q_tokens: int, max_kv_tokens: int, device: str) -> None: ...
+
+    def plan(self, qo_indptr: object, kv_indptr: object, causal: bool, sm_scale: float, window_left: int, logits_soft_cap: float, stream: int) -> None: ...
+
+    def run(self, q: object, k: object, v: object, out: object, lse: object, stream: int) -> None: ...
+
+    @property
+    def planned(self) -> bool: ...
+
+    def info(self) -> PlanInfo: ...
+
+    @property
+    def num_qo_heads(self) -> int: ...
+
+    @property
+    def num_kv_heads(self) -> int: ...
+
+    @property
+    def head_dim_qk(self) -> int: ...
+
+    @property
+    def head_dim_vo(self) -> int: ...
+
+    @property
+    def dtype(self) -> str: ...
+
+    @property
+    def device(self) -> str: ...
+
+    @property
+    def max_batch(self) -> int: ...
+
+    @property
+    def max_q_tokens(self) -> int: ...
+
+    @property
+    def max_kv_tokens(self) -> int: ...
+
+    @property
+    def causal(self) -> bool: ...
+
+    @property
+    def sm_scale(self) -> float: ...
+
+    @property
+    def window_left(self) -> int: ...
+
+    @property
+    def logits_soft_cap(self) -> float: ...
+
+    @staticmethod
+    def workspace_sizes(num_qo_heads: int, num_kv_heads: int, head_dim_qk: int, head_dim_vo: int, dtype: str, max_batch: int, max_q_tokens: int, max_kv_tokens: int, device: str) -> tuple[int, int]:
+        """(host_bytes, device_bytes) the object would allocate."""
+
+def ragged_prefill(q: object, k: object, v: object, qo_indptr: object, kv_indptr: object, causal: bool, sm_scale: float, window_left: int, logits_soft_cap: float, out: object, lse: object, stream: int) -> None: ...
+
+def merge_states(out_a: object, lse_a: object, out_b: object, lse_b: object, out: object, lse_out: object, stream: int) -> None: ...
+
+def reference_prefill(q: object, k: object, v: object, qo_indptr: object, kv_indptr: object, causal: bool, sm_scale: float, window_left: int, logits_soft_cap: float, out: object, lse: object) -> None: ...
+
+def reference_merge_states(out_a: object, lse_a: object, out_b: object, lse_b: object, out: object, lse_out: object) -> None: ...

@@ -1,0 +1,149 @@
+"""PyTorch custom ops for mlakit (``torch.library``), usable under ``torch.compile`` and inside
+CUDA graphs.
+
+Ops (namespace ``mlakit``; all forward-only, no autograd):
+
+``torch.ops.mlakit.ragged_prefill(q, k, v, handle) -> out``
+    Functional: allocates ``out [total_q, H, Dvo]`` (q's dtype). Mutates nothing.
+``torch.ops.mlakit.ragged_prefill_with_lse(q, k, v, handle) -> (out, lse)``
+    Functional, also returns ``lse [total_q, H]`` float32. Mutates nothing.
+``torch.ops.mlakit.ragged_prefill_out(q, k, v, out, lse, handle) -> ()``
+    **Mutates ``out`` and ``lse``** (``lse`` may be None). Use this for CUDA graphs whose
+    replays change the batch: preallocate ``out`` at capacity and pass views of it.
+``torch.ops.mlakit.merge_states(out_a, lse_a, out_b, lse_b) -> (out, lse)``
+    Functional. Mutates nothing.
+``torch.ops.mlakit.merge_states_(out_a, lse_a, out_b, lse_b) -> ()``
+    **Mutates ``out_a`` and ``lse_a``** (in-place merge of b into a).
+
+Custom ops take tensors and scalars only, so a plan is named by ``handle``, the integer that
+:class:`mlakit.RaggedPrefill` registers itself under (``attn.handle``); the op looks it up when it
+runs. Call :meth:`mlakit.RaggedPrefill.plan` outside the compiled/captured region (it runs on the
+host). ``run`` reads everything batch-dependent from the plan's device workspace, so a graph that
+captured one of these ops can be replayed after ``plan()`` with new lengths (same tensors, batch
+within the capacities given at construction).
+
+Every op runs on PyTorch's current CUDA stream (for CUDA tensors) or on the CPU backend (for CPU
+tensors).
+"""
+
+
+from typing import Optional, Tuple
+
+import torch
+
+import mlakit as _mlakit
+from mlakit import RaggedPrefill
+
+__all__ = [
+    "RaggedPrefill",
+    "ragged_prefill",
+    "ragged_prefill_out",
+    "merge_states",
+    "merge_states_",
+]
+
+Tensor = torch.Tensor
+
+
+def _stream(t: Tensor) -> int:
+    # During CUDA graph capture this is the capturing stream, so the launch is captured.
+    return _mlakit._torch_current_stream(t.device) if t.is_cuda else 0
+
+
+def _out_shape(q: Tensor, v: Tensor) -> Tuple[int, int, int]:
+    return (q.shape[0], q.shape[1], v.shape[2])
+
+
+# -- ragged prefill ----------------------------------------------------------------------------
+
+@torch.library.custom_op("mlakit::ragged_prefill_out", mutates_args=("out", "lse"))
+def _ragged_prefill_out(q: Tensor, k: Tensor, v: Tensor, out: Tensor, lse: Optional[Tensor],
+                        handle: int) -> None:
+    plan = _mlakit._lookup(handle)
+    plan._impl.run(q, k, v, out, lse, _stream(q))
+
+
+@_ragged_prefill_out.register_fake
+def _(q, k, v, out, lse, handle):
+    return None
+
+
+@torch.library.custom_op("mlakit::ragged_prefill", mutates_args=())
+def _ragged_prefill(q: Tensor, k: Tensor, v: Tensor, handle: int) -> Tensor:
+    plan = _mlakit._lookup(handle)
+    out = q.new_empty(_out_shape(q, v))
+    plan._impl.run(q, k, v, out, None, _stream(q))
+    return out
+
+
+@_ragged_prefill.register_fake
+def _(q, k, v, handle):
+    return q.new_empty(_out_shape(q, v))
+
+
+@torch.library.custom_op("mlakit::ragged_prefill_with_lse", mutates_args=())
+def _ragged_prefill_with_lse(q: Tensor, k: Tensor, v: Tensor, handle: int) -> Tuple[Tensor, Tensor]:
+    plan = _mlakit._lookup(handle)
+    out = q.new_empty(_out_shape(q, v))
+    lse = q.new_empty((q.shape[0], q.shape[1]), dtype=torch.float32)
+    plan._impl.run(q, k, v, out, lse, _stream(q))
+    return out, lse
+
+
+@_ragged_prefill_with_lse.register_fake
+def _(q, k, v, handle):
+    return (q.new_empty(_out_shape(q, v)),
+            q.new_empty((q.shape[0], q.shape[1]), dtype=torch.float32))
+
+
+# -- merge_states ------------------------------------------------------------------------------
+
+@torch.library.custom_op("mlakit::merge_states", mutates_args=())
+def _merge_states(out_a: Tensor, lse_a: Tensor, out_b: Tensor, lse_b: Tensor) -> Tuple[Tensor, Tensor]:
+    out = torch.empty_like(out_a, memory_format=torch.contiguous_format)
+    lse = torch.empty_like(lse_a, memory_format=torch.contiguous_format)
+    _mlakit._C.merge_states(out_a, lse_a, out_b, lse_b, out, lse, _stream(out_a))
+    return out, lse
+
+
+@_merge_states.register_fake
+def _(out_a, lse_a, out_b, lse_b):
+    return (torch.empty_like(out_a, memory_format=torch.contiguous_format),
+            torch.empty_like(lse_a, memory_format=torch.contiguous_format))
+
+
+@torch.library.custom_op("mlakit::merge_states_", mutates_args=("out_a", "lse_a"))
+def _merge_states_(out_a: Tensor, lse_a: Tensor, out_b: Tensor, lse_b: Tensor) -> None:
+    _mlakit._C.merge_states(out_a, lse_a, out_b, lse_b, out_a, lse_a, _stream(out_a))
+
+
+@_merge_states_.register_fake
+def _(out_a, lse_a, out_b, lse_b):
+    return None
+
+
+# -- Python-facing helpers ---------------------------------------------------------------------
+
+def ragged_prefill(plan: RaggedPrefill, q: Tensor, k: Tensor, v: Tensor,
+                   return_lse: bool = False):
+    """Attention for ``plan``'s current batch through the custom op (functional: returns new
+    tensors). Returns ``out``, or ``(out, lse)`` when ``return_lse``."""
+    if return_lse:
+        return torch.ops.mlakit.ragged_prefill_with_lse(q, k, v, plan.handle)
+    return torch.ops.mlakit.ragged_prefill(q, k, v, plan.handle)
+
+
+def ragged_prefill_out(plan: RaggedPrefill, q: Tensor, k: Tensor, v: Tensor, out: Tensor,
+                       lse: Optional[Tensor] = None) -> None:
+    """Attention into preallocated ``out`` (and ``lse``, if given). Mutates ``out`` and ``lse``."""
+    torch.ops.mlakit.ragged_prefill_out(q, k, v, out, lse, plan.handle)
+
+
+def merge_states(out_a: Tensor, lse_a: Tensor, out_b: Tensor, lse_b: Tensor) -> Tuple[Tensor, Tensor]:
+    """Functional LSE merge of two partial attentions; returns new ``(out, lse)``."""
+    return torch.ops.mlakit.merge_states(out_a, lse_a, out_b, lse_b)
+
+
+def merge_states_(out_a: Tensor, lse_a: Tensor, out_b: Tensor, lse_b: Tensor) -> None:
+    """In-place LSE merge: **mutates ``out_a`` and ``lse_a``** to hold the merged state."""
+    torch.ops.mlakit.merge_states_(out_a, lse_a, out_b, lse_b)

@@ -1,0 +1,13 @@
+// Entry point of the extension. The Python package `mlakit` (python/mlakit/__init__.py) is the
+// public face; this module is its private engine room and keeps argument handling minimal.
+#include "bindings.h"
+
+NB_MODULE(_mlakit, m) {
+  m.doc() = "mlakit native extension (private; use the `mlakit` package).";
+  mlakit_py::bind_errors(m);
+  mlakit_py::bind_tensor(m);
+  mlakit_py::bind_runtime(m);
+  mlakit_py::bind_prefill(m);
+  mlakit_py::bind_merge(m);
+  mlakit_py::bind_reference(m);
+}

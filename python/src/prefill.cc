@@ -1,0 +1,171 @@
+// RaggedPrefill as a Python class: construction fixes the config (capacities), plan() takes host
+// indptr arrays, run() only launches. The Python wrapper (mlakit/__init__.py) adds allocation of
+// out/lse and stream selection; this layer converts arguments and releases the GIL while C++ works.
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/unique_ptr.h>
+
+#include "bindings.h"
+#include "mlakit/error.h"
+#include "mlakit/prefill.h"
+#include "tensor_arg.h"
+
+namespace mlakit_py {
+namespace {
+
+using mlakit::Error;
+using mlakit::ErrorKind;
+
+mlakit::PrefillOptions make_options(bool causal, float sm_scale, int window_left, float logits_soft_cap) {
+  mlakit::PrefillOptions o;
+  o.causal = causal;
+  o.sm_scale = sm_scale;
+  o.window_left = window_left;
+  o.logits_soft_cap = logits_soft_cap;
+  return o;
+}
+
+// Both indptr arrays, checked for matching length; batch_size = len - 1.
+struct Indptrs {
+  std::vector<int32_t> qo, kv;
+  int batch_size = 0;
+};
+
+Indptrs read_indptrs(nb::handle qo_indptr, nb::handle kv_indptr) {
+  Indptrs r;
+  r.qo = host_indptr(qo_indptr, "qo_indptr");
+  r.kv = host_indptr(kv_indptr, "kv_indptr");
+  if (r.qo.empty())
+    throw Error(ErrorKind::kInvalidArgument, "qo_indptr", "must have batch_size + 1 >= 1 entries, got 0");
+  if (r.kv.size() != r.qo.size())
+    throw Error(ErrorKind::kInvalidArgument, "kv_indptr",
+                "has " + std::to_string(r.kv.size()) + " entries but qo_indptr has " +
+                    std::to_string(r.qo.size()));
+  if (r.qo.size() - 1 > static_cast<size_t>(INT32_MAX))
+    throw Error(ErrorKind::kInvalidArgument, "qo_indptr", "batch too large");
+  r.batch_size = static_cast<int>(r.qo.size() - 1);
+  return r;
+}
+
+}  // namespace
+
+void bind_prefill(nb::module_& m) {
+  nb::class_<mlakit::PlanInfo>(m, "PlanInfo", "What the last plan() decided.")
+      .def_ro("batch_size", &mlakit::PlanInfo::batch_size)
+      .def_ro("total_q", &mlakit::PlanInfo::total_q)
+      .def_ro("total_kv", &mlakit::PlanInfo::total_kv)
+      .def_ro("num_tiles", &mlakit::PlanInfo::num_tiles, "(sequence, q-tile) pairs; each runs once per q head")
+      .def_ro("block_m", &mlakit::PlanInfo::block_m, "q rows per tile")
+      .def_ro("block_n", &mlakit::PlanInfo::block_n, "kv rows per inner step")
+      .def_ro("grid_blocks", &mlakit::PlanInfo::grid_blocks, "persistent blocks run() launches")
+      .def_ro("visible_pairs", &mlakit::PlanInfo::visible_pairs,
+              "unmasked (query, key) pairs summed over the batch, per head")
+      .def("__repr__", [](const mlakit::PlanInfo& i) {
+        return "PlanInfo(batch_size=" + std::to_string(i.batch_size) + ", total_q=" + std::to_string(i.total_q) +
+               ", total_kv=" + std::to_string(i.total_kv) + ", num_tiles=" + std::to_string(i.num_tiles) +
+               ", block_m=" + std::to_string(i.block_m) + ", block_n=" + std::to_string(i.block_n) +
+               ", grid_blocks=" + std::to_string(i.grid_blocks) +
+               ", visible_pairs=" + std::to_string(i.visible_pairs) + ")";
+      });
+
+  nb::class_<mlakit::RaggedPrefill>(m, "RaggedPrefill",
+                                    "Ragged prefill attention with a plan/run split (native object).")
+      .def("__init__",
+           [](mlakit::RaggedPrefill* self, int num_qo_heads, int num_kv_heads, int head_dim_qk, int head_dim_vo,
+              const std::string& dtype, int max_batch, int64_t max_q_tokens, int64_t max_kv_tokens,
+              const std::string& device) {
+             mlakit::PrefillConfig c;
+             c.num_qo_heads = num_qo_heads;
+             c.num_kv_heads = num_kv_heads;
+             c.head_dim_qk = head_dim_qk;
+             c.head_dim_vo = head_dim_vo;
+             c.dtype = parse_dtype(dtype, "dtype");
+             c.max_batch = max_batch;
+             c.max_q_tokens = max_q_tokens;
+             c.max_kv_tokens = max_kv_tokens;
+             c.device = parse_device(device, "device");
+             new (self) mlakit::RaggedPrefill(c);
+           },
+           nb::arg("num_qo_heads"), nb::arg("num_kv_heads"), nb::arg("head_dim_qk"), nb::arg("head_dim_vo"),
+           nb::arg("dtype"), nb::arg("max_batch"), nb::arg("max_q_tokens"), nb::arg("max_kv_tokens"),
+           nb::arg("device"))
+      .def(
+          "plan",
+          [](mlakit::RaggedPrefill& self, nb::handle qo_indptr, nb::handle kv_indptr, bool causal, float sm_scale,
+             int window_left, float logits_soft_cap, uintptr_t stream) {
+            Indptrs ip = read_indptrs(qo_indptr, kv_indptr);
+            mlakit::PrefillOptions o = make_options(causal, sm_scale, window_left, logits_soft_cap);
+            nb::gil_scoped_release release;
+            self.plan(ip.qo.data(), ip.kv.data(), ip.batch_size, o, as_stream(stream));
+          },
+          nb::arg("qo_indptr").none(), nb::arg("kv_indptr").none(), nb::arg("causal"), nb::arg("sm_scale"),
+          nb::arg("window_left"), nb::arg("logits_soft_cap"), nb::arg("stream"))
+      .def(
+          "run",
+          [](const mlakit::RaggedPrefill& self, nb::handle q, nb::handle k, nb::handle v, nb::handle out,
+             nb::handle lse, uintptr_t stream) {
+            TensorArg tq = tensor_arg(q, "q", false), tk = tensor_arg(k, "k", false),
+                      tv = tensor_arg(v, "v", false), to = tensor_arg(out, "out", true);
+            std::optional<TensorArg> tl = optional_tensor_arg(lse, "lse", true);
+            nb::gil_scoped_release release;
+            self.run(tq.view, tk.view, tv.view, to.view, tl ? &tl->view : nullptr, as_stream(stream));
+          },
+          nb::arg("q").none(), nb::arg("k").none(), nb::arg("v").none(), nb::arg("out").none(), nb::arg("lse").none(), nb::arg("stream"))
+      .def_prop_ro("planned", &mlakit::RaggedPrefill::planned)
+      .def("info", &mlakit::RaggedPrefill::info)
+      .def_prop_ro("num_qo_heads", [](const mlakit::RaggedPrefill& s) { return s.config().num_qo_heads; })
+      .def_prop_ro("num_kv_heads", [](const mlakit::RaggedPrefill& s) { return s.config().num_kv_heads; })
+      .def_prop_ro("head_dim_qk", [](const mlakit::RaggedPrefill& s) { return s.config().head_dim_qk; })
+      .def_prop_ro("head_dim_vo", [](const mlakit::RaggedPrefill& s) { return s.config().head_dim_vo; })
+      .def_prop_ro("dtype", [](const mlakit::RaggedPrefill& s) { return std::string(mlakit::dtype_name(s.config().dtype)); })
+      .def_prop_ro("device", [](const mlakit::RaggedPrefill& s) { return mlakit::to_string(s.config().device); })
+      .def_prop_ro("max_batch", [](const mlakit::RaggedPrefill& s) { return s.config().max_batch; })
+      .def_prop_ro("max_q_tokens", [](const mlakit::RaggedPrefill& s) { return s.config().max_q_tokens; })
+      .def_prop_ro("max_kv_tokens", [](const mlakit::RaggedPrefill& s) { return s.config().max_kv_tokens; })
+      .def_prop_ro("causal", [](const mlakit::RaggedPrefill& s) { return s.options().causal; })
+      .def_prop_ro("sm_scale", [](const mlakit::RaggedPrefill& s) { return s.options().sm_scale; })
+      .def_prop_ro("window_left", [](const mlakit::RaggedPrefill& s) { return s.options().window_left; })
+      .def_prop_ro("logits_soft_cap", [](const mlakit::RaggedPrefill& s) { return s.options().logits_soft_cap; })
+      .def_static(
+          "workspace_sizes",
+          [](int num_qo_heads, int num_kv_heads, int head_dim_qk, int head_dim_vo, const std::string& dtype,
+             int max_batch, int64_t max_q_tokens, int64_t max_kv_tokens, const std::string& device) {
+            mlakit::PrefillConfig c;
+            c.num_qo_heads = num_qo_heads;
+            c.num_kv_heads = num_kv_heads;
+            c.head_dim_qk = head_dim_qk;
+            c.head_dim_vo = head_dim_vo;
+            c.dtype = parse_dtype(dtype, "dtype");
+            c.max_batch = max_batch;
+            c.max_q_tokens = max_q_tokens;
+            c.max_kv_tokens = max_kv_tokens;
+            c.device = parse_device(device, "device");
+            mlakit::WorkspaceSizes w = mlakit::RaggedPrefill::workspace_sizes(c);
+            return nb::make_tuple(w.host_bytes, w.device_bytes);
+          },
+          nb::arg("num_qo_heads"), nb::arg("num_kv_heads"), nb::arg("head_dim_qk"), nb::arg("head_dim_vo"),
+          nb::arg("dtype"), nb::arg("max_batch"), nb::arg("max_q_tokens"), nb::arg("max_kv_tokens"),
+          nb::arg("device"), "(host_bytes, device_bytes) the object would allocate.");
+
+  m.def(
+      "ragged_prefill",
+      [](nb::handle q, nb::handle k, nb::handle v, nb::handle qo_indptr, nb::handle kv_indptr, bool causal,
+         float sm_scale, int window_left, float logits_soft_cap, nb::handle out, nb::handle lse, uintptr_t stream) {
+        Indptrs ip = read_indptrs(qo_indptr, kv_indptr);
+        TensorArg tq = tensor_arg(q, "q", false), tk = tensor_arg(k, "k", false), tv = tensor_arg(v, "v", false),
+                  to = tensor_arg(out, "out", true);
+        std::optional<TensorArg> tl = optional_tensor_arg(lse, "lse", true);
+        mlakit::PrefillOptions o = make_options(causal, sm_scale, window_left, logits_soft_cap);
+        nb::gil_scoped_release release;
+        mlakit::ragged_prefill(tq.view, tk.view, tv.view, ip.qo.data(), ip.kv.data(), ip.batch_size, o, to.view,
+                               tl ? &tl->view : nullptr, as_stream(stream));
+      },
+      nb::arg("q").none(), nb::arg("k").none(), nb::arg("v").none(), nb::arg("qo_indptr").none(), nb::arg("kv_indptr").none(), nb::arg("causal"),
+      nb::arg("sm_scale"), nb::arg("window_left"), nb::arg("logits_soft_cap"), nb::arg("out").none(),
+      nb::arg("lse").none(), nb::arg("stream"));
+}
+
+}  // namespace mlakit_py

@@ -1,0 +1,56 @@
+// The float64 reference (host only), exposed so Python tests check the backends against exactly
+// what the C++ tests use.
+#include <cstdint>
+#include <vector>
+
+#include <nanobind/stl/vector.h>
+
+#include "bindings.h"
+#include "mlakit/error.h"
+#include "mlakit/reference.h"
+#include "tensor_arg.h"
+
+namespace mlakit_py {
+
+void bind_reference(nb::module_& m) {
+  m.def(
+      "reference_prefill",
+      [](nb::handle q, nb::handle k, nb::handle v, nb::handle qo_indptr, nb::handle kv_indptr, bool causal,
+         float sm_scale, int window_left, float logits_soft_cap, nb::handle out, nb::handle lse) {
+        std::vector<int32_t> qo = host_indptr(qo_indptr, "qo_indptr");
+        std::vector<int32_t> kv = host_indptr(kv_indptr, "kv_indptr");
+        if (qo.empty() || kv.size() != qo.size())
+          throw mlakit::Error(mlakit::ErrorKind::kInvalidArgument, "kv_indptr",
+                              "qo_indptr and kv_indptr must both have batch_size + 1 >= 1 entries");
+        TensorArg tq = tensor_arg(q, "q", false), tk = tensor_arg(k, "k", false), tv = tensor_arg(v, "v", false),
+                  to = tensor_arg(out, "out", true);
+        std::optional<TensorArg> tl = optional_tensor_arg(lse, "lse", true);
+        mlakit::PrefillOptions o;
+        o.causal = causal;
+        o.sm_scale = sm_scale;
+        o.window_left = window_left;
+        o.logits_soft_cap = logits_soft_cap;
+        nb::gil_scoped_release release;
+        mlakit::reference::ragged_prefill(tq.view, tk.view, tv.view, qo.data(), kv.data(),
+                                          static_cast<int>(qo.size() - 1), o, to.view, tl ? &tl->view : nullptr);
+      },
+      nb::arg("q").none(), nb::arg("k").none(), nb::arg("v").none(), nb::arg("qo_indptr").none(), nb::arg("kv_indptr").none(), nb::arg("causal"),
+      nb::arg("sm_scale"), nb::arg("window_left"), nb::arg("logits_soft_cap"), nb::arg("out").none(),
+      nb::arg("lse").none());
+
+  m.def(
+      "reference_merge_states",
+      [](nb::handle out_a, nb::handle lse_a, nb::handle out_b, nb::handle lse_b, nb::handle out,
+         nb::handle lse_out) {
+        TensorArg ta = tensor_arg(out_a, "out_a", false), la = tensor_arg(lse_a, "lse_a", false),
+                  tb = tensor_arg(out_b, "out_b", false), lb = tensor_arg(lse_b, "lse_b", false),
+                  to = tensor_arg(out, "out", true);
+        std::optional<TensorArg> lo = optional_tensor_arg(lse_out, "lse_out", true);
+        nb::gil_scoped_release release;
+        mlakit::reference::merge_states(ta.view, la.view, tb.view, lb.view, to.view, lo ? &lo->view : nullptr);
+      },
+      nb::arg("out_a").none(), nb::arg("lse_a").none(), nb::arg("out_b").none(), nb::arg("lse_b").none(), nb::arg("out").none(),
+      nb::arg("lse_out").none());
+}
+
+}  // namespace mlakit_py

@@ -1,0 +1,255 @@
+// DLPack import -> mlakit::TensorView. Strides stay in elements (DLPack and TensorView agree), so
+// strided views (e.g. slices of a fused QKV buffer) pass through without copies.
+#include "tensor_arg.h"
+
+#include <limits>
+
+#include <nanobind/stl/string.h>
+
+#include "mlakit/error.h"
+
+namespace mlakit_py {
+namespace {
+
+using mlakit::Error;
+using mlakit::ErrorKind;
+
+// NumPy has no native bfloat16 and ml_dtypes' bfloat16 cannot leave NumPy through DLPack, so the
+// Python layer hands such arrays over as a uint16 view wrapped in Reinterpreted, naming the real
+// dtype. Only same-size reinterpretation of 16-bit integer data is accepted.
+struct Reinterpreted {
+  nb::object array;
+  mlakit::DType dtype;
+};
+
+constexpr int kDLCPU = 1, kDLCUDA = 2, kDLCUDAHost = 3, kDLCUDAManaged = 13;
+
+std::string describe_dl_dtype(const nb::dlpack::dtype& t) {
+  const char* code = "unknown";
+  switch (static_cast<nb::dlpack::dtype_code>(t.code)) {
+    case nb::dlpack::dtype_code::Int: code = "int"; break;
+    case nb::dlpack::dtype_code::UInt: code = "uint"; break;
+    case nb::dlpack::dtype_code::Float: code = "float"; break;
+    case nb::dlpack::dtype_code::Bfloat: code = "bfloat"; break;
+    case nb::dlpack::dtype_code::Complex: code = "complex"; break;
+    case nb::dlpack::dtype_code::Bool: code = "bool"; break;
+    default: break;
+  }
+  std::string s = std::string(code) + std::to_string(t.bits);
+  if (t.lanes != 1) s += "x" + std::to_string(t.lanes);
+  return s;
+}
+
+bool to_mlakit_dtype(const nb::dlpack::dtype& t, mlakit::DType* out) {
+  if (t.lanes != 1) return false;
+  auto code = static_cast<nb::dlpack::dtype_code>(t.code);
+  if (code == nb::dlpack::dtype_code::Float) {
+    if (t.bits == 16) { *out = mlakit::DType::kFP16; return true; }
+    if (t.bits == 32) { *out = mlakit::DType::kFP32; return true; }
+    if (t.bits == 64) { *out = mlakit::DType::kFP64; return true; }
+  } else if (code == nb::dlpack::dtype_code::Bfloat && t.bits == 16) {
+    *out = mlakit::DType::kBF16; return true;
+  } else if (code == nb::dlpack::dtype_code::Int && t.bits == 32) {
+    *out = mlakit::DType::kInt32; return true;
+  }
+  return false;
+}
+
+mlakit::Device to_mlakit_device(int type, int id, const char* name) {
+  switch (type) {
+    case kDLCPU:
+    case kDLCUDAHost:  // pinned host memory is host memory
+      return mlakit::Device::cpu();
+    case kDLCUDA:
+    case kDLCUDAManaged:
+      return mlakit::Device::cuda(id);
+    default:
+      throw Error(ErrorKind::kTypeMismatch, name,
+                  "unsupported DLPack device type " + std::to_string(type) + " (mlakit takes CPU and CUDA arrays)");
+  }
+}
+
+template <typename Array>
+bool import_array(nb::handle obj, Array* out) {
+  // convert=false: never let nanobind copy to satisfy constraints; there are none anyway.
+  return nb::try_cast<Array>(obj, *out, /*convert=*/false);
+}
+
+template <typename Array>
+mlakit::TensorView view_of(const Array& a, const char* name, const std::optional<mlakit::DType>& as) {
+  if (a.ndim() > static_cast<size_t>(mlakit::TensorView::kMaxDims))
+    throw Error(ErrorKind::kInvalidArgument, name,
+                "has " + std::to_string(a.ndim()) + " dimensions; mlakit takes at most 4");
+  mlakit::TensorView v;
+  if (as)
+    v.dtype = *as;  // Reinterpreted: checked to be 16-bit integer data at construction
+  else if (!to_mlakit_dtype(a.dtype(), &v.dtype))
+    throw Error(ErrorKind::kTypeMismatch, name,
+                "unsupported dtype " + describe_dl_dtype(a.dtype()) +
+                    " (mlakit takes bf16, fp16, fp32, fp64 and int32)");
+  v.data = const_cast<void*>(static_cast<const void*>(a.data()));
+  v.ndim = static_cast<int>(a.ndim());
+  for (int d = 0; d < v.ndim; ++d) {
+    v.shape[d] = static_cast<int64_t>(a.shape(d));
+    v.strides[d] = a.stride(d);
+  }
+  // Strides of an empty array, or of a dimension of size 1, say nothing about the layout, and
+  // producers report them inconsistently (NumPy gives 0 for empty arrays); use the row-major
+  // value so such arrays pass the "last dimension contiguous" rule like their peers.
+  bool empty = false;
+  for (int d = 0; d < v.ndim; ++d) empty = empty || v.shape[d] == 0;
+  int64_t contiguous = 1;
+  for (int d = v.ndim - 1; d >= 0; --d) {
+    if (empty || v.shape[d] == 1) v.strides[d] = contiguous;
+    contiguous *= v.shape[d] > 0 ? v.shape[d] : 1;
+  }
+  v.device = to_mlakit_device(a.device_type(), a.device_id(), name);
+  return v;
+}
+
+std::string py_type_name(nb::handle obj) {
+  return nb::cast<std::string>(nb::str(obj.type().attr("__qualname__")));
+}
+
+}  // namespace
+
+TensorArg tensor_arg(nb::handle obj, const char* name, bool writable) {
+  if (obj.is_none())
+    throw Error(ErrorKind::kTypeMismatch, name, "is None; expected an array");
+  TensorArg arg;
+  std::optional<mlakit::DType> reinterpret_as;
+  nb::handle src = obj;
+  if (nb::isinstance<Reinterpreted>(obj)) {
+    const Reinterpreted& r = nb::cast<const Reinterpreted&>(obj);
+    src = r.array;
+    reinterpret_as = r.dtype;
+  }
+  if (writable) {
+    nb::ndarray<> a;
+    if (!import_array(src, &a))
+      throw Error(ErrorKind::kTypeMismatch, name,
+                  "expected a writable array supporting DLPack or the buffer protocol, got " + py_type_name(src));
+    arg.view = view_of(a, name, reinterpret_as);
+    arg.writable_array = std::move(a);
+  } else {
+    nb::ndarray<nb::ro> a;
+    if (!import_array(src, &a))
+      throw Error(ErrorKind::kTypeMismatch, name,
+                  "expected an array supporting DLPack or the buffer protocol, got " + py_type_name(src));
+    arg.view = view_of(a, name, reinterpret_as);
+    arg.readonly_array = std::move(a);
+  }
+  return arg;
+}
+
+std::optional<TensorArg> optional_tensor_arg(nb::handle obj, const char* name, bool writable) {
+  if (obj.is_none()) return std::nullopt;
+  return tensor_arg(obj, name, writable);
+}
+
+std::vector<int32_t> host_indptr(nb::handle obj, const char* name) {
+  std::vector<int32_t> values;
+  nb::ndarray<nb::ro> a;
+  if (!obj.is_none() && import_array(obj, &a)) {
+    if (a.ndim() != 1)
+      throw Error(ErrorKind::kInvalidArgument, name,
+                  "must be 1-D, got " + std::to_string(a.ndim()) + " dimensions");
+    int type = a.device_type();
+    if (type != kDLCPU && type != kDLCUDAHost)
+      throw Error(ErrorKind::kTypeMismatch, name,
+                  "must be a host (CPU) array: plan() reads it on the host and never synchronizes the device");
+    auto code = static_cast<nb::dlpack::dtype_code>(a.dtype().code);
+    int bits = a.dtype().bits;
+    bool integral = code == nb::dlpack::dtype_code::Int || code == nb::dlpack::dtype_code::UInt;
+    if (!integral || (bits != 32 && bits != 64) || a.dtype().lanes != 1)
+      throw Error(ErrorKind::kTypeMismatch, name,
+                  "must be an int32 or int64 array, got " + describe_dl_dtype(a.dtype()));
+    values.resize(a.shape(0));
+    const char* base = static_cast<const char*>(a.data());
+    const int64_t stride_bytes = a.stride(0) * (bits / 8);
+    for (size_t i = 0; i < values.size(); ++i) {
+      const char* p = base + static_cast<int64_t>(i) * stride_bytes;
+      int64_t x;
+      if (bits == 32)
+        x = code == nb::dlpack::dtype_code::Int ? *reinterpret_cast<const int32_t*>(p)
+                                                : *reinterpret_cast<const uint32_t*>(p);
+      else if (code == nb::dlpack::dtype_code::Int)
+        x = *reinterpret_cast<const int64_t*>(p);
+      else {
+        uint64_t u = *reinterpret_cast<const uint64_t*>(p);
+        x = u > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) ? std::numeric_limits<int64_t>::max()
+                                                                           : static_cast<int64_t>(u);
+      }
+      if (x < std::numeric_limits<int32_t>::min() || x > std::numeric_limits<int32_t>::max())
+        throw Error(ErrorKind::kInvalidArgument, name,
+                    "entry " + std::to_string(i) + " = " + std::to_string(x) + " does not fit in int32");
+      values[i] = static_cast<int32_t>(x);
+    }
+    return values;
+  }
+  // Plain Python sequences of ints (lists, tuples, ranges).
+  if (!obj.is_none() && PySequence_Check(obj.ptr()) && !PyUnicode_Check(obj.ptr()) && !PyBytes_Check(obj.ptr())) {
+    nb::sequence seq = nb::borrow<nb::sequence>(obj);
+    size_t n = nb::len(seq);
+    values.resize(n);
+    for (size_t i = 0; i < n; ++i) {
+      nb::object item = seq[i];
+      if (!PyLong_Check(item.ptr()) && !PyIndex_Check(item.ptr()))
+        throw Error(ErrorKind::kTypeMismatch, name,
+                    "entry " + std::to_string(i) + " is a " + py_type_name(item) + ", expected an int");
+      int overflow = 0;
+      nb::object idx = nb::steal(PyNumber_Index(item.ptr()));
+      if (!idx.is_valid()) nb::raise_python_error();
+      long long x = PyLong_AsLongLongAndOverflow(idx.ptr(), &overflow);
+      if (overflow || x < std::numeric_limits<int32_t>::min() || x > std::numeric_limits<int32_t>::max())
+        throw Error(ErrorKind::kInvalidArgument, name,
+                    "entry " + std::to_string(i) + " does not fit in int32");
+      values[i] = static_cast<int32_t>(x);
+    }
+    return values;
+  }
+  throw Error(ErrorKind::kTypeMismatch, name,
+              "expected a host int32 array or a sequence of ints, got " + py_type_name(obj));
+}
+
+mlakit::DType parse_dtype(const std::string& s, const char* name) {
+  if (s == "bf16" || s == "bfloat16") return mlakit::DType::kBF16;
+  if (s == "fp16" || s == "float16" || s == "half") return mlakit::DType::kFP16;
+  if (s == "fp32" || s == "float32") return mlakit::DType::kFP32;
+  if (s == "fp64" || s == "float64") return mlakit::DType::kFP64;
+  if (s == "int32") return mlakit::DType::kInt32;
+  throw Error(ErrorKind::kTypeMismatch, name, "unknown dtype '" + s + "'");
+}
+
+mlakit::Device parse_device(const std::string& s, const char* name) {
+  if (s == "cpu") return mlakit::Device::cpu();
+  if (s == "cuda") return mlakit::Device::cuda(0);
+  if (s.rfind("cuda:", 0) == 0 && s.size() > 5) {
+    const std::string idx = s.substr(5);
+    if (idx.find_first_not_of("0123456789") == std::string::npos && idx.size() < 6)
+      return mlakit::Device::cuda(std::stoi(idx));
+  }
+  throw Error(ErrorKind::kInvalidArgument, name, "unknown device '" + s + "' (use 'cpu', 'cuda' or 'cuda:N')");
+}
+
+void bind_tensor(nb::module_& m) {
+  nb::class_<Reinterpreted>(m, "_Reinterpreted",
+                            "A 16-bit integer array to be read as another 16-bit dtype (NumPy bfloat16).")
+      .def("__init__",
+           [](Reinterpreted* self, nb::object array, const std::string& dtype) {
+             mlakit::DType t = parse_dtype(dtype, "dtype");
+             if (t != mlakit::DType::kBF16 && t != mlakit::DType::kFP16)
+               throw Error(ErrorKind::kTypeMismatch, "dtype", "only bf16 and fp16 can be reinterpreted");
+             nb::ndarray<nb::ro> a;
+             if (!import_array(array, &a) ||
+                 !(static_cast<nb::dlpack::dtype_code>(a.dtype().code) == nb::dlpack::dtype_code::UInt ||
+                   static_cast<nb::dlpack::dtype_code>(a.dtype().code) == nb::dlpack::dtype_code::Int) ||
+                 a.dtype().bits != 16)
+               throw Error(ErrorKind::kTypeMismatch, "array", "must be a 16-bit integer array");
+             new (self) Reinterpreted{std::move(array), t};
+           },
+           nb::arg("array"), nb::arg("dtype"))
+      .def_ro("array", &Reinterpreted::array);
+}
+
+}  // namespace mlakit_py
