@@ -75,6 +75,19 @@ bool import_array(nb::handle obj, Array* out) {
   return nb::try_cast<Array>(obj, *out, /*convert=*/false);
 }
 
+// Strides of an empty array, or of a dimension of size 1, say nothing about the layout, and
+// producers report them inconsistently (NumPy gives 0 for empty arrays); use the row-major
+// value so such arrays pass the "last dimension contiguous" rule like their peers.
+void normalize_degenerate_strides(mlakit::TensorView& v) {
+  bool empty = false;
+  for (int d = 0; d < v.ndim; ++d) empty = empty || v.shape[d] == 0;
+  int64_t contiguous = 1;
+  for (int d = v.ndim - 1; d >= 0; --d) {
+    if (empty || v.shape[d] == 1) v.strides[d] = contiguous;
+    contiguous *= v.shape[d] > 0 ? v.shape[d] : 1;
+  }
+}
+
 template <typename Array>
 mlakit::TensorView view_of(const Array& a, const char* name, const std::optional<mlakit::DType>& as) {
   if (a.ndim() > static_cast<size_t>(mlakit::TensorView::kMaxDims))
@@ -93,17 +106,36 @@ mlakit::TensorView view_of(const Array& a, const char* name, const std::optional
     v.shape[d] = static_cast<int64_t>(a.shape(d));
     v.strides[d] = a.stride(d);
   }
-  // Strides of an empty array, or of a dimension of size 1, say nothing about the layout, and
-  // producers report them inconsistently (NumPy gives 0 for empty arrays); use the row-major
-  // value so such arrays pass the "last dimension contiguous" rule like their peers.
-  bool empty = false;
-  for (int d = 0; d < v.ndim; ++d) empty = empty || v.shape[d] == 0;
-  int64_t contiguous = 1;
-  for (int d = v.ndim - 1; d >= 0; --d) {
-    if (empty || v.shape[d] == 1) v.strides[d] = contiguous;
-    contiguous *= v.shape[d] > 0 ? v.shape[d] : 1;
-  }
+  normalize_degenerate_strides(v);
   v.device = to_mlakit_device(a.device_type(), a.device_id(), name);
+  return v;
+}
+
+// The torch fast path: (data_ptr, dtype code, shape, strides, device type, device index), built
+// by the Python layer from a torch.Tensor without DLPack (whose export costs several
+// microseconds per tensor). The caller keeps the tensor alive for the call.
+bool is_descriptor(nb::handle obj) {
+  return PyTuple_CheckExact(obj.ptr()) && PyTuple_GET_SIZE(obj.ptr()) == 6;
+}
+
+mlakit::TensorView view_of_descriptor(nb::handle obj, const char* name) {
+  nb::tuple t = nb::borrow<nb::tuple>(obj);
+  nb::sequence shape = nb::borrow<nb::sequence>(t[2]);
+  nb::sequence strides = nb::borrow<nb::sequence>(t[3]);
+  const size_t ndim = nb::len(shape);
+  if (ndim > static_cast<size_t>(mlakit::TensorView::kMaxDims))
+    throw Error(ErrorKind::kInvalidArgument, name,
+                "has " + std::to_string(ndim) + " dimensions; mlakit takes at most 4");
+  mlakit::TensorView v;
+  v.data = reinterpret_cast<void*>(nb::cast<uintptr_t>(t[0]));
+  v.dtype = static_cast<mlakit::DType>(nb::cast<int>(t[1]));
+  v.ndim = static_cast<int>(ndim);
+  for (size_t d = 0; d < ndim; ++d) {
+    v.shape[d] = nb::cast<int64_t>(shape[d]);
+    v.strides[d] = nb::cast<int64_t>(strides[d]);
+  }
+  normalize_degenerate_strides(v);
+  v.device = nb::cast<int>(t[4]) == 1 ? mlakit::Device::cuda(nb::cast<int>(t[5])) : mlakit::Device::cpu();
   return v;
 }
 
@@ -117,6 +149,10 @@ TensorArg tensor_arg(nb::handle obj, const char* name, bool writable) {
   if (obj.is_none())
     throw Error(ErrorKind::kTypeMismatch, name, "is None; expected an array");
   TensorArg arg;
+  if (is_descriptor(obj)) {
+    arg.view = view_of_descriptor(obj, name);
+    return arg;
+  }
   std::optional<mlakit::DType> reinterpret_as;
   nb::handle src = obj;
   if (nb::isinstance<Reinterpreted>(obj)) {
