@@ -23,9 +23,8 @@ namespace mlakit {
 namespace cuda {
 namespace sm80 {
 
-#ifndef MLAKIT_SM80_Q_IN_SMEM
-#define MLAKIT_SM80_Q_IN_SMEM 0
-#endif
+// Query rows per block (16 per warp). 128 measured best on long sequences, 64 on small
+// batches (docs/perf-notes.md); overridable at build time for experiments.
 #ifndef MLAKIT_SM80_BLOCK_M
 #define MLAKIT_SM80_BLOCK_M 128
 #endif
@@ -103,12 +102,7 @@ __global__ void __launch_bounds__(Shape::THREADS, 1) prefill_sm80_kernel(const P
       cp_async_commit();
     }
 
-#if MLAKIT_SM80_Q_IN_SMEM
-    const LdmatrixOffsets<DQK> q_off = q_offsets<DQK>(lane);
-    const uint32_t sQ_warp = smem_addr(sQ) + warp * 16 * DQK * 2;
-#else
     uint32_t qf[DQK / 16][4];
-#endif
     const int row_in_seq[2] = {it.row0 + warp * 16 + (lane >> 2), it.row0 + warp * 16 + (lane >> 2) + 8};
 
     for (int t = 0; t < num_kv_tiles; ++t) {
@@ -116,9 +110,7 @@ __global__ void __launch_bounds__(Shape::THREADS, 1) prefill_sm80_kernel(const P
       // Tile t has landed, and every warp is done with tile t-1 (whose stage we refill next).
       cp_async_wait<0>();
       __syncthreads();
-#if !MLAKIT_SM80_Q_IN_SMEM
       if (t == 0) load_q_fragments<DQK>(qf, sQ, warp * 16, lane);
-#endif
       if (t + 1 < num_kv_tiles) {
         const int n_next = n_begin + (t + 1) * BN;
         load_tile_async<BN, DQK, THREADS>(sK + (stage ^ 1) * BN * DQK,
@@ -131,11 +123,7 @@ __global__ void __launch_bounds__(Shape::THREADS, 1) prefill_sm80_kernel(const P
       }
       const int n0 = n_begin + t * BN;
       float s[BN / 8][4];
-#if MLAKIT_SM80_Q_IN_SMEM
-      compute_scores_q_smem<DQK, BN, T>(s, sQ_warp, q_off, sK_addr + stage * BN * DQK * 2, k_off);
-#else
       compute_scores<DQK, BN, T>(s, qf, sK_addr + stage * BN * DQK * 2, k_off);
-#endif
       float alpha[2];
       const bool full = mp.all_visible(it.row0, BM, n0, BN);
       if (soft_cap) {

@@ -64,35 +64,6 @@ __device__ __forceinline__ void compute_scores(float (&s)[BN / 8][4],
   }
 }
 
-// Variant of compute_scores that reads this warp's Q fragments from shared memory at every k
-// step instead of holding them in registers (48 fewer live registers for Dqk = 192, 25% more
-// shared-memory reads in QK^T).
-template <int DQK, int BN, typename T>
-__device__ __forceinline__ void compute_scores_q_smem(float (&s)[BN / 8][4], uint32_t sQ_warp,
-                                                      const LdmatrixOffsets<DQK>& qo, uint32_t sK,
-                                                      const LdmatrixOffsets<DQK>& ko) {
-#pragma unroll
-  for (int n = 0; n < BN / 8; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.f;
-#pragma unroll
-  for (int ks = 0; ks < DQK / 16; ++ks) {
-    uint32_t a[4];
-    ldmatrix_x4(qo.at(sQ_warp, 0, ks), a[0], a[1], a[2], a[3]);
-#pragma unroll
-    for (int np = 0; np < BN / 16; ++np) {
-      uint32_t b0, b1, b2, b3;
-      ldmatrix_x4(ko.at(sK, np, ks), b0, b1, b2, b3);
-      mma_16816<T>(s[2 * np], a, b0, b1);
-      mma_16816<T>(s[2 * np + 1], a, b2, b3);
-    }
-  }
-}
-
-// Lane roles for the Q (A operand) reads: matrices 0..3 are rows 0-7/8-15 at k halves 0/1.
-template <int DQK>
-__device__ __forceinline__ LdmatrixOffsets<DQK> q_offsets(int lane) {
-  return LdmatrixOffsets<DQK>(lane & 15, lane >> 4, lane);
-}
-
 // Lane roles for the K reads of compute_scores: matrices 0/1 are keys 0-7 at k halves 0/1,
 // matrices 2/3 keys 8-15.
 template <int DQK>
