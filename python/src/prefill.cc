@@ -52,6 +52,25 @@ Indptrs read_indptrs(nb::handle qo_indptr, nb::handle kv_indptr) {
 
 }  // namespace
 
+
+// The Python constructor's keyword arguments -> PrefillConfig (shared by __init__ and
+// workspace_sizes).
+static mlakit::PrefillConfig make_config(int num_qo_heads, int num_kv_heads, int head_dim_qk, int head_dim_vo,
+                                         const std::string& dtype, int max_batch, int64_t max_q_tokens,
+                                         int64_t max_kv_tokens, const std::string& device) {
+  mlakit::PrefillConfig c;
+  c.num_qo_heads = num_qo_heads;
+  c.num_kv_heads = num_kv_heads;
+  c.head_dim_qk = head_dim_qk;
+  c.head_dim_vo = head_dim_vo;
+  c.dtype = parse_dtype(dtype, "dtype");
+  c.max_batch = max_batch;
+  c.max_q_tokens = max_q_tokens;
+  c.max_kv_tokens = max_kv_tokens;
+  c.device = parse_device(device, "device");
+  return c;
+}
+
 void bind_prefill(nb::module_& m) {
   nb::class_<mlakit::PlanInfo>(m, "PlanInfo", "What the last plan() decided.")
       .def_ro("batch_size", &mlakit::PlanInfo::batch_size)
@@ -77,17 +96,9 @@ void bind_prefill(nb::module_& m) {
            [](mlakit::RaggedPrefill* self, int num_qo_heads, int num_kv_heads, int head_dim_qk, int head_dim_vo,
               const std::string& dtype, int max_batch, int64_t max_q_tokens, int64_t max_kv_tokens,
               const std::string& device) {
-             mlakit::PrefillConfig c;
-             c.num_qo_heads = num_qo_heads;
-             c.num_kv_heads = num_kv_heads;
-             c.head_dim_qk = head_dim_qk;
-             c.head_dim_vo = head_dim_vo;
-             c.dtype = parse_dtype(dtype, "dtype");
-             c.max_batch = max_batch;
-             c.max_q_tokens = max_q_tokens;
-             c.max_kv_tokens = max_kv_tokens;
-             c.device = parse_device(device, "device");
-             new (self) mlakit::RaggedPrefill(c);
+             new (self) mlakit::RaggedPrefill(make_config(num_qo_heads, num_kv_heads, head_dim_qk,
+                                                          head_dim_vo, dtype, max_batch, max_q_tokens,
+                                                          max_kv_tokens, device));
            },
            nb::arg("num_qo_heads"), nb::arg("num_kv_heads"), nb::arg("head_dim_qk"), nb::arg("head_dim_vo"),
            nb::arg("dtype"), nb::arg("max_batch"), nb::arg("max_q_tokens"), nb::arg("max_kv_tokens"),
@@ -133,17 +144,9 @@ void bind_prefill(nb::module_& m) {
           "workspace_sizes",
           [](int num_qo_heads, int num_kv_heads, int head_dim_qk, int head_dim_vo, const std::string& dtype,
              int max_batch, int64_t max_q_tokens, int64_t max_kv_tokens, const std::string& device) {
-            mlakit::PrefillConfig c;
-            c.num_qo_heads = num_qo_heads;
-            c.num_kv_heads = num_kv_heads;
-            c.head_dim_qk = head_dim_qk;
-            c.head_dim_vo = head_dim_vo;
-            c.dtype = parse_dtype(dtype, "dtype");
-            c.max_batch = max_batch;
-            c.max_q_tokens = max_q_tokens;
-            c.max_kv_tokens = max_kv_tokens;
-            c.device = parse_device(device, "device");
-            mlakit::WorkspaceSizes w = mlakit::RaggedPrefill::workspace_sizes(c);
+            mlakit::WorkspaceSizes w = mlakit::RaggedPrefill::workspace_sizes(
+                make_config(num_qo_heads, num_kv_heads, head_dim_qk, head_dim_vo, dtype, max_batch,
+                            max_q_tokens, max_kv_tokens, device));
             return nb::make_tuple(w.host_bytes, w.device_bytes);
           },
           nb::arg("num_qo_heads"), nb::arg("num_kv_heads"), nb::arg("head_dim_qk"), nb::arg("head_dim_vo"),
