@@ -11,6 +11,27 @@ namespace mlakit {
 namespace test {
 
 namespace {
+
+// A contiguous (row-major) view of `shape` at `data` (TensorView's initializer-list constructor
+// cannot take a runtime-sized shape).
+TensorView row_major_view(void* data, DType dtype, const std::vector<int64_t>& shape, Device device) {
+  TensorView v;
+  v.data = data;
+  v.dtype = dtype;
+  v.ndim = static_cast<int>(shape.size());
+  int64_t s = 1;
+  for (int d = v.ndim - 1; d >= 0; --d) {
+    v.shape[d] = shape[d];
+    v.strides[d] = s;
+    s *= shape[d];
+  }
+  v.device = device;
+  return v;
+}
+
+}  // namespace
+
+namespace {
 int64_t product(const std::vector<int64_t>& s) {
   int64_t n = 1;
   for (int64_t d : s) n *= d;
@@ -26,18 +47,7 @@ HostTensor::HostTensor(DType dtype, std::vector<int64_t> shape)
 }
 
 TensorView HostTensor::view(Device device) const {
-  TensorView v;
-  v.data = bytes_.empty() ? nullptr : bytes_.data();
-  v.dtype = dtype_;
-  v.ndim = static_cast<int>(shape_.size());
-  int64_t s = 1;
-  for (int d = v.ndim - 1; d >= 0; --d) {
-    v.shape[d] = shape_[d];
-    v.strides[d] = s;
-    s *= shape_[d];
-  }
-  v.device = device;
-  return v;
+  return row_major_view(bytes_.empty() ? nullptr : bytes_.data(), dtype_, shape_, device);
 }
 
 double HostTensor::get(int64_t i) const {
@@ -85,20 +95,7 @@ DeviceTensor::DeviceTensor(const HostTensor& src, Device device)
 
 DeviceTensor::~DeviceTensor() { device_free(ptr_, device_); }
 
-TensorView DeviceTensor::view() const {
-  TensorView v;
-  v.data = ptr_;
-  v.dtype = dtype_;
-  v.ndim = static_cast<int>(shape_.size());
-  int64_t s = 1;
-  for (int d = v.ndim - 1; d >= 0; --d) {
-    v.shape[d] = shape_[d];
-    v.strides[d] = s;
-    s *= shape_[d];
-  }
-  v.device = device_;
-  return v;
-}
+TensorView DeviceTensor::view() const { return row_major_view(ptr_, dtype_, shape_, device_); }
 
 void DeviceTensor::copy_to(HostTensor& dst) const {
   if (dst.nbytes() != bytes_) throw std::invalid_argument("DeviceTensor::copy_to: size mismatch");
