@@ -33,10 +33,15 @@ int device_count(std::string* why) {
   cudaError_t e = cudaGetDeviceCount(&n);
   if (e != cudaSuccess) {
     cudaGetLastError();  // clear it so the next unrelated call does not report it
-    if (why) *why = std::string("no CUDA device: ") + cudaGetErrorString(e);
+    if (why) {
+      // Without a GPU the runtime usually reports a driver problem; say what that means here.
+      const bool no_driver = e == cudaErrorInsufficientDriver || e == cudaErrorNoDevice;
+      *why = std::string(no_driver ? "no NVIDIA GPU or driver on this machine" : "CUDA unusable") +
+             " (cudaGetDeviceCount: " + cudaGetErrorString(e) + ")";
+    }
     return 0;
   }
-  if (n == 0 && why) *why = "no CUDA device: none found";
+  if (n == 0 && why) *why = "no CUDA device found (cudaGetDeviceCount returned 0)";
   return n;
 }
 
