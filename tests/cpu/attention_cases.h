@@ -75,5 +75,15 @@ inline std::vector<int32_t> paired_kv_lengths(const std::vector<int32_t>& q_lens
   return r;
 }
 
+// Options in one call: causal, window_left, logits_soft_cap, sm_scale (0 = default).
+inline PrefillOptions opts(bool causal, int window = -1, float cap = 0.0f, float scale = 0.0f) {
+  PrefillOptions o;
+  o.causal = causal;
+  o.window_left = window;
+  o.logits_soft_cap = cap;
+  o.sm_scale = scale;
+  return o;
+}
+
 }  // namespace test
 }  // namespace mlakit

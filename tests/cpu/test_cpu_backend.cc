@@ -13,15 +13,6 @@ namespace mlakit {
 namespace test {
 namespace {
 
-PrefillOptions opts(bool causal, int window = -1, float cap = 0.0f, float scale = 0.0f) {
-  PrefillOptions o;
-  o.causal = causal;
-  o.window_left = window;
-  o.logits_soft_cap = cap;
-  o.sm_scale = scale;
-  return o;
-}
-
 PrefillConfig config_for(const AttnProblem& p, DType dtype, int max_batch, int64_t max_q,
                          int64_t max_kv) {
   PrefillConfig c;

@@ -112,15 +112,6 @@ int64_t check_against_naive(const AttnProblem& p, const PrefillOptions& o, DType
   return empty_rows;
 }
 
-PrefillOptions opts(bool causal, int window = -1, float cap = 0.0f, float scale = 0.0f) {
-  PrefillOptions o;
-  o.causal = causal;
-  o.window_left = window;
-  o.logits_soft_cap = cap;
-  o.sm_scale = scale;
-  return o;
-}
-
 class ReferenceVsNaive : public ::testing::TestWithParam<RefCase> {};
 
 TEST_P(ReferenceVsNaive, RandomRaggedBatches) {
