@@ -302,6 +302,10 @@ void RaggedPrefill::run(const TensorView& q, const TensorView& k, const TensorVi
   a.o_stride_head = out.strides[1];
   a.lse_stride_tok = lse ? lse->strides[0] : 0;
   a.lse_stride_head = lse ? lse->strides[1] : 0;
+  a.k_rope = nullptr;  // plain K: every column from k
+  a.k_rope_dim = 0;
+  a.q_rows = q.shape[0];
+  a.kv_rows = k.shape[0];
   a.num_qo_heads = c.num_qo_heads;
   a.num_kv_heads = c.num_kv_heads;
   a.schedule = m.device_ws;

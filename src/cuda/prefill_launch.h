@@ -24,6 +24,18 @@ struct PrefillArgs {
   int64_t lse_stride_tok, lse_stride_head;
   int num_qo_heads;
   int num_kv_heads;
+  // K in two column ranges (MLA keeps a per-head "nope" part and one RoPE part shared by all
+  // heads, and never materializes [T, H, Dqk]): columns [0, Dqk - k_rope_dim) come from `k`,
+  // columns [Dqk - k_rope_dim, Dqk) from `k_rope` at its own strides (kr_stride_head == 0
+  // broadcasts one row over every kv head). k_rope_dim == 0: every column from `k`.
+  // Kernels that read K in 64-column boxes (sm90) need k_rope_dim % 64 == 0.
+  const void* k_rope;
+  int64_t kr_stride_tok, kr_stride_head;
+  int k_rope_dim;
+  // Rows the q/out and k/v (k_rope) tensors hold: >= the plan's totals when an engine passes
+  // capacity-sized buffers. Copy engines (TMA) never read past them; no row past a sequence
+  // ever reaches a result.
+  int64_t q_rows, kv_rows;
   const void* schedule;  // device copy of plan::ScheduleHeader + arrays (plan/schedule_layout.h)
   int64_t qo_indptr_offset, kv_indptr_offset, tiles_offset;  // byte offsets inside `schedule`
 };
