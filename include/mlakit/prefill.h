@@ -35,6 +35,15 @@ struct PrefillOptions {
   float logits_soft_cap = 0.0f;   // 0 => no soft cap
 };
 
+// Which CUDA kernel a RaggedPrefill runs. kAuto: the Hopper kernel (wgmma + TMA, built for
+// sm_90a) on compute capability 9.0 when it covers the head dims and dtype, else the sm80
+// (mma.sync) kernel, which runs on every GPU of compute capability 8.0 or newer. kSm80 / kSm90
+// force one (tests and benchmarks select each explicitly); construction throws kUnsupported,
+// naming config.kernel, when the forced kernel cannot run this config on this device.
+// Ignored by the CPU backend.
+enum class KernelPreference : int32_t { kAuto = 0, kSm80 = 1, kSm90 = 2 };
+const char* kernel_preference_name(KernelPreference p);  // "auto", "sm80", "sm90"
+
 // Fixed at construction: the problem's static shape and the capacity of every buffer.
 struct PrefillConfig {
   int num_qo_heads = 0;
@@ -46,6 +55,7 @@ struct PrefillConfig {
   int64_t max_q_tokens = 0;     // largest sum of q lengths
   int64_t max_kv_tokens = 0;    // largest sum of kv lengths
   Device device = Device::cpu();  // where run() executes
+  KernelPreference kernel = KernelPreference::kAuto;  // CUDA only
 };
 
 struct WorkspaceSizes {
@@ -63,6 +73,7 @@ struct PlanInfo {
   int block_n = 0;          // kv rows per inner step
   int grid_blocks = 0;      // persistent blocks run() launches (fixed per object)
   int64_t visible_pairs = 0;  // (query, key) pairs that are not masked, summed over the batch (per head)
+  int kernel_arch = 0;      // 0: CPU backend; 80 or 90: the CUDA kernel run() launches
 };
 
 class RaggedPrefill {

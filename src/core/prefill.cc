@@ -75,11 +75,15 @@ cuda::KernelChoice check_config(const PrefillConfig& c) {
                    ", " + std::to_string(c.head_dim_vo) + ") in " + dtype_name(c.dtype),
                ErrorKind::kUnsupported);
   }
-  return cuda::choose_prefill_kernel(c.head_dim_qk, c.head_dim_vo, c.dtype, c.num_qo_heads, c.device);
+  return cuda::choose_prefill_kernel(c.head_dim_qk, c.head_dim_vo, c.dtype, c.num_qo_heads, c.device,
+                                     c.kernel);
 }
 
-// Host staging holds two copies of the schedule block (double buffer, see plan()).
-WorkspaceSizes sizes_for(const plan::ScheduleLayout& l) { return {2 * l.total_bytes, l.total_bytes}; }
+// Host staging holds two copies of the schedule block (double buffer, see plan()); the device
+// workspace holds one, then the kernel's scratch (KernelChoice::scratch_bytes, 256-aligned).
+WorkspaceSizes sizes_for(const plan::ScheduleLayout& l, const cuda::KernelChoice& k) {
+  return {2 * l.total_bytes, l.total_bytes + plan::align_up(k.scratch_bytes, 256)};
+}
 
 }  // namespace
 
@@ -128,13 +132,13 @@ struct RaggedPrefill::Impl {
 
 WorkspaceSizes RaggedPrefill::workspace_sizes(const PrefillConfig& config) {
   const cuda::KernelChoice k = check_config(config);
-  return sizes_for(plan::make_layout(config.max_batch, config.max_q_tokens, k.block_m));
+  return sizes_for(plan::make_layout(config.max_batch, config.max_q_tokens, k.block_m), k);
 }
 
 RaggedPrefill::RaggedPrefill(const PrefillConfig& config) {
   const cuda::KernelChoice k = check_config(config);
   impl_ = std::make_unique<Impl>(config, k);
-  const WorkspaceSizes s = sizes_for(impl_->layout);
+  const WorkspaceSizes s = sizes_for(impl_->layout, k);
   impl_->owns = true;
   impl_->host_ws = static_cast<uint8_t*>(pinned_alloc(s.host_bytes));
   impl_->device_ws = device_alloc(s.device_bytes, config.device);
@@ -145,7 +149,7 @@ RaggedPrefill::RaggedPrefill(const PrefillConfig& config, void* host_workspace, 
                              void* device_workspace, size_t device_bytes) {
   const cuda::KernelChoice k = check_config(config);
   auto impl = std::make_unique<Impl>(config, k);
-  const WorkspaceSizes need = sizes_for(impl->layout);
+  const WorkspaceSizes need = sizes_for(impl->layout, k);
   auto check_ws = [](const void* p, size_t have, size_t want, const char* name) {
     if (p == nullptr) throw Error(ErrorKind::kInvalidArgument, name, "is null");
     if (reinterpret_cast<uintptr_t>(p) % kWorkspaceAlign != 0) {
@@ -237,6 +241,7 @@ void RaggedPrefill::plan(const int32_t* qo_indptr, const int32_t* kv_indptr, int
   info.block_m = m.choice.block_m;
   info.block_n = m.choice.block_n;
   info.grid_blocks = m.choice.grid_blocks;
+  info.kernel_arch = m.choice.arch;
   info.visible_pairs = r.visible_pairs;
 }
 
@@ -309,6 +314,7 @@ void RaggedPrefill::run(const TensorView& q, const TensorView& k, const TensorVi
   a.num_qo_heads = c.num_qo_heads;
   a.num_kv_heads = c.num_kv_heads;
   a.schedule = m.device_ws;
+  a.scratch = m.choice.scratch_bytes > 0 ? static_cast<uint8_t*>(m.device_ws) + m.layout.total_bytes : nullptr;
   a.qo_indptr_offset = static_cast<int64_t>(m.layout.qo_indptr_offset);
   a.kv_indptr_offset = static_cast<int64_t>(m.layout.kv_indptr_offset);
   a.tiles_offset = static_cast<int64_t>(m.layout.tiles_offset);

@@ -17,8 +17,12 @@ namespace {
 
 namespace cuda {
 
+const KernelEntry* const* kernel_table(int* count) {
+  *count = 0;
+  return nullptr;
+}
 bool prefill_supported(int, int, DType) { return false; }
-KernelChoice choose_prefill_kernel(int, int, DType, int, Device) { no_cuda(); }
+KernelChoice choose_prefill_kernel(int, int, DType, int, Device, KernelPreference) { no_cuda(); }
 void launch_prefill(const KernelChoice&, int, int, DType, const PrefillArgs&, Stream) { no_cuda(); }
 void launch_merge(DType, const MergeArgs&, Stream) { no_cuda(); }
 

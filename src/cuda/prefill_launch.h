@@ -4,6 +4,7 @@
 
 #include <cstdint>
 
+#include "mlakit/prefill.h"
 #include "mlakit/tensor.h"
 
 namespace mlakit {
@@ -37,21 +38,45 @@ struct PrefillArgs {
   // ever reaches a result.
   int64_t q_rows, kv_rows;
   const void* schedule;  // device copy of plan::ScheduleHeader + arrays (plan/schedule_layout.h)
+  // Device scratch for the kernel's own use, KernelChoice::scratch_bytes long (sm90: the tensor
+  // maps each persistent block rewrites with the plan's extents). Null when it needs none.
+  void* scratch;
   int64_t qo_indptr_offset, kv_indptr_offset, tiles_offset;  // byte offsets inside `schedule`
 };
+
+// One compiled prefill kernel: what it computes, its tile, and how to launch it. The build's
+// kernels form one table (src/cuda/kernel_table.cu, from the list in src/cuda/kernel_list.h);
+// src/plan/kernel_select.h picks from it.
+struct KernelEntry {
+  const char* name;     // "sm90_bf16_192x128"
+  int arch;             // 80: mma.sync kernel, runs on sm80 and newer; 90: wgmma/TMA, sm_90a only
+  DType dtype;
+  int head_dim_qk, head_dim_vo;
+  int block_m, block_n;               // q rows per tile, kv rows per step
+  size_t scratch_bytes_per_block;     // device scratch (PrefillArgs::scratch) per persistent block
+  void (*launch)(const PrefillArgs& args, int grid_blocks, Stream stream);
+  int (*blocks_per_sm)();             // resident blocks per SM on the current device
+};
+
+// The build's kernels (none without CUDA).
+const KernelEntry* const* kernel_table(int* count);
 
 // Tile shape and persistent grid size the kernel for this problem uses on this device.
 struct KernelChoice {
   int block_m;
   int block_n;
   int grid_blocks;
-  int arch;  // 80 or 90: which backend was chosen
+  int arch;  // 0: CPU backend; 80 or 90: which CUDA kernel
+  const KernelEntry* entry = nullptr;  // null for the CPU backend
+  size_t scratch_bytes = 0;            // grid_blocks * entry->scratch_bytes_per_block
 };
 
 // True if a CUDA kernel exists for these head dims and dtype.
 bool prefill_supported(int head_dim_qk, int head_dim_vo, DType dtype);
+// Chooses by preference (see KernelPreference in mlakit/prefill.h) among the build's kernels that
+// run on `device`; throws kUnsupported, naming config.kernel or config.head_dim_qk, when none does.
 KernelChoice choose_prefill_kernel(int head_dim_qk, int head_dim_vo, DType dtype, int num_qo_heads,
-                                   Device device);
+                                   Device device, KernelPreference preference = KernelPreference::kAuto);
 // Launches on `stream`. Throws mlakit::Error(kRuntime) on launch failure.
 void launch_prefill(const KernelChoice& choice, int head_dim_qk, int head_dim_vo, DType dtype,
                     const PrefillArgs& args, Stream stream);

@@ -39,10 +39,8 @@ int64_t visible_pairs(int64_t lq, int64_t lk, bool causal, int window_left) {
 
 int32_t tile_cost(int64_t row_begin, int64_t row_end, int64_t lq, int64_t lk, bool causal,
                   int window_left, int block_n) {
-  // lo and hi are non-decreasing in the row, so the tile's keys lie in [lo(first), hi(last)).
-  const KvRange first = visible_kv_range(row_begin, lq, lk, causal, window_left);
-  const KvRange last = visible_kv_range(row_end - 1, lq, lk, causal, window_left);
-  const int64_t lo = first.lo, hi = last.hi;
+  const KvRange span = rule::MaskRule<int64_t>{lq, lk, causal, window_left}.tile_range(row_begin, row_end - row_begin);
+  const int64_t lo = span.lo, hi = span.hi;
   if (hi <= lo) return 1;
   const int64_t kv_tiles = (hi + block_n - 1) / block_n - lo / block_n;
   return static_cast<int32_t>(kv_tiles + 1);

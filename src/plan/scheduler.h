@@ -8,24 +8,17 @@
 #include <cstdint>
 #include <vector>
 
+#include "common/mask_rule.h"
 #include "plan/schedule_layout.h"
 
 namespace mlakit {
 namespace plan {
 
-// Visible keys [lo, hi) of query row `row` in a sequence with lengths (lq, lk); hi <= lo: none.
-// Semantics of mlakit/prefill.h: causal keeps j <= lk - lq + row (bottom-right aligned),
-// window_left = w >= 0 keeps j >= lk - lq + row - w.
-struct KvRange {
-  int64_t lo;
-  int64_t hi;
-  bool empty() const { return hi <= lo; }
-};
+// Visible keys [lo, hi) of query row `row` in a sequence with lengths (lq, lk): the shared mask
+// rule (common/mask_rule.h) on 64-bit host indices.
+using KvRange = rule::KvRange<int64_t>;
 inline KvRange visible_kv_range(int64_t row, int64_t lq, int64_t lk, bool causal, int window_left) {
-  const int64_t diag = lk - lq + row;
-  const int64_t hi = causal ? std::min(lk, diag + 1) : lk;
-  const int64_t lo = window_left >= 0 ? std::max<int64_t>(0, diag - window_left) : 0;
-  return {lo, hi};
+  return rule::MaskRule<int64_t>{lq, lk, causal, window_left}.row_range(row);
 }
 
 // Unmasked (query, key) pairs of one sequence, closed form (no loop over rows).

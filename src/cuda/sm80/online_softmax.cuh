@@ -6,17 +6,12 @@
 #include <cmath>
 
 #include "cuda/common/ptx.cuh"
-#include "cuda/sm80/mask.cuh"
+#include "common/mask_rule.h"
+#include "cuda/common/score_transform.cuh"
 
 namespace mlakit {
 namespace cuda {
 namespace sm80 {
-
-struct ScoreTransform {
-  float scale_log2;      // sm_scale * log2(e)
-  float scale_over_cap;  // sm_scale / soft_cap (soft cap on)
-  float soft_cap;        // 0 = off
-};
 
 template <int NT>  // 8-wide key tiles per block_n
 struct RowSoftmax {
@@ -34,7 +29,7 @@ struct RowSoftmax {
   // scores and scaling folds into one FFMA per exponential.
   template <bool kMask, bool kSoftCap>
   __device__ __forceinline__ void update(float (&s)[NT][4], float (&alpha)[2],
-                                         const ScoreTransform& tf, const MaskParams& mp,
+                                         const ScoreTransform& tf, const rule::MaskRule<int>& mp,
                                          const int (&row)[2], int col0, int lane) {
     float mx[2] = {-INFINITY, -INFINITY};
 #pragma unroll
@@ -42,7 +37,7 @@ struct RowSoftmax {
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         float x = s[n][e];
-        if (kSoftCap) x = tf.soft_cap * 1.4426950408889634f * tanhf(x * tf.scale_over_cap);
+        if (kSoftCap) x = tf.cap_log2(x);
         if (kMask) {
           const int col = col0 + n * 8 + (lane & 3) * 2 + (e & 1);
           if (!mp.visible(row[e >> 1], col)) x = -INFINITY;

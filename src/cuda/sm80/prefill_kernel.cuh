@@ -12,12 +12,13 @@
 
 #include "cuda/common/ptx.cuh"
 #include "cuda/prefill_launch.h"
-#include "cuda/sm80/mask.cuh"
 #include "cuda/sm80/online_softmax.cuh"
 #include "cuda/sm80/tile_load.cuh"
 #include "cuda/sm80/tile_math.cuh"
 #include "cuda/sm80/tile_store.cuh"
-#include "cuda/sm80/work_scheduler.cuh"
+#include "common/mask_rule.h"
+#include "cuda/common/score_transform.cuh"
+#include "cuda/common/work_scheduler.cuh"
 
 namespace mlakit {
 namespace cuda {
@@ -59,9 +60,8 @@ __global__ void __launch_bounds__(Shape::THREADS, 1) prefill_sm80_kernel(const P
   const int num_heads = args.num_qo_heads;
   const int group = num_heads / args.num_kv_heads;
   const int total_work = hdr.num_tiles * num_heads;
-  const ScoreTransform tf{hdr.sm_scale_log2, hdr.soft_cap > 0.f ? hdr.sm_scale / hdr.soft_cap : 0.f,
-                          hdr.soft_cap};
-  const bool soft_cap = hdr.soft_cap > 0.f;
+  const ScoreTransform tf = ScoreTransform::from(hdr);
+  const bool soft_cap = tf.capped();
   const LdmatrixOffsets<DQK> k_off = k_offsets<DQK>(lane);
   const LdmatrixOffsets<DVO> v_off = v_offsets<DVO>(lane);
   const uint32_t sK_addr = smem_addr(sK), sV_addr = smem_addr(sV);
@@ -74,10 +74,10 @@ __global__ void __launch_bounds__(Shape::THREADS, 1) prefill_sm80_kernel(const P
   for (int w = blockIdx.x; w < total_work; w += gridDim.x) {
     const WorkItem it = sched.item(w, num_heads, BM);
     const int rows = min(BM, it.lq - it.row0);
-    const MaskParams mp{it.lq, it.lk, hdr.causal != 0, hdr.window_left};
-    const KvSpan span = tile_kv_span(mp, it.row0, rows);
-    const int n_begin = (span.begin / BN) * BN;
-    const int num_kv_tiles = span.end > n_begin ? (span.end - n_begin + BN - 1) / BN : 0;
+    const rule::MaskRule<int> mp{it.lq, it.lk, hdr.causal != 0, hdr.window_left};
+    const rule::KvRange<int> span = mp.tile_range(it.row0, rows);
+    const int n_begin = (span.lo / BN) * BN;
+    const int num_kv_tiles = span.empty() ? 0 : (span.hi - n_begin + BN - 1) / BN;
     const int kv_head = it.head / group;
 
     const T* q_tile = q_all + static_cast<int64_t>(it.q_begin + it.row0) * args.q_stride_tok +

@@ -3,8 +3,6 @@
 
 namespace mlakit {
 namespace cuda {
-namespace sm80 {
-MLAKIT_INSTANTIATE_SM80(__half, 128, 128)
-}  // namespace sm80
+MLAKIT_DEFINE_SM80_KERNEL(fp16, 128, 128)
 }  // namespace cuda
 }  // namespace mlakit

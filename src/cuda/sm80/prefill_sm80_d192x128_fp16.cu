@@ -3,8 +3,6 @@
 
 namespace mlakit {
 namespace cuda {
-namespace sm80 {
-MLAKIT_INSTANTIATE_SM80(__half, 192, 128)
-}  // namespace sm80
+MLAKIT_DEFINE_SM80_KERNEL(fp16, 192, 128)
 }  // namespace cuda
 }  // namespace mlakit

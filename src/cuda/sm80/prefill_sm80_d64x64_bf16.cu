@@ -3,8 +3,6 @@
 
 namespace mlakit {
 namespace cuda {
-namespace sm80 {
-MLAKIT_INSTANTIATE_SM80(__nv_bfloat16, 64, 64)
-}  // namespace sm80
+MLAKIT_DEFINE_SM80_KERNEL(bf16, 64, 64)
 }  // namespace cuda
 }  // namespace mlakit

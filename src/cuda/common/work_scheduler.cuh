@@ -10,7 +10,6 @@
 
 namespace mlakit {
 namespace cuda {
-namespace sm80 {
 
 struct WorkItem {
   int head;
@@ -46,6 +45,5 @@ struct ScheduleView {
   }
 };
 
-}  // namespace sm80
 }  // namespace cuda
 }  // namespace mlakit

@@ -1,0 +1,66 @@
+#include "plan/kernel_select.h"
+
+namespace mlakit {
+
+const char* kernel_preference_name(KernelPreference p) {
+  switch (p) {
+    case KernelPreference::kAuto: return "auto";
+    case KernelPreference::kSm80: return "sm80";
+    case KernelPreference::kSm90: return "sm90";
+  }
+  return "?";
+}
+
+namespace plan {
+
+namespace {
+
+std::string dims_str(const KernelRequest& r) {
+  return "(head_dim_qk, head_dim_vo) = (" + std::to_string(r.head_dim_qk) + ", " +
+         std::to_string(r.head_dim_vo) + ") in " + dtype_name(r.dtype);
+}
+
+int wanted_arch(KernelPreference p) {
+  return p == KernelPreference::kSm80 ? 80 : p == KernelPreference::kSm90 ? 90 : 0;
+}
+
+}  // namespace
+
+bool kernel_runs_on(const cuda::KernelEntry& e, int device_arch) {
+  return e.arch == 90 ? device_arch == 90 : device_arch >= e.arch;
+}
+
+KernelSelection select_kernel(const cuda::KernelEntry* const* table, int count, const KernelRequest& r) {
+  KernelSelection s;
+  const int want = wanted_arch(r.preference);
+  bool any_shape = false;     // some kernel computes this (dtype, dims) at all
+  bool wanted_shape = false;  // the forced architecture has one
+  for (int i = 0; i < count; ++i) {
+    const cuda::KernelEntry& e = *table[i];
+    if (e.dtype != r.dtype || e.head_dim_qk != r.head_dim_qk || e.head_dim_vo != r.head_dim_vo) continue;
+    any_shape = true;
+    if (want != 0 && e.arch != want) continue;
+    wanted_shape = true;
+    if (!kernel_runs_on(e, r.device_arch)) continue;
+    if (s.entry == nullptr || e.arch > s.entry->arch) s.entry = table[i];
+  }
+  if (s.entry != nullptr) return s;
+  const std::string dev = "compute capability " + std::to_string(r.device_arch / 10) + "." +
+                          std::to_string(r.device_arch % 10);
+  if (!any_shape) {
+    s.argument = "config.head_dim_qk";
+    s.why = "no CUDA kernel for " + dims_str(r);
+  } else if (!wanted_shape) {
+    s.argument = "config.kernel";
+    s.why = std::string("the ") + kernel_preference_name(r.preference) + " kernel does not cover " +
+            dims_str(r) + " in this build";
+  } else {
+    s.argument = "config.kernel";
+    s.why = want == 90 ? "the sm90 kernel needs compute capability 9.0 (sm_90a code); the device is " + dev
+                       : "no CUDA kernel for " + dims_str(r) + " runs on " + dev + " (needs 8.0 or newer)";
+  }
+  return s;
+}
+
+}  // namespace plan
+}  // namespace mlakit

@@ -1,0 +1,36 @@
+// Which compiled kernel serves a config on a device: plain C++ over the kernel table, so the
+// rules are covered by CPU tests with made-up tables.
+#pragma once
+
+#include <string>
+
+#include "cuda/prefill_launch.h"
+#include "mlakit/prefill.h"
+
+namespace mlakit {
+namespace plan {
+
+struct KernelRequest {
+  int device_arch;  // compute capability as major * 10 + minor (90 for H100/H200)
+  DType dtype;
+  int head_dim_qk;
+  int head_dim_vo;
+  KernelPreference preference;
+};
+
+// True when code of entry `e` runs on a device of compute capability `device_arch`: sm80 code
+// runs on 8.0 and newer; sm_90a code (wgmma, setmaxnreg) only on 9.0 itself.
+bool kernel_runs_on(const cuda::KernelEntry& e, int device_arch);
+
+struct KernelSelection {
+  const cuda::KernelEntry* entry = nullptr;  // null: nothing fits
+  const char* argument = "";                 // when null: the config field to blame
+  std::string why;                           // when null: a sentence for the error
+};
+
+// kAuto prefers the newest architecture that runs on the device and covers (dtype, head dims);
+// kSm80 / kSm90 accept only that kernel.
+KernelSelection select_kernel(const cuda::KernelEntry* const* table, int count, const KernelRequest& r);
+
+}  // namespace plan
+}  // namespace mlakit

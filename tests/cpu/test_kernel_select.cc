@@ -1,0 +1,83 @@
+// The kernel-selection rules over made-up tables: preference, architecture, shape, and the
+// argument each refusal names.
+#include <gtest/gtest.h>
+
+#include "plan/kernel_select.h"
+
+namespace mlakit {
+namespace {
+
+using cuda::KernelEntry;
+using plan::KernelRequest;
+using plan::select_kernel;
+
+void fake_launch(const cuda::PrefillArgs&, int, Stream) {}
+int fake_occupancy() { return 1; }
+
+KernelEntry entry(const char* name, int arch, DType t, int dqk, int dvo) {
+  return KernelEntry{name, arch, t, dqk, dvo, arch == 90 ? 128 : 128, arch == 90 ? 128 : 64, 0,
+                     &fake_launch, &fake_occupancy};
+}
+
+struct Table {
+  KernelEntry sm90_bf16 = entry("sm90_bf16_192x128", 90, DType::kBF16, 192, 128);
+  KernelEntry sm80_bf16 = entry("sm80_bf16_192x128", 80, DType::kBF16, 192, 128);
+  KernelEntry sm80_small = entry("sm80_bf16_64x64", 80, DType::kBF16, 64, 64);
+  const KernelEntry* ptrs[3] = {&sm80_bf16, &sm90_bf16, &sm80_small};  // order must not matter
+};
+
+TEST(KernelSelect, AutoPrefersHopperKernelOnHopper) {
+  Table t;
+  auto s = select_kernel(t.ptrs, 3, KernelRequest{90, DType::kBF16, 192, 128, KernelPreference::kAuto});
+  ASSERT_NE(s.entry, nullptr);
+  EXPECT_EQ(s.entry, &t.sm90_bf16);
+}
+
+TEST(KernelSelect, AutoFallsBackToSm80ElsewhereAndForOtherShapes) {
+  Table t;
+  for (int arch : {80, 86, 89, 100, 120}) {
+    auto s = select_kernel(t.ptrs, 3, KernelRequest{arch, DType::kBF16, 192, 128, KernelPreference::kAuto});
+    ASSERT_NE(s.entry, nullptr) << arch;
+    EXPECT_EQ(s.entry, &t.sm80_bf16) << "sm_90a code must not run on compute capability " << arch;
+  }
+  auto s = select_kernel(t.ptrs, 3, KernelRequest{90, DType::kBF16, 64, 64, KernelPreference::kAuto});
+  ASSERT_NE(s.entry, nullptr);
+  EXPECT_EQ(s.entry, &t.sm80_small);
+}
+
+TEST(KernelSelect, ForcedPreferenceIsHonouredOrRefusedNamingConfigKernel) {
+  Table t;
+  auto s80 = select_kernel(t.ptrs, 3, KernelRequest{90, DType::kBF16, 192, 128, KernelPreference::kSm80});
+  EXPECT_EQ(s80.entry, &t.sm80_bf16);
+  auto s90 = select_kernel(t.ptrs, 3, KernelRequest{90, DType::kBF16, 192, 128, KernelPreference::kSm90});
+  EXPECT_EQ(s90.entry, &t.sm90_bf16);
+
+  auto off = select_kernel(t.ptrs, 3, KernelRequest{80, DType::kBF16, 192, 128, KernelPreference::kSm90});
+  EXPECT_EQ(off.entry, nullptr);
+  EXPECT_STREQ(off.argument, "config.kernel");
+  EXPECT_NE(off.why.find("9.0"), std::string::npos) << off.why;
+
+  auto shape = select_kernel(t.ptrs, 3, KernelRequest{90, DType::kBF16, 64, 64, KernelPreference::kSm90});
+  EXPECT_EQ(shape.entry, nullptr);
+  EXPECT_STREQ(shape.argument, "config.kernel");
+  EXPECT_NE(shape.why.find("sm90"), std::string::npos) << shape.why;
+}
+
+TEST(KernelSelect, UnknownShapeOrDtypeNamesHeadDim) {
+  Table t;
+  auto s = select_kernel(t.ptrs, 3, KernelRequest{90, DType::kFP16, 192, 128, KernelPreference::kAuto});
+  EXPECT_EQ(s.entry, nullptr);
+  EXPECT_STREQ(s.argument, "config.head_dim_qk");
+  auto none = select_kernel(nullptr, 0, KernelRequest{90, DType::kBF16, 192, 128, KernelPreference::kAuto});
+  EXPECT_EQ(none.entry, nullptr);
+  EXPECT_STREQ(none.argument, "config.head_dim_qk");
+}
+
+TEST(KernelSelect, PreferenceNames) {
+  EXPECT_STREQ(kernel_preference_name(KernelPreference::kAuto), "auto");
+  EXPECT_STREQ(kernel_preference_name(KernelPreference::kSm80), "sm80");
+  EXPECT_STREQ(kernel_preference_name(KernelPreference::kSm90), "sm90");
+}
+
+}  // namespace
+}  // namespace mlakit
