@@ -108,7 +108,9 @@ struct RaggedPrefill::Impl {
       : config(c),
         choice(k),
         layout(plan::make_layout(c.max_batch, c.max_q_tokens, k.block_m)),
-        scheduler(c.max_batch, c.max_q_tokens, c.max_kv_tokens, k.block_m, k.block_n) {}
+        scheduler(c.max_batch, c.max_q_tokens, c.max_kv_tokens, k.block_m, k.block_n) {
+    info.kernel_arch = k.arch;  // known before the first plan
+  }
 
   bool cuda() const { return config.device.is_cuda(); }
 

@@ -8,7 +8,7 @@ namespace test {
 
 std::string describe(const GpuCase& c) {
   std::ostringstream s;
-  s << dtype_name(c.dtype) << " H=" << c.heads << "/" << c.kv_heads << " d=" << c.dqk << "/"
+  s << kernel_preference_name(c.kernel) << " " << dtype_name(c.dtype) << " H=" << c.heads << "/" << c.kv_heads << " d=" << c.dqk << "/"
     << c.dvo << " causal=" << c.opts.causal << " window=" << c.opts.window_left
     << " cap=" << c.opts.logits_soft_cap << " q_lens=[";
   for (size_t i = 0; i < c.q_lens.size(); ++i) s << (i ? "," : "") << c.q_lens[i];
@@ -28,6 +28,28 @@ TensorView narrow_last(const TensorView& full, int64_t width) {
 }
 
 }  // namespace
+
+bool kernel_available(KernelPreference kernel, int dqk, int dvo, DType dtype, std::string* why) {
+  PrefillConfig cfg;
+  cfg.num_qo_heads = 1;
+  cfg.num_kv_heads = 1;
+  cfg.head_dim_qk = dqk;
+  cfg.head_dim_vo = dvo;
+  cfg.dtype = dtype;
+  cfg.max_batch = 1;
+  cfg.max_q_tokens = 1;
+  cfg.max_kv_tokens = 1;
+  cfg.device = Device::cuda(0);
+  cfg.kernel = kernel;
+  try {
+    RaggedPrefill::workspace_sizes(cfg);
+  } catch (const Error& e) {
+    if (e.kind() != ErrorKind::kUnsupported) throw;
+    if (why) *why = e.what();
+    return false;
+  }
+  return true;
+}
 
 CaseResult run_gpu_case(const GpuCase& c, int repeats) {
   const int batch = static_cast<int>(c.q_lens.size());
@@ -69,7 +91,12 @@ CaseResult run_gpu_case(const GpuCase& c, int repeats) {
   cfg.max_q_tokens = total_q > 0 ? total_q : 1;
   cfg.max_kv_tokens = total_kv > 0 ? total_kv : 1;
   cfg.device = dev;
+  cfg.kernel = c.kernel;
   RaggedPrefill prefill(cfg);
+  if (c.kernel != KernelPreference::kAuto) {
+    // The kernel asked for is the one that runs.
+    EXPECT_EQ(prefill.info().kernel_arch, c.kernel == KernelPreference::kSm90 ? 90 : 80);
+  }
   prefill.plan(qo.data(), kv.data(), batch, c.opts);
   TensorView lse_view = dlse.view();
   for (int r = 0; r < repeats; ++r) {

@@ -22,6 +22,7 @@ struct GpuCase {
   uint64_t seed = 1;
   // Extra elements at the end of each token row / head row, to test non-contiguous views.
   int q_token_pad = 0;
+  KernelPreference kernel = KernelPreference::kAuto;  // which CUDA kernel runs the case
 };
 
 struct CaseResult {
@@ -39,5 +40,25 @@ CaseResult run_gpu_case(const GpuCase& c, int repeats = 1);
 
 std::string describe(const GpuCase& c);
 
+// True when `kernel` can run (dqk, dvo, dtype) on CUDA device 0 in this build; else *why says why.
+bool kernel_available(KernelPreference kernel, int dqk, int dvo, DType dtype, std::string* why);
+
+// Every kernel a test must cover, selected explicitly.
+inline const KernelPreference kAllKernels[] = {KernelPreference::kSm80, KernelPreference::kSm90};
+
 }  // namespace test
 }  // namespace mlakit
+
+// Skips (printing why) when there is no GPU or the given kernel cannot run this shape here
+// (e.g. the sm90 kernel on a device that is not compute capability 9.0).
+#define MLAKIT_SKIP_IF_KERNEL_UNAVAILABLE(kernel, dqk, dvo, dtype)                              \
+  do {                                                                                          \
+    MLAKIT_SKIP_IF_NO_GPU();                                                                    \
+    std::string mlakit_kwhy_;                                                                   \
+    if (!::mlakit::test::kernel_available(kernel, dqk, dvo, dtype, &mlakit_kwhy_)) {            \
+      std::printf("[  SKIPPED ] %s kernel: %s\n", ::mlakit::kernel_preference_name(kernel),     \
+                  mlakit_kwhy_.c_str());                                                        \
+      std::fflush(stdout);                                                                      \
+      GTEST_SKIP() << ::mlakit::kernel_preference_name(kernel) << " kernel: " << mlakit_kwhy_; \
+    }                                                                                           \
+  } while (0)

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <random>
 
+#include "gpu/gpu_case.h"
 #include "mlakit/mlakit.h"
 #include "util/test_util.h"
 
@@ -52,8 +53,13 @@ void expect_matches_reference(const Buffers& b, const std::vector<int32_t>& qo,
   EXPECT_LE(relative_error(got, ref.to_doubles()), 1e-2);
 }
 
-TEST(CudaGraph, CaptureThenReplanAndReplay) {
-  MLAKIT_SKIP_IF_NO_GPU();
+// Each kernel, selected explicitly (the sm90 one rewrites its TMA extents from the replayed plan).
+class CudaGraph : public ::testing::TestWithParam<KernelPreference> {
+ protected:
+  void SetUp() override { MLAKIT_SKIP_IF_KERNEL_UNAVAILABLE(GetParam(), 192, 128, DType::kBF16); }
+};
+
+TEST_P(CudaGraph, CaptureThenReplanAndReplay) {
 #if MLAKIT_WITH_CUDA
   std::mt19937_64 rng(std::random_device{}());
   const int h = 4, dqk = 192, dvo = 128;
@@ -76,6 +82,7 @@ TEST(CudaGraph, CaptureThenReplanAndReplay) {
   cfg.max_q_tokens = max_q;
   cfg.max_kv_tokens = max_kv;
   cfg.device = dev;
+  cfg.kernel = GetParam();
   RaggedPrefill prefill(cfg);
 
   cudaStream_t stream;
@@ -118,6 +125,11 @@ TEST(CudaGraph, CaptureThenReplanAndReplay) {
   cudaStreamDestroy(stream);
 #endif
 }
+
+INSTANTIATE_TEST_SUITE_P(Kernels, CudaGraph, ::testing::ValuesIn(kAllKernels),
+                         [](const ::testing::TestParamInfo<KernelPreference>& info) {
+                           return std::string(kernel_preference_name(info.param));
+                         });
 
 TEST(CudaPlanReuse, OnePlanManyLayers) {
   MLAKIT_SKIP_IF_NO_GPU();

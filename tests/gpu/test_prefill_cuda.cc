@@ -23,14 +23,19 @@ void expect_case_ok(const GpuCase& c, int repeats = 1) {
   EXPECT_LE(r.lse_max_abs_err, 2e-2) << what;
 }
 
-using DimsDtype = std::tuple<int, int, DType>;
+// (Dqk, Dvo, dtype, kernel): every correctness test runs against each kernel, selected
+// explicitly; a kernel that cannot run here (the sm90 one off Hopper) skips with the reason.
+using KernelCase = std::tuple<int, int, DType, KernelPreference>;
 
-class CudaPrefill : public ::testing::TestWithParam<DimsDtype> {
+class CudaPrefill : public ::testing::TestWithParam<KernelCase> {
  protected:
-  void SetUp() override { MLAKIT_SKIP_IF_NO_GPU(); }
+  void SetUp() override {
+    const auto [dqk, dvo, dtype, kernel] = GetParam();
+    MLAKIT_SKIP_IF_KERNEL_UNAVAILABLE(kernel, dqk, dvo, dtype);
+  }
   GpuCase base(uint64_t seed) const {
     GpuCase c;
-    std::tie(c.dqk, c.dvo, c.dtype) = GetParam();
+    std::tie(c.dqk, c.dvo, c.dtype, c.kernel) = GetParam();
     c.seed = seed;
     return c;
   }
@@ -43,6 +48,19 @@ TEST_P(CudaPrefill, RaggedLengthsCausalAndNot) {
     // 0, 1, odd, exactly one tile, just over a tile, several tiles.
     c.q_lens = {0, 1, 7, 128, 129, 300, 64, 255};
     c.kv_lens = c.q_lens;
+    c.opts.causal = causal;
+    expect_case_ok(c);
+  }
+}
+
+TEST_P(CudaPrefill, LengthsAroundEveryTileBoundary) {
+  // Tiles: 128 q rows (both kernels), 64 (sm80) or 128 (sm90) keys; one below, at and above
+  // each multiple of 64 up to 256, q and kv lengths both ways round.
+  std::mt19937_64 rng(std::random_device{}());
+  for (bool causal : {false, true}) {
+    GpuCase c = base(rng());
+    c.q_lens = {63, 64, 65, 127, 128, 129, 191, 192, 193, 255, 256, 257};
+    c.kv_lens = {65, 64, 63, 129, 128, 127, 193, 192, 191, 257, 256, 255};
     c.opts.causal = causal;
     expect_case_ok(c);
   }
@@ -116,27 +134,42 @@ TEST_P(CudaPrefill, BitwiseStableAcrossRuns) {
   EXPECT_LE(a.out_relerr, tolerance_for(c.dtype));
 }
 
+constexpr KernelPreference kSm80 = KernelPreference::kSm80;
+constexpr KernelPreference kSm90 = KernelPreference::kSm90;
+
 INSTANTIATE_TEST_SUITE_P(
-    HeadDimsAndTypes, CudaPrefill,
-    ::testing::Values(DimsDtype{192, 128, DType::kBF16}, DimsDtype{192, 128, DType::kFP16},
-                      DimsDtype{128, 128, DType::kBF16}, DimsDtype{128, 128, DType::kFP16},
-                      DimsDtype{64, 64, DType::kBF16}, DimsDtype{64, 64, DType::kFP16}),
-    [](const ::testing::TestParamInfo<DimsDtype>& info) {
-      return "d" + std::to_string(std::get<0>(info.param)) + "x" +
-             std::to_string(std::get<1>(info.param)) + "_" + dtype_name(std::get<2>(info.param));
+    KernelsHeadDimsAndTypes, CudaPrefill,
+    ::testing::Values(KernelCase{192, 128, DType::kBF16, kSm90}, KernelCase{192, 128, DType::kFP16, kSm90},
+                      KernelCase{128, 128, DType::kBF16, kSm90}, KernelCase{128, 128, DType::kFP16, kSm90},
+                      KernelCase{192, 128, DType::kBF16, kSm80}, KernelCase{192, 128, DType::kFP16, kSm80},
+                      KernelCase{128, 128, DType::kBF16, kSm80}, KernelCase{128, 128, DType::kFP16, kSm80},
+                      KernelCase{64, 64, DType::kBF16, kSm80}, KernelCase{64, 64, DType::kFP16, kSm80}),
+    [](const ::testing::TestParamInfo<KernelCase>& info) {
+      return std::string(kernel_preference_name(std::get<3>(info.param))) + "_d" +
+             std::to_string(std::get<0>(info.param)) + "x" + std::to_string(std::get<1>(info.param)) + "_" +
+             dtype_name(std::get<2>(info.param));
     });
 
 TEST(CudaPrefillLarge, LongCausalSequenceMlaShape) {
-  MLAKIT_SKIP_IF_NO_GPU();
-  std::mt19937_64 rng(std::random_device{}());
-  GpuCase c;
-  c.seed = rng();
-  c.heads = 2;
-  c.kv_heads = 2;
-  c.q_lens = {1500, 999};
-  c.kv_lens = {2100, 999};
-  c.opts.causal = true;
-  expect_case_ok(c);
+  for (KernelPreference k : kAllKernels) {
+    SCOPED_TRACE(kernel_preference_name(k));
+    std::string why;
+    MLAKIT_SKIP_IF_NO_GPU();
+    if (!kernel_available(k, 192, 128, DType::kBF16, &why)) {
+      std::printf("[   NOTE   ] %s skipped: %s\n", kernel_preference_name(k), why.c_str());
+      continue;
+    }
+    std::mt19937_64 rng(std::random_device{}());
+    GpuCase c;
+    c.kernel = k;
+    c.seed = rng();
+    c.heads = 2;
+    c.kv_heads = 2;
+    c.q_lens = {1500, 999};
+    c.kv_lens = {2100, 999};
+    c.opts.causal = true;
+    expect_case_ok(c);
+  }
 }
 
 }  // namespace

@@ -12,10 +12,10 @@
 
 #include "cuda/common/ptx.cuh"
 #include "cuda/prefill_launch.h"
-#include "cuda/sm80/online_softmax.cuh"
+#include "cuda/common/online_softmax.cuh"
 #include "cuda/sm80/tile_load.cuh"
 #include "cuda/sm80/tile_math.cuh"
-#include "cuda/sm80/tile_store.cuh"
+#include "cuda/common/tile_store.cuh"
 #include "common/mask_rule.h"
 #include "cuda/common/score_transform.cuh"
 #include "cuda/common/work_scheduler.cuh"

@@ -1,4 +1,5 @@
-// Writes one warp's normalized output rows and their log-sum-exp. Rows past the sequence end
+// Writes one warp's normalized output rows and their log-sum-exp, from the accumulator layout
+// shared by mma.m16n8k16 and wgmma (see online_softmax.cuh). Rows past the sequence end
 // (the tail of the last q tile) are not written.
 #pragma once
 
@@ -9,7 +10,6 @@
 
 namespace mlakit {
 namespace cuda {
-namespace sm80 {
 
 template <int DVO, typename T>
 __device__ __forceinline__ void store_rows(const float (&o)[DVO / 8][4], const float (&m)[2],
@@ -34,6 +34,5 @@ __device__ __forceinline__ void store_rows(const float (&o)[DVO / 8][4], const f
   }
 }
 
-}  // namespace sm80
 }  // namespace cuda
 }  // namespace mlakit

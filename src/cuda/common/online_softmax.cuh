@@ -1,4 +1,6 @@
-// Online (streaming) softmax for one warp's rows. Scores are kept in the log2 domain
+// Online (streaming) softmax for one warp's rows, in the accumulator layout that mma.m16n8k16 and
+// wgmma share (per warp: lane l holds rows l/4 and l/4 + 8, columns 2 (l%4) and 2 (l%4) + 1 of each
+// 8-wide key block), so the sm80 and sm90 kernels both use it. Scores are kept in the log2 domain
 // (x * sm_scale * log2 e) so each probability is a single ex2. A row that has seen no visible key
 // has max -inf; exponentials then use offset 0 so nothing becomes NaN, and its sum stays 0.
 #pragma once
@@ -11,7 +13,6 @@
 
 namespace mlakit {
 namespace cuda {
-namespace sm80 {
 
 template <int NT>  // 8-wide key tiles per block_n
 struct RowSoftmax {
@@ -95,6 +96,5 @@ __device__ __forceinline__ void rescale_rows(float (&o)[NTO][4], const float (&a
   }
 }
 
-}  // namespace sm80
 }  // namespace cuda
 }  // namespace mlakit

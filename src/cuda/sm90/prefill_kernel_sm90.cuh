@@ -1,0 +1,411 @@
+// The Hopper (sm_90a) ragged prefill kernel: warp-specialized, TMA + wgmma, persistent.
+//
+// A block of three warpgroups owns one 128-row q tile of one (sequence, q head) at a time:
+//   - warpgroup 0, warp 0 (the producer, registers given away with setmaxnreg): TMA loads of Q
+//     (once per tile) and of K and V tiles of 128 keys into a two-stage shared-memory ring,
+//     each completing on an mbarrier; "empty" barriers tell it when a stage may be refilled.
+//   - warpgroups 1 and 2 (the consumers, 240 registers each): 64 query rows each. Per kv tile:
+//     S = Q K^T with wgmma (both operands in shared memory, 12 k-steps of 16 for Dqk = 192), the
+//     online softmax in registers, then O += P V with P as the register A operand and V read
+//     MN-major straight from its token-major layout (no transpose copy, V never padded).
+//     The next tile's S = Q K^T is issued before this tile's P V completes and its softmax runs
+//     while P V is in flight (FlashAttention-3's intra-warpgroup overlap); the two consumer
+//     warpgroups interleave on the tensor cores by themselves.
+// Nothing is padded: a kv tile that runs past the sequence is masked (scores -> -inf), and the V
+// rows past the sequence are zeroed in shared memory so 0 * (whatever is there) cannot make NaN.
+// Extents: each block rewrites the outermost extent of its copies of the tensor maps to the
+// plan's totals (read from the device schedule), so TMA zero-fills past the batch and never
+// reads past it, and a CUDA graph replayed after re-planning reads the new extents.
+#pragma once
+
+#include <cuda.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "common/mask_rule.h"
+#include "cuda/common/online_softmax.cuh"
+#include "cuda/common/ptx.cuh"
+#include "cuda/common/score_transform.cuh"
+#include "cuda/common/tile_store.cuh"
+#include "cuda/common/work_scheduler.cuh"
+#include "cuda/prefill_launch.h"
+#include "cuda/sm90/ptx_sm90.cuh"
+
+namespace mlakit {
+namespace cuda {
+namespace sm90 {
+
+template <int DQK_, int DVO_>
+struct Sm90Shape {
+  static constexpr int DQK = DQK_;
+  static constexpr int DVO = DVO_;
+  static constexpr int BM = 128;  // q rows per tile (two consumer warpgroups x 64)
+  static constexpr int BN = 128;  // keys per kv tile
+  static constexpr int kStages = 2;
+  static constexpr int kThreads = 384;
+  static constexpr int kConsumerWarps = 8;
+  static constexpr int kQBoxes = DQK / 64;  // TMA boxes are 64 columns (128 bytes) wide
+  static constexpr int kVBoxes = DVO / 64;
+  static constexpr int kBoxBytesQ = BM * 128;
+  static constexpr int kBoxBytesKV = BN * 128;
+  static constexpr int kQBytes = kQBoxes * kBoxBytesQ;
+  static constexpr int kKBytes = kQBoxes * kBoxBytesKV;  // one stage
+  static constexpr int kVBytes = kVBoxes * kBoxBytesKV;  // one stage
+  static constexpr int kOffQ = 0;
+  static constexpr int kOffK = kOffQ + kQBytes;
+  static constexpr int kOffV = kOffK + kStages * kKBytes;
+  static constexpr int kOffBars = kOffV + kStages * kVBytes;
+  static constexpr int kNumBars = 2 + 4 * kStages;
+  static constexpr int kOffMaps = (kOffBars + kNumBars * 8 + 127) / 128 * 128;
+  static constexpr int kNumMaps = 4;  // q, k, k_rope, v
+  // + 1024: the dynamic shared-memory base is re-aligned to the 1024-byte swizzle atom.
+  static constexpr int kSmemBytes = kOffMaps + kNumMaps * 128 + 1024;
+  static constexpr size_t kScratchPerBlock = kNumMaps * 128;
+  static_assert(DQK % 64 == 0 && DVO == 128, "the sm90 kernel covers Dqk in {128, 192}, Dvo = 128");
+  static_assert(kSmemBytes <= 227 * 1024, "shared memory budget");
+};
+
+// Barrier slots inside the barrier area.
+enum : int { kBarQFull = 0, kBarQEmpty = 1, kBarKFull = 2, kBarKEmpty = 4, kBarVFull = 6, kBarVEmpty = 8 };
+
+struct Sm90Params {
+  CUtensorMap tm_q;   // [q_rows, H, Dqk]
+  CUtensorMap tm_k;   // [kv_rows, Hkv, Dqk - k_rope_dim]
+  CUtensorMap tm_kr;  // [kv_rows, Hkv, k_rope_dim] or rank 2 [kv_rows, k_rope_dim]; = tm_k without a rope part
+  CUtensorMap tm_v;   // [kv_rows, Hkv, Dvo]
+  PrefillArgs args;
+  int kr_rank;        // 3 or 2 (one rope row shared by every kv head)
+};
+
+// What a block needs to know about one work item (identical in producer and consumers).
+struct ItemPlan {
+  WorkItem it;
+  int rows;      // valid q rows of the tile
+  int n_begin;   // first kv row walked (a multiple of BN)
+  int n_tiles;   // kv tiles walked; 0 when no row of the tile sees a key
+};
+
+template <int BM, int BN>
+__device__ __forceinline__ ItemPlan plan_item(const ScheduleView& sched, const plan::ScheduleHeader& hdr, int w,
+                                              int num_heads) {
+  ItemPlan ip;
+  ip.it = sched.item(w, num_heads, BM);
+  ip.rows = min(BM, ip.it.lq - ip.it.row0);
+  const rule::MaskRule<int> mr{ip.it.lq, ip.it.lk, hdr.causal != 0, hdr.window_left};
+  const rule::KvRange<int> span = mr.tile_range(ip.it.row0, ip.rows);
+  ip.n_begin = (span.lo / BN) * BN;
+  ip.n_tiles = span.empty() ? 0 : (span.hi - ip.n_begin + BN - 1) / BN;
+  return ip;
+}
+
+template <typename Shape>
+__device__ __forceinline__ void producer(const Sm90Params& p, uint32_t sbase, unsigned char* smem,
+                                         const ScheduleView& sched, const plan::ScheduleHeader& hdr, int lane) {
+  constexpr int BM = Shape::BM, BN = Shape::BN;
+  const PrefillArgs& a = p.args;
+  // Per-block copies of the tensor maps with the plan's extents (see the file comment).
+  CUtensorMap* gmaps = reinterpret_cast<CUtensorMap*>(static_cast<unsigned char*>(a.scratch) +
+                                                      blockIdx.x * Shape::kScratchPerBlock);
+  const uint32_t smaps = sbase + Shape::kOffMaps;
+  if (lane < 8) {  // 4 maps x 128 bytes = 8 lanes x 4 x 16 bytes
+    uint4* dst = reinterpret_cast<uint4*>(smem + Shape::kOffMaps);
+    dst[0 * 8 + lane] = reinterpret_cast<const uint4*>(&p.tm_q)[lane];
+    dst[1 * 8 + lane] = reinterpret_cast<const uint4*>(&p.tm_k)[lane];
+    dst[2 * 8 + lane] = reinterpret_cast<const uint4*>(&p.tm_kr)[lane];
+    dst[3 * 8 + lane] = reinterpret_cast<const uint4*>(&p.tm_v)[lane];
+  }
+  __syncwarp();
+  if (lane == 0) {
+    const uint32_t tq = hdr.total_q > 0 ? hdr.total_q : 1;
+    const uint32_t tkv = hdr.total_kv > 0 ? hdr.total_kv : 1;
+    tensormap_set_extent_smem<2>(smaps + 0 * 128, tq);
+    tensormap_set_extent_smem<2>(smaps + 1 * 128, tkv);
+    if (p.kr_rank == 3) {
+      tensormap_set_extent_smem<2>(smaps + 2 * 128, tkv);
+    } else {
+      tensormap_set_extent_smem<1>(smaps + 2 * 128, tkv);
+    }
+    tensormap_set_extent_smem<2>(smaps + 3 * 128, tkv);
+  }
+  __syncwarp();
+#pragma unroll
+  for (int m = 0; m < Shape::kNumMaps; ++m) tensormap_publish(&gmaps[m], smaps + m * 128);
+  if (lane != 0) return;
+#pragma unroll
+  for (int m = 0; m < Shape::kNumMaps; ++m) tensormap_acquire(&gmaps[m]);
+
+  const int num_heads = a.num_qo_heads;
+  const int group = num_heads / a.num_kv_heads;
+  const int total_work = hdr.num_tiles * num_heads;
+  const int nope_cols = Shape::DQK - a.k_rope_dim;  // columns of K that come from `k`
+  auto bar = [&](int i) { return sbase + Shape::kOffBars + 8 * i; };
+
+  uint32_t q_iter = 0, kv_iter = 0;
+  for (int w = blockIdx.x; w < total_work; w += gridDim.x) {
+    const ItemPlan ip = plan_item<BM, BN>(sched, hdr, w, num_heads);
+    if (ip.n_tiles == 0) continue;
+    const int kv_head = ip.it.head / group;
+
+    mbar_wait(bar(kBarQEmpty), (q_iter & 1) ^ 1);
+    mbar_arrive_expect_tx(bar(kBarQFull), Shape::kQBytes);
+#pragma unroll
+    for (int c = 0; c < Shape::kQBoxes; ++c) {
+      tma_load_3d(sbase + Shape::kOffQ + c * Shape::kBoxBytesQ, &gmaps[0], bar(kBarQFull), c * 64, ip.it.head,
+                  ip.it.q_begin + ip.it.row0);
+    }
+    ++q_iter;
+
+    for (int t = 0; t < ip.n_tiles; ++t, ++kv_iter) {
+      const int s = kv_iter & 1;
+      const uint32_t empty_parity = ((kv_iter >> 1) & 1) ^ 1;
+      const int row = ip.it.kv_begin + ip.n_begin + t * BN;
+      mbar_wait(bar(kBarKEmpty + s), empty_parity);
+      mbar_arrive_expect_tx(bar(kBarKFull + s), Shape::kKBytes);
+      const uint32_t sk = sbase + Shape::kOffK + s * Shape::kKBytes;
+#pragma unroll
+      for (int c = 0; c < Shape::kQBoxes; ++c) {
+        const int col = c * 64;
+        if (col < nope_cols) {
+          tma_load_3d(sk + c * Shape::kBoxBytesKV, &gmaps[1], bar(kBarKFull + s), col, kv_head, row);
+        } else if (p.kr_rank == 3) {
+          tma_load_3d(sk + c * Shape::kBoxBytesKV, &gmaps[2], bar(kBarKFull + s), col - nope_cols, kv_head, row);
+        } else {
+          tma_load_2d(sk + c * Shape::kBoxBytesKV, &gmaps[2], bar(kBarKFull + s), col - nope_cols, row);
+        }
+      }
+      mbar_wait(bar(kBarVEmpty + s), empty_parity);
+      mbar_arrive_expect_tx(bar(kBarVFull + s), Shape::kVBytes);
+      const uint32_t sv = sbase + Shape::kOffV + s * Shape::kVBytes;
+#pragma unroll
+      for (int c = 0; c < Shape::kVBoxes; ++c) {
+        tma_load_3d(sv + c * Shape::kBoxBytesKV, &gmaps[3], bar(kBarVFull + s), c * 64, kv_head, row);
+      }
+    }
+  }
+}
+
+// S (this warpgroup's 64 rows x 128 keys) = Q K^T over Dqk, from the swizzled shared tiles.
+template <typename T, typename Shape>
+__device__ __forceinline__ void issue_qk(float (&s)[64], uint32_t q_rows_base, uint32_t k_stage) {
+#pragma unroll
+  for (int kk = 0; kk < Shape::DQK / 16; ++kk) {
+    const int box = kk / 4;
+    const uint32_t k_off = (kk % 4) * 32;  // 16 columns of 2 bytes inside the 128-byte swizzled row
+    const uint64_t da = smem_desc_sw128(q_rows_base + box * Shape::kBoxBytesQ + k_off, 16, 1024);
+    const uint64_t db = smem_desc_sw128(k_stage + box * Shape::kBoxBytesKV + k_off, 16, 1024);
+    wgmma_m64n128k16_ss<T>(s, da, db, kk > 0 ? 1 : 0);
+  }
+}
+
+// O (64 rows x 128 value columns) += P V, P from registers (kk-th 16 keys in p[kk]).
+template <typename T, typename Shape>
+__device__ __forceinline__ void issue_pv(float (&o)[64], const uint32_t (&p)[Shape::BN / 16][4], uint32_t v_stage) {
+#pragma unroll
+  for (int kk = 0; kk < Shape::BN / 16; ++kk) {
+    // Keys 16kk..16kk+15 start 16 rows (2048 bytes) further; the next 64 value columns live in
+    // the next TMA box (LBO), the next 8 keys 1024 bytes on (SBO).
+    const uint64_t db = smem_desc_sw128(v_stage + kk * 16 * 128, Shape::kBoxBytesKV, 1024);
+    wgmma_m64n128k16_rs_mnb<T>(o, p[kk], db, 1);
+  }
+}
+
+// Probabilities (fp32, in the S accumulator layout) -> the A-operand fragments of P V.
+template <typename T, int BN>
+__device__ __forceinline__ void pack_p(uint32_t (&p)[BN / 16][4], const float (&s)[BN / 8][4]) {
+#pragma unroll
+  for (int kk = 0; kk < BN / 16; ++kk) {
+    p[kk][0] = pack2<T>(s[2 * kk][0], s[2 * kk][1]);
+    p[kk][1] = pack2<T>(s[2 * kk][2], s[2 * kk][3]);
+    p[kk][2] = pack2<T>(s[2 * kk + 1][0], s[2 * kk + 1][1]);
+    p[kk][3] = pack2<T>(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+  }
+}
+
+template <int BN>
+__device__ __forceinline__ void softmax_step(RowSoftmax<BN / 8>& sm, float (&s)[BN / 8][4], float (&alpha)[2],
+                                             const ScoreTransform& tf, const rule::MaskRule<int>& mr,
+                                             const int (&row)[2], int col0, bool full, int lane) {
+  if (tf.capped()) {
+    if (full) sm.template update<false, true>(s, alpha, tf, mr, row, col0, lane);
+    else sm.template update<true, true>(s, alpha, tf, mr, row, col0, lane);
+  } else {
+    if (full) sm.template update<false, false>(s, alpha, tf, mr, row, col0, lane);
+    else sm.template update<true, false>(s, alpha, tf, mr, row, col0, lane);
+  }
+}
+
+template <typename T, typename Shape>
+__device__ __forceinline__ void consumer(const Sm90Params& p, uint32_t sbase, unsigned char* smem,
+                                         const ScheduleView& sched, const plan::ScheduleHeader& hdr, int cw) {
+  constexpr int BM = Shape::BM, BN = Shape::BN, DVO = Shape::DVO;
+  const PrefillArgs& a = p.args;
+  const int tid = threadIdx.x % 128;
+  const int warp = tid / 32;
+  const int lane = tid % 32;
+  const int num_heads = a.num_qo_heads;
+  const int total_work = hdr.num_tiles * num_heads;
+  const ScoreTransform tf = ScoreTransform::from(hdr);
+  auto bar = [&](int i) { return sbase + Shape::kOffBars + 8 * i; };
+  const uint32_t q_rows_base = sbase + Shape::kOffQ + cw * 64 * 128;  // this warpgroup's 64 rows
+  const int warp_row0 = cw * 64 + warp * 16;                          // inside the tile
+
+  T* o_all = static_cast<T*>(a.out);
+  uint32_t q_iter = 0, kv_iter = 0;
+  for (int w = blockIdx.x; w < total_work; w += gridDim.x) {
+    const ItemPlan ip = plan_item<BM, BN>(sched, hdr, w, num_heads);
+    const WorkItem& it = ip.it;
+    const rule::MaskRule<int> mr{it.lq, it.lk, hdr.causal != 0, hdr.window_left};
+    const int row_in_seq[2] = {it.row0 + warp_row0 + lane / 4, it.row0 + warp_row0 + lane / 4 + 8};
+
+    float o[DVO / 8][4];
+#pragma unroll
+    for (int n = 0; n < DVO / 8; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;
+    RowSoftmax<BN / 8> sm;
+    sm.init();
+
+    if (ip.n_tiles > 0) {
+      float s[BN / 8][4];
+      uint32_t pf[BN / 16][4];
+      float alpha[2];
+      float(&s_flat)[64] = reinterpret_cast<float(&)[64]>(s);
+      float(&o_flat)[64] = reinterpret_cast<float(&)[64]>(o);
+      uint32_t(&pf_flat)[BN / 4] = reinterpret_cast<uint32_t(&)[BN / 4]>(pf);
+
+      mbar_wait(bar(kBarQFull), q_iter & 1);
+      ++q_iter;
+
+      // kv tile 0: S, softmax, P.
+      uint32_t stage = kv_iter & 1, parity = (kv_iter >> 1) & 1;
+      mbar_wait(bar(kBarKFull + stage), parity);
+      wgmma_fence();
+      issue_qk<T, Shape>(s_flat, q_rows_base, sbase + Shape::kOffK + stage * Shape::kKBytes);
+      wgmma_commit();
+      wgmma_wait<0>();
+      fence_regs(s_flat);
+      if (lane == 0) {
+        mbar_arrive(bar(kBarKEmpty + stage));
+        if (ip.n_tiles == 1) mbar_arrive(bar(kBarQEmpty));
+      }
+      int n0 = ip.n_begin;
+      softmax_step<BN>(sm, s, alpha, tf, mr, row_in_seq, n0, mr.all_visible(it.row0 + cw * 64, 64, n0, BN), lane);
+      pack_p<T, BN>(pf, s);
+
+      for (int t = 1; t < ip.n_tiles; ++t) {
+        const uint32_t prev_stage = stage;
+        ++kv_iter;
+        stage = kv_iter & 1;
+        parity = (kv_iter >> 1) & 1;
+        n0 += BN;
+        // Issue S_t = Q K_t^T, then O += P_{t-1} V_{t-1}; softmax of S_t overlaps the latter.
+        mbar_wait(bar(kBarKFull + stage), parity);
+        wgmma_fence();
+        issue_qk<T, Shape>(s_flat, q_rows_base, sbase + Shape::kOffK + stage * Shape::kKBytes);
+        wgmma_commit();
+        mbar_wait(bar(kBarVFull + prev_stage), ((kv_iter - 1) >> 1) & 1);
+        issue_pv<T, Shape>(o_flat, pf, sbase + Shape::kOffV + prev_stage * Shape::kVBytes);
+        wgmma_commit();
+        wgmma_wait<1>();
+        fence_regs(s_flat);
+        if (lane == 0) {
+          mbar_arrive(bar(kBarKEmpty + stage));
+          if (t == ip.n_tiles - 1) mbar_arrive(bar(kBarQEmpty));
+        }
+        softmax_step<BN>(sm, s, alpha, tf, mr, row_in_seq, n0, mr.all_visible(it.row0 + cw * 64, 64, n0, BN),
+                         lane);
+        wgmma_wait<0>();
+        fence_regs(o_flat);
+        fence_regs(pf_flat);  // P was read asynchronously until here: keep it live
+        if (lane == 0) mbar_arrive(bar(kBarVEmpty + prev_stage));
+        rescale_rows(o, alpha);
+        pack_p<T, BN>(pf, s);
+      }
+
+      // The last tile's P V. V rows past the sequence end hold whatever follows it (or TMA's
+      // zeros): P is 0 there, but 0 * inf would be NaN, so zero them first (both warpgroups
+      // share the stage; each clears half, then they meet at a named barrier).
+      mbar_wait(bar(kBarVFull + stage), (kv_iter >> 1) & 1);
+      const int valid = it.lk - n0;
+      if (valid < BN) {
+        const int ctid = threadIdx.x - 128;  // 0..255 over both consumer warpgroups
+        const int chunks = (BN - valid) * Shape::kVBoxes * 8;  // 16-byte chunks to clear
+        unsigned char* sv = smem + Shape::kOffV + stage * Shape::kVBytes;
+        for (int c = ctid; c < chunks; c += 256) {
+          const int row = valid + c / (Shape::kVBoxes * 8);
+          const int rem = c % (Shape::kVBoxes * 8);
+          *reinterpret_cast<uint4*>(sv + (rem / 8) * Shape::kBoxBytesKV + row * 128 + (rem % 8) * 16) =
+              make_uint4(0, 0, 0, 0);
+        }
+        fence_proxy_async_smem();
+        named_barrier_sync(1, 256);
+      }
+      wgmma_fence();
+      issue_pv<T, Shape>(o_flat, pf, sbase + Shape::kOffV + stage * Shape::kVBytes);
+      wgmma_commit();
+      wgmma_wait<0>();
+      fence_regs(o_flat);
+      fence_regs(pf_flat);
+      if (lane == 0) mbar_arrive(bar(kBarVEmpty + stage));
+      ++kv_iter;
+    }
+
+    // Epilogue (also for tiles whose rows see no key: out = 0, lse = -inf).
+    float l_total[2];
+    sm.finish(l_total);
+    T* out_tile = o_all + static_cast<int64_t>(it.q_begin + it.row0) * a.o_stride_tok +
+                  static_cast<int64_t>(it.head) * a.o_stride_head;
+    float* lse_tile = a.lse == nullptr ? nullptr
+                                       : a.lse + static_cast<int64_t>(it.q_begin + it.row0) * a.lse_stride_tok +
+                                             static_cast<int64_t>(it.head) * a.lse_stride_head;
+    store_rows<DVO>(o, sm.m, l_total, out_tile, a.o_stride_tok, lse_tile, a.lse_stride_tok, warp_row0, ip.rows,
+                    lane);
+  }
+}
+
+template <typename T, typename Shape>
+__global__ void __launch_bounds__(Shape::kThreads, 1) prefill_sm90_kernel(const __grid_constant__ Sm90Params p) {
+  extern __shared__ unsigned char smem_raw[];
+  // 128-byte swizzle atoms are 1024 bytes and the swizzle follows address bits, so the tiles
+  // start on a 1024-byte boundary.
+  const uint32_t raw = smem_addr(smem_raw);
+  const uint32_t sbase = (raw + 1023u) & ~1023u;
+  unsigned char* smem = smem_raw + (sbase - raw);
+
+  const ScheduleView sched = ScheduleView::from(p.args);
+  const plan::ScheduleHeader hdr = *sched.header;
+  const int wg = threadIdx.x / 128;
+
+  if (threadIdx.x == 0) {
+    // The plan must have been built for this kernel's tile, or rows would be skipped or repeated.
+    if (hdr.block_m != Shape::BM || hdr.block_n != Shape::BN) __trap();
+    const uint32_t bars = sbase + Shape::kOffBars;
+    mbar_init(bars + 8 * kBarQFull, 1);
+    mbar_init(bars + 8 * kBarQEmpty, Shape::kConsumerWarps);
+    for (int s = 0; s < Shape::kStages; ++s) {
+      mbar_init(bars + 8 * (kBarKFull + s), 1);
+      mbar_init(bars + 8 * (kBarKEmpty + s), Shape::kConsumerWarps);
+      mbar_init(bars + 8 * (kBarVFull + s), 1);
+      mbar_init(bars + 8 * (kBarVEmpty + s), Shape::kConsumerWarps);
+    }
+    fence_barrier_init();
+  }
+  __syncthreads();
+
+  if (wg == 0) {
+    setmaxnreg_dec<24>();
+    if (threadIdx.x / 32 == 0) producer<Shape>(p, sbase, smem, sched, hdr, threadIdx.x % 32);
+  } else {
+    setmaxnreg_inc<240>();
+    consumer<T, Shape>(p, sbase, smem, sched, hdr, wg - 1);
+  }
+}
+
+// Host side (prefill_launch_sm90.cuh): builds the tensor maps and launches.
+template <typename T, int DQK, int DVO>
+void launch_prefill_sm90(const PrefillArgs& args, int grid_blocks, cudaStream_t stream);
+template <typename T, int DQK, int DVO>
+int blocks_per_sm_sm90();
+
+}  // namespace sm90
+}  // namespace cuda
+}  // namespace mlakit

@@ -1,0 +1,96 @@
+// Host side of the sm90 kernel: tensor maps from the tensors' pointers and strides, the launch,
+// the occupancy query, and the kernel-table entry macro. Included by one .cu per instantiation.
+#pragma once
+
+#include <mutex>
+
+#include "cuda/common/cuda_check.h"
+#include "cuda/common/dtype_traits.cuh"
+#include "cuda/kernel_list.h"
+#include "cuda/sm90/prefill_kernel_sm90.cuh"
+#include "cuda/sm90/tma_map.h"
+
+namespace mlakit {
+namespace cuda {
+namespace sm90 {
+
+template <typename T, int DQK, int DVO>
+Sm90Params make_params(const PrefillArgs& a) {
+  using Shape = Sm90Shape<DQK, DVO>;
+  const DType dt = DTypeOf<T>::value;
+  Sm90Params p{};
+  p.args = a;
+  const int nope = DQK - a.k_rope_dim;
+  encode_tma_map(&p.tm_q, {a.q, dt, DQK, a.num_qo_heads, a.q_rows, a.q_stride_head, a.q_stride_tok}, Shape::BM, "q");
+  encode_tma_map(&p.tm_k, {a.k, dt, nope, a.num_kv_heads, a.kv_rows, a.k_stride_head, a.k_stride_tok}, Shape::BN,
+                 "k");
+  encode_tma_map(&p.tm_v, {a.v, dt, DVO, a.num_kv_heads, a.kv_rows, a.v_stride_head, a.v_stride_tok}, Shape::BN,
+                 "v");
+  if (a.k_rope_dim > 0) {
+    // kr_stride_head == 0: one rope row per token shared by every kv head (MLA's k_pe).
+    const bool shared = a.kr_stride_head == 0 && a.num_kv_heads > 1;
+    encode_tma_map(&p.tm_kr,
+                   {a.k_rope, dt, a.k_rope_dim, shared ? 0 : a.num_kv_heads, a.kv_rows, a.kr_stride_head,
+                    a.kr_stride_tok},
+                   Shape::BN, "k_rope");
+    p.kr_rank = shared ? 2 : 3;
+  } else {
+    p.tm_kr = p.tm_k;  // unused; keeps the per-block extent rewrite uniform
+    p.kr_rank = 3;
+  }
+  return p;
+}
+
+template <typename T, int DQK, int DVO>
+void set_smem_limit() {
+  using Shape = Sm90Shape<DQK, DVO>;
+  MLAKIT_CUDA_CHECK(cudaFuncSetAttribute(prefill_sm90_kernel<T, Shape>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         Shape::kSmemBytes));
+}
+
+template <typename T, int DQK, int DVO>
+void launch_prefill_sm90(const PrefillArgs& args, int grid_blocks, cudaStream_t stream) {
+  using Shape = Sm90Shape<DQK, DVO>;
+  if (args.k_rope_dim % 64 != 0 || args.k_rope_dim > DQK) {
+    throw Error(ErrorKind::kUnsupported, "k_rope", "the sm90 kernel reads K in 64-column boxes: k_rope_dim % 64 != 0");
+  }
+  static std::once_flag once;
+  std::call_once(once, [] { set_smem_limit<T, DQK, DVO>(); });
+  const Sm90Params p = make_params<T, DQK, DVO>(args);
+  prefill_sm90_kernel<T, Shape><<<grid_blocks, Shape::kThreads, Shape::kSmemBytes, stream>>>(p);
+  MLAKIT_CUDA_CHECK(cudaGetLastError());
+}
+
+template <typename T, int DQK, int DVO>
+int blocks_per_sm_sm90() {
+  using Shape = Sm90Shape<DQK, DVO>;
+  set_smem_limit<T, DQK, DVO>();
+  int blocks = 0;
+  MLAKIT_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, prefill_sm90_kernel<T, Shape>,
+                                                                  Shape::kThreads, Shape::kSmemBytes));
+  return blocks;
+}
+
+template <typename T, int DQK, int DVO>
+void launch_entry(const PrefillArgs& args, int grid_blocks, Stream stream) {
+  launch_prefill_sm90<T, DQK, DVO>(args, grid_blocks, static_cast<cudaStream_t>(stream));
+}
+
+}  // namespace sm90
+
+// Defines the table entry of one sm90 kernel (and so instantiates it).
+#define MLAKIT_DEFINE_SM90_KERNEL(tag, DQK, DVO)                             \
+  extern const KernelEntry MLAKIT_KERNEL_ENTRY_NAME(sm90, tag, DQK, DVO) = { \
+      "sm90_" #tag "_" #DQK "x" #DVO,                                        \
+      90,                                                                    \
+      DTypeOf<MLAKIT_ELEM_##tag>::value,                                     \
+      DQK,                                                                   \
+      DVO,                                                                   \
+      sm90::Sm90Shape<DQK, DVO>::BM,                                         \
+      sm90::Sm90Shape<DQK, DVO>::BN,                                         \
+      sm90::Sm90Shape<DQK, DVO>::kScratchPerBlock,                           \
+      &sm90::launch_entry<MLAKIT_ELEM_##tag, DQK, DVO>,                      \
+      &sm90::blocks_per_sm_sm90<MLAKIT_ELEM_##tag, DQK, DVO>};
+
+}  // namespace cuda
+}  // namespace mlakit

@@ -1,0 +1,31 @@
+// Host side of TMA: tensor maps for the 16-bit [rows, heads, cols] tensors the sm90 kernel reads,
+// loaded as boxes of 64 columns x `box_rows` rows of one head, 128-byte swizzled in shared memory
+// (the layout wgmma's swizzled descriptors expect). cuTensorMapEncodeTiled comes from the driver
+// through the runtime's entry-point query, so mlakit does not link libcuda.
+#pragma once
+
+#include <cuda.h>
+
+#include <cstdint>
+
+#include "mlakit/tensor.h"
+
+namespace mlakit {
+namespace cuda {
+namespace sm90 {
+
+struct TmaTensor {
+  const void* base;
+  DType dtype;                       // bf16 or fp16
+  int64_t cols;                      // innermost extent (a multiple of 64)
+  int64_t heads;                     // 0: a rank-2 [rows, cols] tensor (one row shared by all heads)
+  int64_t rows;                      // outermost extent (the kernel rewrites it to the plan's total)
+  int64_t stride_head, stride_tok;   // in elements
+};
+
+// Throws mlakit::Error(kRuntime) naming `what` when the driver refuses the map.
+void encode_tma_map(CUtensorMap* map, const TmaTensor& t, int box_rows, const char* what);
+
+}  // namespace sm90
+}  // namespace cuda
+}  // namespace mlakit
