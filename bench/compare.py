@@ -520,6 +520,38 @@ def fmt(x, spec):
     return format(x, spec) if isinstance(x, (int, float)) and math.isfinite(x) else "-"
 
 
+def report(cases, anchors, ceil, peak_tflops, mlakit_source):
+    """The results table: every method of every workload, ratio to mlakit, % of the ceiling."""
+    ceiling_tflops = ceil.get("gemm_bf16_8192_tflops")
+    ceil_txt = f"{ceiling_tflops:.0f}" if ceiling_tflops else None
+    log("")
+    log(f"{'workload':20s} {'method':16s} {'ms':>9s} {'TFLOP/s':>8s} "
+        f"{('%ceil' if ceil_txt else '%' + format(peak_tflops, '.0f')):>6s} "
+        f"{'vs mlakit':>9s} {'relerr':>8s} {'anchor ms':>9s} {'plan us (host/dev indptr)':>26s}")
+    for c in cases:
+        ml = c["results"].get("mlakit", {}).get("ms")
+        anc = anchors.get(c["workload"], {}) if c.get("scale_divisor", 1) == 1 else {}
+        for m, r in c["results"].items():
+            if "skipped" in r:
+                log(f"{c['workload']:20s} {m:16s} skipped: {r['skipped']}")
+                continue
+            ratio = r["ms"] / ml if ml else float("nan")
+            pct = r.get("pct_ceiling", r["pct_peak"])
+            pl = "/".join(fmt(r.get(f"plan_us_{k}_indptr"), ".1f") for k in ("host", "device")
+                          if f"plan_us_{k}_indptr" in r)
+            log(f"{c['workload']:20s} {m:16s} {r['ms']:9.4f} {r['tflops']:8.1f} {pct:6.1f} "
+                f"{fmt(ratio, '9.2f'):>9s} {fmt(r.get('relerr'), '8.1e'):>8s} "
+                f"{fmt(anc.get(m, float('nan')), '9.4f'):>9s} {pl:>26s}")
+    log("vs mlakit = method ms / mlakit ms (>1: mlakit is faster); "
+        + (f"%ceil = TFLOP/s / this run's matmul ceiling ({ceil_txt} TFLOP/s); " if ceil_txt else "")
+        + f"anchor ms from shared/anchors/{ANCHOR_FILE_A} and {ANCHOR_FILE_B} (earlier runs)")
+    if ceil:
+        log(f"ceilings this run: matmul {fmt(ceil.get('gemm_bf16_8192_tflops'), '.1f')} TFLOP/s, "
+            f"copy {fmt(ceil.get('d2d_copy_GBps_rw'), '.0f')} GB/s (read+write)")
+    if mlakit_source:
+        log(f"mlakit numbers from: {mlakit_source}")
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--workload", action="append", default=[], help="named workload (repeatable)")
@@ -736,34 +768,11 @@ def main(argv=None):
                 log(f"per-call cost measurement failed: {ex!r}")
                 traceback.print_exc(limit=3)
 
-    # Table.
-    ceil_txt = f"{ceiling_tflops:.0f}" if ceiling_tflops else None
-    log("")
-    log(f"{'workload':20s} {'method':16s} {'ms':>9s} {'TFLOP/s':>8s} "
-        f"{('%ceil' if ceil_txt else '%' + format(args.peak_tflops, '.0f')):>6s} "
-        f"{'vs mlakit':>9s} {'relerr':>8s} {'anchor ms':>9s} {'plan us (host/dev indptr)':>26s}")
-    for c in cases:
-        ml = c["results"].get("mlakit", {}).get("ms")
-        anc = anchors.get(c["workload"], {}) if c.get("scale_divisor", 1) == 1 else {}
-        for m, r in c["results"].items():
-            if "skipped" in r:
-                log(f"{c['workload']:20s} {m:16s} skipped: {r['skipped']}")
-                continue
-            ratio = r["ms"] / ml if ml else float("nan")
-            pct = r.get("pct_ceiling", r["pct_peak"])
-            pl = "/".join(fmt(r.get(f"plan_us_{k}_indptr"), ".1f") for k in ("host", "device")
-                          if f"plan_us_{k}_indptr" in r)
-            log(f"{c['workload']:20s} {m:16s} {r['ms']:9.4f} {r['tflops']:8.1f} {pct:6.1f} "
-                f"{fmt(ratio, '9.2f'):>9s} {fmt(r.get('relerr'), '8.1e'):>8s} "
-                f"{fmt(anc.get(m, float('nan')), '9.4f'):>9s} {pl:>26s}")
-    log("vs mlakit = method ms / mlakit ms (>1: mlakit is faster); "
-        + (f"%ceil = TFLOP/s / this run's matmul ceiling ({ceil_txt} TFLOP/s); " if ceil_txt else "")
-        + f"anchor ms from shared/anchors/{ANCHOR_FILE_A} and {ANCHOR_FILE_B} (earlier runs)")
-    if ceil:
-        log(f"ceilings this run: matmul {fmt(ceil.get('gemm_bf16_8192_tflops'), '.1f')} TFLOP/s, "
-            f"copy {fmt(ceil.get('d2d_copy_GBps_rw'), '.0f')} GB/s (read+write)")
-    if mlakit_source:
-        log(f"mlakit numbers from: {mlakit_source}")
+    try:
+        report(cases, anchors, ceil, args.peak_tflops, mlakit_source)
+    except Exception as ex:  # noqa: BLE001  (the JSON below must still be written)
+        log(f"printing the table failed: {ex!r}")
+        traceback.print_exc(limit=3)
 
     if args.json:
         doc = {"tool": "bench/compare.py", "time_utc": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),

