@@ -81,6 +81,12 @@ def log(msg=""):
     print(msg, flush=True)
 
 
+def short(ex, limit=300):
+    """One line of an exception for tables and JSON (some carry pages of dispatcher text)."""
+    text = f"{type(ex).__name__}: {ex}".strip().splitlines()[0] if str(ex).strip() else type(ex).__name__
+    return text if len(text) <= limit else text[:limit] + " ..."
+
+
 # ----------------------------------------------------------------------------------------------
 # Timing: the anchors' method.
 
@@ -727,7 +733,7 @@ def main(argv=None):
                             res[f"plan_us_{kind}_indptr"] = time_plan(torch, fn, plan_iters)
                         except Exception as ex:  # noqa: BLE001
                             res[f"plan_us_{kind}_indptr"] = None
-                            log(f"  {m}: plan() with {kind} indptr failed: {ex!r}")
+                            log(f"  {m}: plan() with {kind} indptr failed: {short(ex)}")
                     del runner, built
                 res["pct_peak"] = 100.0 * res["tflops"] / args.peak_tflops
                 if ceiling_tflops:
@@ -743,8 +749,8 @@ def main(argv=None):
                 res = {"skipped": str(ex)}
                 log(f"  {m:16s} skipped: {ex}")
             except Exception as ex:  # noqa: BLE001
-                res = {"skipped": f"error: {ex!r}"}
-                log(f"  {m:16s} skipped after an error: {ex!r}")
+                res = {"skipped": f"error: {short(ex)}"}
+                log(f"  {m:16s} skipped after an error: {short(ex)}")
                 traceback.print_exc(limit=3)
                 if m == "mlakit":
                     any_mlakit_fail = True
@@ -765,7 +771,7 @@ def main(argv=None):
                 overhead_rows = OH.run_overheads(torch, ow, mlakit_mod, FI_STATE["mod"],
                                                  lambda: fi_workspace(torch, dev), max(iters, 20), log)
             except Exception as ex:  # noqa: BLE001
-                log(f"per-call cost measurement failed: {ex!r}")
+                log(f"per-call cost measurement failed: {short(ex)}")
                 traceback.print_exc(limit=3)
 
     try:

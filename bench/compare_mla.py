@@ -64,6 +64,12 @@ def log(msg=""):
     print(msg, flush=True)
 
 
+def short(ex, limit=300):
+    """One line of an exception for tables and JSON (some carry pages of dispatcher text)."""
+    text = f"{type(ex).__name__}: {ex}".strip().splitlines()[0] if str(ex).strip() else type(ex).__name__
+    return text if len(text) <= limit else text[:limit] + " ..."
+
+
 def parse_cases(spec):
     out = []
     for item in spec.split(","):
@@ -156,6 +162,9 @@ def busy_pass(torch, path, steps, bufs, clock):
         for _, idx, ev in marks:
             us = getattr(ev, "device_time_total", None)
             busy[idx] = (us if us is not None else getattr(ev, "cuda_time_total", 0)) / 1e3
+    if not any(busy.values()):
+        log("    (the profiler saw no device activity: no busy time / host share)")
+        return None
     return busy
 
 
@@ -189,7 +198,7 @@ def measure_path(torch, M, path, steps, bufs, clock, model, args, refs):
         try:
             busy = busy_pass(torch, path, steps, bufs, clock)
         except Exception as ex:  # noqa: BLE001
-            log(f"    (profiler unavailable: {ex!r}; no busy time / host share)")
+            log(f"    (profiler unavailable: {short(ex)}; no busy time / host share)")
     per_step = []
     for i, st in enumerate(steps):
         wall = med([p[i][0] for p in passes])
@@ -276,8 +285,8 @@ def check_small(torch, M, P, args, dev, log):
             result[name] = {"skipped": str(ex)}
             continue
         except Exception as ex:  # noqa: BLE001
-            log(f"  {name:26s} setup failed: {ex!r}")
-            result[name] = {"skipped": f"error: {ex!r}"}
+            log(f"  {name:26s} setup failed: {short(ex)}")
+            result[name] = {"skipped": f"error: {short(ex)}"}
             continue
         try:
             for L in model.layers:
@@ -298,9 +307,9 @@ def check_small(torch, M, P, args, dev, log):
             log(f"  {name:26s} max relerr vs float32 reference {max(errs):.2e}, vs {base} {vs:.2e}: "
                 f"{'PASS' if ok else 'FAIL'}")
         except Exception as ex:  # noqa: BLE001
-            log(f"  {name:26s} failed: {ex!r}")
+            log(f"  {name:26s} failed: {short(ex)}")
             traceback.print_exc(limit=4)
-            result[name] = {"skipped": f"error: {ex!r}", "pass": False}
+            result[name] = {"skipped": f"error: {short(ex)}", "pass": False}
         if dev.type == "cuda":
             torch.cuda.synchronize()
     return result
@@ -397,8 +406,8 @@ def main(argv=None):
             skipped[name] = str(ex)
             log(f"path {name}: skipped: {ex}")
         except Exception as ex:  # noqa: BLE001
-            skipped[name] = f"error: {ex!r}"
-            log(f"path {name}: setup failed: {ex!r}")
+            skipped[name] = f"error: {short(ex)}"
+            log(f"path {name}: setup failed: {short(ex)}")
             traceback.print_exc(limit=4)
 
     out_cases = []
@@ -424,8 +433,8 @@ def main(argv=None):
                     f"{'PASS' if chk['pass'] else ('FAIL' if chk['pass'] is False else '')}"
                     + (f", {r['graphs_captured']} graphs" if "graphs_captured" in r else ""))
             except Exception as ex:  # noqa: BLE001
-                case["paths"][name] = {"skipped": f"error: {ex!r}"}
-                log(f"  {name:26s} failed: {ex!r}")
+                case["paths"][name] = {"skipped": f"error: {short(ex)}"}
+                log(f"  {name:26s} failed: {short(ex)}")
                 traceback.print_exc(limit=4)
             clock.sync()
         if dev.type == "cuda":
@@ -433,14 +442,14 @@ def main(argv=None):
         try:
             report_case(case, cfg, args)
         except Exception as ex:  # noqa: BLE001  (the JSON must still be written)
-            log(f"report of this case failed: {ex!r}")
+            log(f"report of this case failed: {short(ex)}")
             traceback.print_exc(limit=3)
         out_cases.append(case)
 
     try:
         targets = report_targets(out_cases)
     except Exception as ex:  # noqa: BLE001
-        log(f"targets report failed: {ex!r}")
+        log(f"targets report failed: {short(ex)}")
         targets = None
     if args.json:
         doc = {"tool": "bench/compare_mla.py",

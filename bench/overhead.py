@@ -17,7 +17,14 @@ import statistics
 import time
 import traceback
 
-SPIN_CYCLES = 20_000_000  # ~10 ms at H200 clocks: room to enqueue the calls behind it
+SPIN_CYCLES = 20_000_000
+
+
+def short(ex, limit=300):
+    """One line of an exception for tables and JSON (some carry pages of dispatcher text)."""
+    text = f"{type(ex).__name__}: {ex}".strip().splitlines()[0] if str(ex).strip() else type(ex).__name__
+    return text if len(text) <= limit else text[:limit] + " ..."
+  # ~10 ms at H200 clocks: room to enqueue the calls behind it
 
 
 def _spin(torch):
@@ -84,7 +91,7 @@ def entry_points(torch, w, mlakit_mod, fi_mod, fi_workspace):
             fn, to_out = make()
             out.append((name, fn, to_out, None))
         except Exception as ex:  # noqa: BLE001
-            out.append((name, None, None, f"{type(ex).__name__}: {ex}"))
+            out.append((name, None, None, short(ex)))
 
     def mk_mlakit_run():
         if mlakit_mod is None:
@@ -182,9 +189,9 @@ def run_overheads(torch, w, mlakit_mod, fi_mod, fi_workspace, iters, log):
             r.update({"entry": name, "relerr_vs_first": err})
             rows.append(r)
         except Exception as ex:  # noqa: BLE001
-            log(f"  overhead: {name}: failed: {ex!r}")
+            log(f"  overhead: {name}: failed: {short(ex)}")
             traceback.print_exc(limit=3)
-            rows.append({"entry": name, "skipped": f"error: {ex!r}"})
+            rows.append({"entry": name, "skipped": f"error: {short(ex)}"})
         torch.cuda.synchronize()
     log("")
     log(f"Per-call cost from Python at {w.name} (µs; median of {iters}; overhead = sync wall - device)")

@@ -97,7 +97,8 @@ def main(path):
         print("| --- | ---: | ---: | ---: | ---: |")
         for r in rows:
             if "skipped" in r:
-                print(f"| {r['entry']} | skipped: {r['skipped']} | | | |")
+                why = r["skipped"].replace("|", "\\|")  # a '|' would split the markdown cell
+                print(f"| {r['entry']} | skipped: {why} | | | |")
             else:
                 print(f"| {r['entry']} | {r['device_us']:.1f} | {r['host_us']:.1f} | "
                       f"{r['sync_wall_us']:.1f} | {r['overhead_us']:.1f} |")
