@@ -481,12 +481,12 @@ def report_case(case, cfg, args):
     names = list(paths)
     log("")
     log(f"per step, wall ms (N={case['requests']}, budget {case['budget']}; median of {args.reps}):")
-    log(f"  {'step':>4s} {'tokens':>6s} {'reqs':>4s} {'ctx':>5s} " + " ".join(f"{n[:18]:>18s}" for n in names))
+    log(f"  {'step':>4s} {'tokens':>6s} {'reqs':>4s} {'ctx':>5s} " + " ".join(f"{n:>26s}" for n in names))
     for i, st in enumerate(case["schedule"]):
         log(f"  {i:4d} {st['tokens']:6d} {st['batch']:4d} {st['context']:5d} "
-            + " ".join(f"{fmt(paths[n]['steps'][i]['wall_ms'], '18.3f')}" for n in names))
+            + " ".join(f"{fmt(paths[n]['steps'][i]['wall_ms'], '26.3f')}" for n in names))
     log(f"  {'':4s} {'host share':>17s} " + " ".join(
-        f"{fmt(100 * paths[n]['host_share'] if paths[n].get('host_share') is not None else None, '17.0f')}%"
+        f"{fmt(100 * paths[n]['host_share'] if paths[n].get('host_share') is not None else None, '25.0f'):>25s}%"
         for n in names))
     seeds = SEED_TTFT.get((case["requests"], case["budget"])) if args.prompt == 999 else None
     for n in names:
