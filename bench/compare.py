@@ -14,6 +14,20 @@ Methods (each skipped with a printed reason when it cannot run):
   sdpa_cudnn        scaled_dot_product_attention, cuDNN backend, dense equal-length batches
   sdpa_efficient    scaled_dot_product_attention, memory-efficient backend, same batches
   flex_attention    torch.compile(flex_attention) with a document-(causal) block mask
+  flashinfer_fa3    FlashInfer 0.7.2.post1 BatchPrefillWithRaggedKVCacheWrapper, backend "fa3"
+  flashinfer_fa2    the same wrapper, backend "fa2". Planned once per workload (outside the
+                    timed calls, as mlakit); run() timed like every other method. FlashInfer comes
+                    from the offline copy in .peers/flashinfer (bench/peers.py installs it into
+                    /tmp/site when `import flashinfer` fails; --no-fi-setup to forbid that)
+
+plan() host cost (FlashInfer with host and with device indptr, mlakit with host indptr): host
+wall time of one plan() call, device idle before it, median of --plan-iters calls.
+
+Per-call cost (issue 8, --overhead, on by default): at 1x999, for mlakit's run(), its torch op,
+mlakit.torch.flash_attn_varlen_func (when the installed mlakit.torch has it), FA2's
+_flash_attention_forward and FlashInfer's run(): the device time of the kernel(s) (CUDA events,
+the host kept ahead of the device by a spin kernel), the host time until the call returns, and the
+synchronized wall time of one call; overhead = synchronized wall - device time.
 
 Each output is checked against a float32 PyTorch reference on sampled rows and a few heads
 (max over (row, head) of max|o - r| / max|r|). Also measured in the same run: the matrix-product
@@ -21,6 +35,7 @@ ceiling (8192^3 bf16 torch.matmul, mean of 10 after 3 warm-ups) and a device-to-
 
   python3 bench/compare.py --all --json results.json
   python3 bench/compare.py --workload 1x999 --methods mlakit,fa2_varlen_padV
+  python3 bench/compare.py --smoke            # every workload scaled 1/16, 3 timed calls: seconds
 """
 from __future__ import annotations
 
@@ -42,9 +57,19 @@ REPO = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 import workloads as W  # noqa: E402
 
-ALL_METHODS = ["mlakit", "fa2_varlen_padV", "sdpa_cudnn", "sdpa_efficient", "flex_attention"]
-ANCHOR_PATHS = [os.path.join(REPO, "shared", "anchors", "peers-h200-2026-12-02.json"),
-                os.path.join(os.path.dirname(REPO), "shared", "anchors", "peers-h200-2026-12-02.json")]
+import overhead as OH  # noqa: E402
+import peers  # noqa: E402
+
+ALL_METHODS = ["mlakit", "flashinfer_fa3", "flashinfer_fa2", "fa2_varlen_padV", "sdpa_cudnn",
+               "sdpa_efficient", "flex_attention"]
+FI_BACKENDS = {"flashinfer_fa3": "fa3", "flashinfer_fa2": "fa2"}
+ANCHOR_DIRS = [os.path.join(REPO, "shared", "anchors"), os.path.join(os.path.dirname(REPO), "shared", "anchors")]
+ANCHOR_FILE_A = "peers-h200-2026-12-02.json"     # FA2 / SDPA / Flex, per case
+ANCHOR_FILE_B = "peers-h200-2026-12-02-b.json"   # FlashInfer fa3/fa2, FA4, cuDNN, mlakit 775805f
+# Method -> column of the B file's rows ([ms, TFLOP/s]); fa2/cudnn there only when A lacks them.
+ANCHOR_B_COLUMN = {"mlakit": "mlakit_775805f", "flashinfer_fa3": "flashinfer_fa3_runA",
+                   "flashinfer_fa2": "flashinfer_fa2", "fa2_varlen_padV": "fa2_varlen_padV",
+                   "sdpa_cudnn": "cudnn"}
 L2_BYTES = 60e6
 
 
@@ -54,6 +79,12 @@ class Skip(Exception):
 
 def log(msg=""):
     print(msg, flush=True)
+
+
+def short(ex, limit=300):
+    """One line of an exception for tables and JSON (some carry pages of dispatcher text)."""
+    text = f"{type(ex).__name__}: {ex}".strip().splitlines()[0] if str(ex).strip() else type(ex).__name__
+    return text if len(text) <= limit else text[:limit] + " ..."
 
 
 # ----------------------------------------------------------------------------------------------
@@ -321,19 +352,96 @@ def build_flex(torch, w, sets, dev, max_elems):
     return run, (lambda o: o[0].transpose(0, 1)), NullCtx()
 
 
+class Runner:
+    """What a build_* returns besides run/to_ragged/ctx: optional plan() callables to time
+    ({"host": fn, "device": fn}: plan from host or device indptr)."""
+
+    def __init__(self, plan_fns=None):
+        self.plan_fns = plan_fns or {}
+
+
 def build_mlakit(torch, mlakit, w, sets, dev):
     p = mlakit.RaggedPrefill(num_qo_heads=w.heads, num_kv_heads=w.kv_heads, head_dim_qk=w.dqk,
                              head_dim_vo=w.dvo, dtype=torch_dtype(torch, w.dtype),
                              max_batch=w.batch, max_q_tokens=w.total_q, max_kv_tokens=w.total_kv,
                              device="cuda")
-    p.plan(torch.tensor(w.qo_indptr(), dtype=torch.int32), torch.tensor(w.kv_indptr(), dtype=torch.int32),
-           causal=w.causal)
+    qo_h = torch.tensor(w.qo_indptr(), dtype=torch.int32)
+    kv_h = torch.tensor(w.kv_indptr(), dtype=torch.int32)
+
+    def plan_host():
+        p.plan(qo_h, kv_h, causal=w.causal)
+
+    plan_host()
 
     def run(i):
         q, k, v = sets[i]
         return p.run(q, k, v)
 
-    return run, (lambda o: o), NullCtx()
+    return run, (lambda o: o), NullCtx(), Runner({"host": plan_host})
+
+
+_FI_WORKSPACE = {}
+
+
+def fi_workspace(torch, dev, nbytes=512 << 20):
+    """One 512 MiB float workspace shared by every FlashInfer wrapper of this run (they never
+    run concurrently); the size the README's usage and the anchors used."""
+    if "buf" not in _FI_WORKSPACE:
+        _FI_WORKSPACE["buf"] = torch.empty(nbytes, dtype=torch.uint8, device=dev)
+    return _FI_WORKSPACE["buf"]
+
+
+def build_flashinfer(torch, fi, w, sets, dev, backend, allow_jit):
+    """FlashInfer's ragged prefill wrapper, planned once; run() timed. Plan: flashinfer/prefill.py
+    BatchPrefillWithRaggedKVCacheWrapper.plan(qo_indptr, kv_indptr, num_qo_heads, num_kv_heads,
+    head_dim_qk, head_dim_vo=, causal=, window_left=, sm_scale=, q_data_type=)."""
+    if fi is None:
+        raise Skip(FI_STATE["why"])
+    prebuilt = (w.dtype == "bf16" and (w.dqk, w.dvo) == (192, 128) and w.window_left < 0)
+    if not prebuilt and not allow_jit:
+        raise Skip("no prebuilt module for this shape/option (bf16 (192,128) without window only); "
+                   "--fi-allow-jit compiles one (fa3: minutes)")
+    from flashinfer.prefill import BatchPrefillWithRaggedKVCacheWrapper
+    wrapper = BatchPrefillWithRaggedKVCacheWrapper(fi_workspace(torch, dev), "NHD", backend=backend)
+    qo_h = torch.tensor(w.qo_indptr(), dtype=torch.int32)
+    kv_h = torch.tensor(w.kv_indptr(), dtype=torch.int32)
+    qo_d, kv_d = qo_h.to(dev), kv_h.to(dev)
+    kwargs = dict(head_dim_vo=w.dvo, causal=w.causal, sm_scale=1.0 / math.sqrt(w.dqk),
+                  q_data_type=torch_dtype(torch, w.dtype), window_left=w.window_left)
+
+    def plan_with(qo, kv):
+        wrapper.plan(qo, kv, w.heads, w.kv_heads, w.dqk, **kwargs)
+
+    t0 = time.perf_counter()
+    plan_with(qo_d, kv_d)  # the first plan loads the module (prebuilt .so, or a JIT build)
+    torch.cuda.synchronize()
+    first = time.perf_counter() - t0
+    if first > 1.0:
+        log(f"  (flashinfer {backend}: first plan() took {first:.1f} s: module load/JIT)")
+
+    def run(i):
+        q, k, v = sets[i]
+        return wrapper.run(q, k, v)
+
+    return run, (lambda o: o), NullCtx(), Runner({"host": lambda: plan_with(qo_h, kv_h),
+                                                  "device": lambda: plan_with(qo_d, kv_d)})
+
+
+FI_STATE = {"mod": None, "why": "not loaded", "info": None}
+
+
+def time_plan(torch, fn, iters):
+    """Median host wall time (µs) of one plan() call, the device idle before each call (so a plan
+    that synchronizes is not charged for queued work)."""
+    fn()
+    vals = []
+    for _ in range(iters):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        fn()
+        vals.append((time.perf_counter() - t0) * 1e6)
+    torch.cuda.synchronize()
+    return statistics.median(vals)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -370,15 +478,37 @@ def bench_fallback(binary, names, iters, warmup):
 
 # ----------------------------------------------------------------------------------------------
 
-def load_anchors():
-    for path in ANCHOR_PATHS:
+def _load_json(name):
+    for d in ANCHOR_DIRS:
         try:
-            with open(path) as f:
-                data = json.load(f)
-            return {c["case"]: c for c in data.get("cases", [])}
+            with open(os.path.join(d, name)) as f:
+                return json.load(f)
         except Exception:  # noqa: BLE001
             continue
     return {}
+
+
+def load_anchors():
+    """{workload name: {method: anchor ms}} from both anchors files (earlier H200 runs)."""
+    a = {c["case"]: c.get("results", {}) for c in _load_json(ANCHOR_FILE_A).get("cases", [])}
+    b = {r["workload"]: r for r in _load_json(ANCHOR_FILE_B).get("rows", [])}
+    out = {}
+    for w in W.named_workloads():
+        ms = {}
+        for m, r in a.get(W.ANCHOR_CASE.get(w.name) or "", {}).items():
+            if isinstance(r, dict) and r.get("ms"):
+                ms[m] = r["ms"]
+        row = b.get(W.ANCHOR_B_ROW.get(w.name) or "", {})
+        for m, col in ANCHOR_B_COLUMN.items():
+            v = row.get(col)
+            if m not in ms and isinstance(v, list) and v and v[0]:
+                ms[m] = v[0]
+        for m, key in (("flashinfer_fa3", "flashinfer_fa3_plan_us"), ("flashinfer_fa2", "flashinfer_fa2_plan_us"),
+                       ("mlakit", "mlakit_plan_us_python")):
+            if row.get(key):
+                ms[m + ":plan_us"] = row[key]
+        out[w.name] = ms
+    return out
 
 
 def finite_or_none(o):
@@ -396,24 +526,72 @@ def fmt(x, spec):
     return format(x, spec) if isinstance(x, (int, float)) and math.isfinite(x) else "-"
 
 
+def report(cases, anchors, ceil, peak_tflops, mlakit_source):
+    """The results table: every method of every workload, ratio to mlakit, % of the ceiling."""
+    ceiling_tflops = ceil.get("gemm_bf16_8192_tflops")
+    ceil_txt = f"{ceiling_tflops:.0f}" if ceiling_tflops else None
+    log("")
+    log(f"{'workload':20s} {'method':16s} {'ms':>9s} {'TFLOP/s':>8s} "
+        f"{('%ceil' if ceil_txt else '%' + format(peak_tflops, '.0f')):>6s} "
+        f"{'vs mlakit':>9s} {'relerr':>8s} {'anchor ms':>9s} {'plan us (host/dev indptr)':>26s}")
+    for c in cases:
+        ml = c["results"].get("mlakit", {}).get("ms")
+        anc = anchors.get(c["workload"], {}) if c.get("scale_divisor", 1) == 1 else {}
+        for m, r in c["results"].items():
+            if "skipped" in r:
+                log(f"{c['workload']:20s} {m:16s} skipped: {r['skipped']}")
+                continue
+            ratio = r["ms"] / ml if ml else float("nan")
+            pct = r.get("pct_ceiling", r["pct_peak"])
+            pl = "/".join(fmt(r.get(f"plan_us_{k}_indptr"), ".1f") for k in ("host", "device")
+                          if f"plan_us_{k}_indptr" in r)
+            log(f"{c['workload']:20s} {m:16s} {r['ms']:9.4f} {r['tflops']:8.1f} {pct:6.1f} "
+                f"{fmt(ratio, '9.2f'):>9s} {fmt(r.get('relerr'), '8.1e'):>8s} "
+                f"{fmt(anc.get(m, float('nan')), '9.4f'):>9s} {pl:>26s}")
+    log("vs mlakit = method ms / mlakit ms (>1: mlakit is faster); "
+        + (f"%ceil = TFLOP/s / this run's matmul ceiling ({ceil_txt} TFLOP/s); " if ceil_txt else "")
+        + f"anchor ms from shared/anchors/{ANCHOR_FILE_A} and {ANCHOR_FILE_B} (earlier runs)")
+    if ceil:
+        log(f"ceilings this run: matmul {fmt(ceil.get('gemm_bf16_8192_tflops'), '.1f')} TFLOP/s, "
+            f"copy {fmt(ceil.get('d2d_copy_GBps_rw'), '.0f')} GB/s (read+write)")
+    if mlakit_source:
+        log(f"mlakit numbers from: {mlakit_source}")
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--workload", action="append", default=[], help="named workload (repeatable)")
     ap.add_argument("--all", action="store_true", help="every named workload (the default)")
-    ap.add_argument("--methods", default=",".join(ALL_METHODS), help="comma list of: " + ", ".join(ALL_METHODS))
-    ap.add_argument("--iters", type=int, default=30)
-    ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--methods", default=None, help="comma list of: " + ", ".join(ALL_METHODS) +
+                    " (default: all; with --smoke all but flex_attention)")
+    ap.add_argument("--iters", type=int, default=None, help="timed calls (default 30; --smoke 3)")
+    ap.add_argument("--warmup", type=int, default=None, help="warm-up calls (default 5; --smoke 1)")
     ap.add_argument("--rotate", type=int, default=0,
                     help="input sets to rotate (0 = auto: enough to exceed 2x L2, at most 8)")
     ap.add_argument("--check-rows", type=int, default=256, help="random rows checked (plus first/last)")
-    ap.add_argument("--peak-tflops", type=float, default=774.0)
+    ap.add_argument("--peak-tflops", type=float, default=774.0,
+                    help="fixed reference for pct_peak (pct_ceiling uses this run's measured matmul)")
     ap.add_argument("--seed", type=int, default=1234)
     ap.add_argument("--bench-bin", default=None, help="mlakit-bench for the fallback")
     ap.add_argument("--no-ceilings", action="store_true", help="skip the matmul/copy ceilings")
     ap.add_argument("--flex-max-elems", type=float, default=float(2 ** 30),
                     help="skip FlexAttention when total_q*total_kv exceeds this (default 2^30)")
+    ap.add_argument("--plan-iters", type=int, default=None, help="plan() calls timed (default 100; --smoke 5)")
+    ap.add_argument("--no-fi-setup", action="store_true",
+                    help="do not install the offline FlashInfer copy when `import flashinfer` fails")
+    ap.add_argument("--fi-allow-jit", action="store_true",
+                    help="let FlashInfer JIT-compile modules for shapes that are not prebuilt")
+    ap.add_argument("--overhead", default="1x999",
+                    help="workload of the per-call cost table (issue 8); 'none' to skip")
+    ap.add_argument("--smoke", action="store_true",
+                    help="quick check that everything runs: workloads scaled 1/16, 3 timed calls, no Flex")
     ap.add_argument("--json", default=None, help="write results here")
     args = ap.parse_args(argv)
+    iters = args.iters if args.iters is not None else (3 if args.smoke else 30)
+    warmup = args.warmup if args.warmup is not None else (1 if args.smoke else 5)
+    plan_iters = args.plan_iters if args.plan_iters is not None else (5 if args.smoke else 100)
+    if iters < 1 or warmup < 0 or plan_iters < 1:
+        ap.error("--iters and --plan-iters must be >= 1, --warmup >= 0")
 
     names = args.workload or [w.name for w in W.named_workloads()]
     wls = []
@@ -421,8 +599,11 @@ def main(argv=None):
         w = W.find(n)
         if w is None:
             ap.error(f"unknown workload {n!r}; known: {', '.join(x.name for x in W.named_workloads())}")
-        wls.append(w)
-    methods = [m.strip() for m in args.methods.split(",") if m.strip()]
+        wls.append(W.scaled(w, 16) if args.smoke else w)
+    if args.methods is None:
+        methods = [m for m in ALL_METHODS if not (args.smoke and m == "flex_attention")]
+    else:
+        methods = [m.strip() for m in args.methods.split(",") if m.strip()]
     for m in methods:
         if m not in ALL_METHODS:
             ap.error(f"unknown method {m!r}")
@@ -441,15 +622,26 @@ def main(argv=None):
            "cudnn": torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None,
            "python": sys.version.split()[0]}
     log(f"env: {env}")
+    if args.smoke:
+        log("SMOKE mode: workloads scaled 1/16, few iterations: checks that everything runs; "
+            "the numbers mean nothing")
 
     ceil = {}
     if not args.no_ceilings:
         ceil = ceilings(torch, dev)
         log(f"ceilings (this run): {ceil}")
+    ceiling_tflops = ceil.get("gemm_bf16_8192_tflops")
+
+    # FlashInfer: importable already (gpu-check sources its setup), else the offline copy.
+    if any(m in FI_BACKENDS for m in methods) or args.overhead != "none":
+        fi_mod, info = peers.load_flashinfer(auto_setup=not args.no_fi_setup)
+        FI_STATE.update(mod=fi_mod, why=info, info=info if fi_mod else None)
+        env["flashinfer"] = info if fi_mod is not None else None
+        log(f"flashinfer: {info}")
 
     # mlakit: binding first, bench binary second.
     mlakit_mod, mlakit_source, fallback = None, None, {}
-    if "mlakit" in methods:
+    if "mlakit" in methods or args.overhead != "none":
         try:
             import mlakit as mlakit_mod  # noqa: F811
             if mlakit_mod.cuda_device_count() == 0:
@@ -461,11 +653,12 @@ def main(argv=None):
             mlakit_mod = None
             log(f"mlakit binding not importable ({ex!r}); falling back to mlakit-bench --json")
             binary = find_bench_binary(args.bench_bin)
-            if binary is None:
-                log("  no mlakit-bench binary found either (--bench-bin, $MLAKIT_BENCH, build-gpu/): mlakit skipped")
+            if binary is None or args.smoke:
+                log("  no mlakit-bench binary found either (--bench-bin, $MLAKIT_BENCH, build-gpu/) "
+                    "or --smoke: mlakit skipped")
             else:
                 try:
-                    fallback = bench_fallback(binary, names, args.iters, args.warmup)
+                    fallback = bench_fallback(binary, names, iters, warmup)
                     mlakit_source = (f"mlakit-bench {binary} (its own steady_clock timing, NOT CUDA events: "
                                      "compare with care)")
                 except Exception as ex2:  # noqa: BLE001
@@ -480,10 +673,11 @@ def main(argv=None):
         per = w.bytes_per_set()
         nsets = args.rotate if args.rotate > 0 else max(1, min(8, math.ceil(2 * L2_BYTES / per)))
         nsets = max(1, min(nsets, int(8 * 2 ** 30 // per)))
-        log(f"\n== {w.name}: B={w.batch} H={w.heads} q={w.total_q} kv={w.total_kv} causal={w.causal} "
+        log(f"\n== {w.name}{' (scaled 1/%d)' % w.scale_divisor if w.scale_divisor > 1 else ''}: "
+            f"B={w.batch} H={w.heads} q={w.total_q} kv={w.total_kv} causal={w.causal} "
             f"GFLOP={flops / 1e9:.3f} sets={nsets}")
-        case = {"workload": w.name, "anchor_case": W.ANCHOR_CASE.get(w.name), "H": w.heads,
-                "kv_heads": w.kv_heads, "dqk": w.dqk, "dvo": w.dvo, "dtype": w.dtype,
+        case = {"workload": w.name, "scale_divisor": w.scale_divisor, "anchor_case": W.ANCHOR_CASE.get(w.name),
+                "H": w.heads, "kv_heads": w.kv_heads, "dqk": w.dqk, "dvo": w.dvo, "dtype": w.dtype,
                 "tokens_q": w.total_q, "tokens_kv": w.total_kv, "batch": w.batch, "causal": w.causal,
                 "gflop": flops / 1e9, "rotate": nsets, "results": {}}
         try:
@@ -512,36 +706,52 @@ def main(argv=None):
                            "source": "mlakit-bench"}
                 else:
                     if m == "mlakit":
-                        run, to_ragged, ctx = build_mlakit(torch, mlakit_mod, w, sets, dev)
+                        built = build_mlakit(torch, mlakit_mod, w, sets, dev)
+                    elif m in FI_BACKENDS:
+                        built = build_flashinfer(torch, FI_STATE["mod"], w, sets, dev, FI_BACKENDS[m],
+                                                 args.fi_allow_jit)
                     elif m == "fa2_varlen_padV":
-                        run, to_ragged, ctx = build_fa2(torch, w, sets, dev)
+                        built = build_fa2(torch, w, sets, dev)
                     elif m == "sdpa_cudnn":
-                        run, to_ragged, ctx = build_sdpa(torch, w, sets, dev, "cudnn")
+                        built = build_sdpa(torch, w, sets, dev, "cudnn")
                     elif m == "sdpa_efficient":
-                        run, to_ragged, ctx = build_sdpa(torch, w, sets, dev, "efficient")
+                        built = build_sdpa(torch, w, sets, dev, "efficient")
                     else:
-                        run, to_ragged, ctx = build_flex(torch, w, sets, dev, args.flex_max_elems)
+                        built = build_flex(torch, w, sets, dev, args.flex_max_elems)
+                    run, to_ragged, ctx = built[:3]
+                    runner = built[3] if len(built) > 3 else Runner()
                     with ctx:
                         out = to_ragged(run(0))
                         torch.cuda.synchronize()
                         err = relerr(torch, out, ref, rows, heads)
                         del out
-                        ms, wall = time_cuda(torch, run, nsets, args.warmup, args.iters)
+                        ms, wall = time_cuda(torch, run, nsets, warmup, iters)
                     res = {"ms": ms, "tflops": flops / (ms * 1e-3) / 1e12, "sync_wall_ms": wall,
                            "relerr": err}
+                    for kind, fn in runner.plan_fns.items():
+                        try:
+                            res[f"plan_us_{kind}_indptr"] = time_plan(torch, fn, plan_iters)
+                        except Exception as ex:  # noqa: BLE001
+                            res[f"plan_us_{kind}_indptr"] = None
+                            log(f"  {m}: plan() with {kind} indptr failed: {short(ex)}")
+                    del runner, built
                 res["pct_peak"] = 100.0 * res["tflops"] / args.peak_tflops
+                if ceiling_tflops:
+                    res["pct_ceiling"] = 100.0 * res["tflops"] / ceiling_tflops
                 res["check"] = "PASS" if (res.get("relerr") is not None and res["relerr"] <= tol) else "FAIL"
                 if m == "mlakit" and res["check"] != "PASS":
                     any_mlakit_fail = True
+                plans = " ".join(f"plan[{k[8:-7]}] {fmt(v, '.1f')} us" for k, v in res.items()
+                                 if k.startswith("plan_us_"))
                 log(f"  {m:16s} {res['ms']:9.4f} ms {res['tflops']:7.1f} TFLOP/s "
-                    f"relerr {fmt(res.get('relerr'), '.1e')} {res['check']}")
+                    f"relerr {fmt(res.get('relerr'), '.1e')} {res['check']}{'  ' + plans if plans else ''}")
             except Skip as ex:
                 res = {"skipped": str(ex)}
                 log(f"  {m:16s} skipped: {ex}")
             except Exception as ex:  # noqa: BLE001
-                res = {"skipped": f"error: {ex!r}"}
-                log(f"  {m:16s} skipped after an error: {ex!r}")
-                traceback.print_exc(limit=2)
+                res = {"skipped": f"error: {short(ex)}"}
+                log(f"  {m:16s} skipped after an error: {short(ex)}")
+                traceback.print_exc(limit=3)
                 if m == "mlakit":
                     any_mlakit_fail = True
             case["results"][m] = res
@@ -550,37 +760,37 @@ def main(argv=None):
         torch.cuda.empty_cache()
         cases.append(case)
 
-    # Table.
-    log("")
-    log(f"{'workload':20s} {'method':16s} {'ms':>9s} {'TFLOP/s':>8s} {'%' + format(args.peak_tflops, '.0f'):>6s} "
-        f"{'vs mlakit':>9s} {'relerr':>8s} {'anchor ms':>9s}")
-    for c in cases:
-        ml = c["results"].get("mlakit", {}).get("ms")
-        anc = anchors.get(c.get("anchor_case") or "", {}).get("results", {})
-        for m, r in c["results"].items():
-            if "skipped" in r:
-                log(f"{c['workload']:20s} {m:16s} skipped: {r['skipped']}")
-                continue
-            ratio = r["ms"] / ml if ml else float("nan")
-            a_ms = anc.get(m, {}).get("ms", float("nan"))
-            log(f"{c['workload']:20s} {m:16s} {r['ms']:9.4f} {r['tflops']:8.1f} {r['pct_peak']:6.1f} "
-                f"{fmt(ratio, '9.2f'):>9s} {fmt(r.get('relerr'), '8.1e'):>8s} {fmt(a_ms, '9.4f'):>9s}")
-    log("vs mlakit = method ms / mlakit ms (>1: mlakit is faster); anchor ms from "
-        "shared/anchors/peers-h200-2026-12-02.json (same method, earlier run)")
-    if ceil:
-        log(f"ceilings this run: matmul {fmt(ceil.get('gemm_bf16_8192_tflops'), '.1f')} TFLOP/s, "
-            f"copy {fmt(ceil.get('d2d_copy_GBps_rw'), '.0f')} GB/s (read+write)")
-    if mlakit_source:
-        log(f"mlakit numbers from: {mlakit_source}")
+    # Per-call cost (issue 8).
+    overhead_rows = None
+    if args.overhead != "none":
+        ow = W.find(args.overhead)
+        if ow is None:
+            log(f"--overhead {args.overhead!r}: not a named workload; skipped")
+        else:
+            try:
+                overhead_rows = OH.run_overheads(torch, ow, mlakit_mod, FI_STATE["mod"],
+                                                 lambda: fi_workspace(torch, dev), max(iters, 20), log)
+            except Exception as ex:  # noqa: BLE001
+                log(f"per-call cost measurement failed: {short(ex)}")
+                traceback.print_exc(limit=3)
+
+    try:
+        report(cases, anchors, ceil, args.peak_tflops, mlakit_source)
+    except Exception as ex:  # noqa: BLE001  (the JSON below must still be written)
+        log(f"printing the table failed: {ex!r}")
+        traceback.print_exc(limit=3)
 
     if args.json:
         doc = {"tool": "bench/compare.py", "time_utc": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-               "command_line": " ".join(sys.argv), "env": env, "ceilings": ceil,
+               "command_line": " ".join(sys.argv), "env": env, "ceilings": ceil, "smoke": args.smoke,
                "peak_tflops": args.peak_tflops, "mlakit_source": mlakit_source,
-               "method": f"median of {args.iters} CUDA-event-timed calls after {args.warmup} warm-ups; "
-                         "rotating input sets (see 'rotate' per case); tflops = 2*(Dqk+Dvo)*pairs*H / time",
+               "method": f"median of {iters} CUDA-event-timed calls after {warmup} warm-ups; "
+                         "rotating input sets (see 'rotate' per case); tflops = 2*(Dqk+Dvo)*pairs*H / time; "
+                         "pct_ceiling = tflops / this run's 8192^3 bf16 matmul TFLOP/s; "
+                         f"plan_us_* = median host wall of {plan_iters} plan() calls, device idle before each",
                "git_commit": os.environ.get("MLAKIT_GIT_COMMIT") or _git_commit(),
-               "cases": cases}
+               "cases": cases, "overhead": overhead_rows,
+               "overhead_method": OH.__doc__.strip() if overhead_rows is not None else None}
         os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
         with open(args.json, "w") as f:
             json.dump(finite_or_none(doc), f, indent=1, default=lambda o: None)

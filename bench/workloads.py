@@ -90,6 +90,11 @@ def named_workloads() -> List[Workload]:
         Workload("1x32768", [32768], [32768], causal=False),
         Workload("ctx_8x1024_vs_4096", [1024] * 8, [4096] * 8, causal=False),
         Workload("v3_128h_4096", [4096], [4096], causal=True, heads=128, kv_heads=128),
+        # DeepSeek-V3 on one GPU (128 heads), one 8192-token prompt: issue 6's "H=128, 1x8192 causal".
+        Workload("v3_128h_8192", [8192], [8192], causal=True, heads=128, kv_heads=128),
+        # The context chunk of a request cut at an 8192-token budget (8 x 999 + 200): its other
+        # 799 tokens attend to the 200 cached ones, no mask (issue 6: "799 vs 200, non-causal").
+        Workload("ctx_799_vs_200", [799], [200], causal=False),
     ]
 
 
@@ -102,6 +107,20 @@ ANCHOR_CASE = {
     "1x32768": "long_32k_noncausal",
     "ctx_8x1024_vs_4096": "ctx_8x1024_vs_4096",
     "v3_128h_4096": "v3_128h_4096",
+    "ctx_799_vs_200": "ctx_chunk_799x200",
+}
+
+# Row names of the second anchors file (peers-h200-2026-12-02-b.json: FlashInfer fa3/fa2, FA4,
+# cuDNN and mlakit 775805f measured in one run) for the same shapes.
+ANCHOR_B_ROW = {
+    "1x999": "1x999 causal",
+    "8x999+200": "8x999+200 causal",
+    "100x999": "100x999 causal",
+    "1x16384": "1x16384 causal",
+    "1x32768": "1x32768 non-causal",
+    "ctx_8x1024_vs_4096": "8x(1024 q vs 4096 kv), non-causal",
+    "v3_128h_8192": "H=128, 1x8192 causal",
+    "ctx_799_vs_200": "799 q vs 200 kv, non-causal",
 }
 
 

@@ -67,6 +67,11 @@ std::vector<Workload> named_workloads() {
   all.push_back(make("ctx_8x1024_vs_4096", std::vector<int32_t>(8, 1024),
                      std::vector<int32_t>(8, 4096), false));
   all.push_back(make("v3_128h_4096", {4096}, {4096}, true, 128));
+  // DeepSeek-V3 on one GPU (128 heads), one 8192-token prompt (issue 6: "H=128, 1x8192 causal").
+  all.push_back(make("v3_128h_8192", {8192}, {8192}, true, 128));
+  // The context chunk of a request cut at an 8192-token budget (8 x 999 + 200): its other 799
+  // tokens attend to the 200 cached ones, no mask.
+  all.push_back(make("ctx_799_vs_200", {799}, {200}, false));
   return all;
 }
 

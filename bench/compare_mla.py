@@ -1,0 +1,564 @@
+#!/usr/bin/env python3
+"""The seed's serving workload, end to end (issue 7), on one GPU in one process.
+
+Replays the schedule of the seed's serving benchmark (N requests of 999 prompt tokens sent at
+once; chunked prefill with a token budget per step: a request cut at the budget continues in the
+next step with its first part as context; see bench/seed_schedule.py) through the attention of all
+27 layers of DeepSeek-Coder-V2-Lite (16 heads, kv_lora_rank 512, qk_nope 128, qk_rope 64, v_head
+128; random weights and latents, a paged latent cache [num_blocks, 16, 576]), once per "path"
+(bench/mla_paths.py): vLLM's FA2 path, the seed's FlashInfer path (fa3; fa2 too), and mlakit's
+(today's kernel in vLLM's path, eager and graph-replayed; mlakit's own MLA step when its binding
+exists, eager and graph-replayed).
+
+Cases (default): N=1 budget 8192, N=100 budget 8192, N=100 budget 2048.
+
+Per step, median of --reps passes after a warm-up pass (caches zeroed before each path):
+  wall_ms     synchronize, plan + 27 layers, synchronize: host wall time (what the engine waits)
+  device_ms   CUDA events around the same (includes the device's idle gaps while the host works)
+  host_ms     time until the host has issued the whole step (before the final synchronize)
+  busy_ms     GPU time actually busy in the step (kernels + copies, torch.profiler, one extra pass)
+  host_share  1 - busy/wall: the part of the step the GPU waits for the host
+Per request: the prefill-attention share of its time to first token = sum of the wall times of
+the steps up to the one that finishes its prompt; mean, median, P99 printed like the seed's
+"Serving Benchmark Result" block, next to the TTFT the seed measured for the whole engine.
+Correctness: every path's layer-0 output of every step against a float32 reference computed from
+the original latents (sampled rows), and a small case (all rows, all paths, one layer) first.
+
+    python3 bench/compare_mla.py --smoke                    # seconds: tiny model, every path once
+    python3 bench/compare_mla.py --json compare_mla.json    # the full run (a few minutes)
+    python3 bench/compare_mla.py --cases 100:8192 --paths fa2_vllm,mlakit_placeholder_graph
+    python3 bench/compare_mla.py --device cpu --smoke       # the harness on the CPU (FA2 emulated)
+"""
+from __future__ import annotations
+
+import argparse
+import bisect
+import datetime
+import json
+import math
+import os
+import statistics
+import subprocess
+import sys
+import time
+import traceback
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+import seed_schedule as S  # noqa: E402
+
+# The seed's measured TTFT (whole engine, H200-class GPU, shared/seed/000_*.txt), for scale.
+SEED_TTFT = {  # (N, budget) -> {path: (mean, median, p99) ms}
+    (1, 8192): {"fa2_vllm": (29.76, 29.76, 29.76), "flashinfer_fa3": (37.58, 37.58, 37.58)},
+    (100, 8192): {"fa2_vllm": (659.17, 666.53, 1196.01), "flashinfer_fa3": (1196.92, 1253.75, 2187.23)},
+}
+# Issue 7's targets: mlakit's step vs the FA2 and FlashInfer paths (total wall of the schedule).
+TARGETS = [((100, 8192), "fa2_vllm", 4.0), ((100, 8192), "flashinfer_fa3", 3.0),
+           ((1, 8192), "fa2_vllm", 2.5), ((1, 8192), "flashinfer_fa3", 2.5)]
+HOST_SHARE_TARGET = 0.10  # graph-replayed step
+MLAKIT_PATHS_PREF = ["mlakit_step_graph", "mlakit_step", "mlakit_placeholder_graph", "mlakit_placeholder"]
+
+
+def log(msg=""):
+    print(msg, flush=True)
+
+
+def short(ex, limit=300):
+    """One line of an exception for tables and JSON (some carry pages of dispatcher text)."""
+    text = f"{type(ex).__name__}: {ex}".strip().splitlines()[0] if str(ex).strip() else type(ex).__name__
+    return text if len(text) <= limit else text[:limit] + " ..."
+
+
+def parse_cases(spec):
+    out = []
+    for item in spec.split(","):
+        n, _, b = item.strip().partition(":")
+        out.append((int(n), int(b or 8192)))
+    return out
+
+
+class Clock:
+    """CUDA events + synchronize on CUDA; plain wall time on the CPU."""
+
+    def __init__(self, torch, dev):
+        self.torch, self.cuda = torch, dev.type == "cuda"
+
+    def sync(self):
+        if self.cuda:
+            self.torch.cuda.synchronize()
+
+    def event(self):
+        return self.torch.cuda.Event(enable_timing=True) if self.cuda else None
+
+
+def run_pass(path, steps, bufs, clock, on_out=None):
+    """One pass over the schedule: per step (wall, device, host) ms."""
+    res = []
+    for st in steps:
+        st.load(bufs)
+        clock.sync()
+        e0, e1 = clock.event(), clock.event()
+        t0 = time.perf_counter()
+        if e0 is not None:
+            e0.record()
+        out0 = path.run_step(st)
+        if e1 is not None:
+            e1.record()
+        t1 = time.perf_counter()
+        clock.sync()
+        t2 = time.perf_counter()
+        res.append(((t2 - t0) * 1e3, e0.elapsed_time(e1) if e0 is not None else None, (t1 - t0) * 1e3))
+        if on_out is not None:
+            on_out(st, out0)
+    return res
+
+
+def busy_pass(torch, path, steps, bufs, clock):
+    """{step index: GPU-busy ms} from torch.profiler over one pass; None when unavailable.
+    Device activities (kernels, copies, memsets) are assigned to the step whose host time window
+    contains their start (each step ends with a synchronize, so none spills into the next), which
+    also covers kernels replayed from a CUDA graph; without device-side events, the per-step
+    record_function ranges' device time is used instead."""
+    from torch.profiler import ProfilerActivity, profile, record_function
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        for st in steps:
+            st.load(bufs)
+            clock.sync()
+            with record_function(f"mla_step_{st.index}"):
+                path.run_step(st)
+            clock.sync()
+    events = list(prof.events())
+    marks = sorted((ev.time_range.start, int(ev.name.rsplit("_", 1)[1]), ev) for ev in events
+                   if ev.name.startswith("mla_step_") and str(getattr(ev, "device_type", "")).endswith("CPU"))
+    if not marks:
+        return None
+    # (The GPU-side copy of a record_function range, "gpu_user_annotation", spans the whole step
+    # gaps included: not device work.)
+    dev_events = [ev for ev in events if not str(getattr(ev, "device_type", "")).endswith("CPU")
+                  and not ev.name.startswith("mla_step_")]
+    busy = {idx: 0.0 for _, idx, _ in marks}
+    if dev_events:
+        starts = [m[0] for m in marks]
+        intervals = {idx: [] for _, idx, _ in marks}
+        for ev in dev_events:
+            i = bisect.bisect_right(starts, ev.time_range.start) - 1
+            if i >= 0:
+                intervals[marks[i][1]].append((ev.time_range.start, ev.time_range.end))
+        for idx, iv in intervals.items():  # union of intervals (no double count of overlaps)
+            iv.sort()
+            total, cur_s, cur_e = 0.0, None, None
+            for s_, e_ in iv:
+                if cur_e is None or s_ > cur_e:
+                    if cur_e is not None:
+                        total += cur_e - cur_s
+                    cur_s, cur_e = s_, e_
+                else:
+                    cur_e = max(cur_e, e_)
+            if cur_e is not None:
+                total += cur_e - cur_s
+            busy[idx] = total / 1e3
+    else:
+        for _, idx, ev in marks:
+            us = getattr(ev, "device_time_total", None)
+            busy[idx] = (us if us is not None else getattr(ev, "cuda_time_total", 0)) / 1e3
+    if not any(busy.values()):
+        log("    (the profiler saw no device activity: no busy time / host share)")
+        return None
+    return busy
+
+
+def med(xs):
+    xs = [x for x in xs if x is not None]
+    return statistics.median(xs) if xs else None
+
+
+def measure_path(torch, M, path, steps, bufs, clock, model, args, refs):
+    """Warm-up pass (captures graphs, checks outputs), --reps timed passes, one profiled pass."""
+    cfg = model.cfg
+    for L in model.layers:  # a path must read back only what it wrote itself
+        L.cache.zero_()
+    errs = []
+
+    def check(st, out0):
+        if args.no_check:
+            return
+        if st.index not in refs:
+            refs[st.index] = M.reference_layer(cfg, model.layers[0], st, rows_per_req=args.ref_rows)
+        rows, ref = refs[st.index]
+        errs.append(M.relerr(out0, rows, ref))
+
+    t0 = time.perf_counter()
+    for _ in range(max(1, args.warmup_reps)):
+        run_pass(path, steps, bufs, clock, on_out=check if not errs else None)
+    warm_s = time.perf_counter() - t0
+    passes = [run_pass(path, steps, bufs, clock) for _ in range(args.reps)]
+    busy = None
+    if not args.no_profile and clock.cuda:
+        try:
+            busy = busy_pass(torch, path, steps, bufs, clock)
+        except Exception as ex:  # noqa: BLE001
+            log(f"    (profiler unavailable: {short(ex)}; no busy time / host share)")
+    per_step = []
+    for i, st in enumerate(steps):
+        wall = med([p[i][0] for p in passes])
+        dev = med([p[i][1] for p in passes])
+        host = med([p[i][2] for p in passes])
+        b = busy.get(st.index) if busy else None
+        per_step.append({"index": st.index, "tokens": st.T, "batch": st.B, "context": st.ctx_total,
+                         "wall_ms": wall, "device_ms": dev, "host_ms": host, "busy_ms": b,
+                         "host_share": (1.0 - b / wall) if (b is not None and wall) else None,
+                         "wall_ms_all": [p[i][0] for p in passes]})
+    tot = lambda k: sum(s[k] for s in per_step) if all(s[k] is not None for s in per_step) else None  # noqa: E731
+    total_wall = tot("wall_ms")
+    ttft = S.ttft_per_request([st for st in steps_schedule(steps)], [s["wall_ms"] for s in per_step])
+    maxerr = max(errs) if errs else None
+    res = {"steps": per_step, "total_wall_ms": total_wall, "total_device_ms": tot("device_ms"),
+           "total_host_ms": tot("host_ms"), "total_busy_ms": tot("busy_ms"),
+           "pass_total_wall_ms": [sum(p[i][0] for i in range(len(steps))) for p in passes],
+           "warmup_s": warm_s, "ttft": S.ttft_stats(ttft),
+           "check": {"max_relerr": maxerr, "tol": args.tol,
+                     "pass": (maxerr is not None and maxerr <= args.tol) if not args.no_check else None}}
+    if res["total_busy_ms"] is not None and total_wall:
+        res["host_share"] = 1.0 - res["total_busy_ms"] / total_wall
+    if hasattr(path, "graphs"):
+        res["graphs_captured"] = len(path.graphs)
+    return res
+
+
+def steps_schedule(steps):
+    """StepInputs -> the seed_schedule.Step view ttft_per_request needs."""
+    return [S.Step(st.index, st.chunks) for st in steps]
+
+
+def fmt(x, spec, none="-"):
+    return format(x, spec) if isinstance(x, (int, float)) and math.isfinite(x) else none
+
+
+def serving_block(n, prompt, budget, layers, name, r, seed):
+    t = r["ttft"]
+    hs = r.get("host_share")
+    lines = [
+        "============ Serving Benchmark Result ============",
+        f"(prefill attention only, {layers} layers; path {name})",
+        f"{'Successful requests:':<41}{n}",
+        f"{'Prefill steps (budget ' + str(budget) + '):':<41}{len(r['steps'])}",
+        f"{'Total input tokens:':<41}{n * prompt}",
+        f"{'Attention time, all steps (ms):':<41}{fmt(r['total_wall_ms'], '.2f')}",
+        f"{'  device (events) / GPU busy (ms):':<41}{fmt(r['total_device_ms'], '.2f')} / {fmt(r['total_busy_ms'], '.2f')}",
+        f"{'  host share:':<41}{fmt(100 * hs if hs is not None else None, '.1f')}%",
+        f"{'Prefill tokens/s (attention only):':<41}"
+        f"{fmt(n * prompt / (r['total_wall_ms'] * 1e-3) if r['total_wall_ms'] else None, '.0f')}",
+        "---------------Time to First Token----------------",
+        f"{'Mean TTFT (ms):':<41}{fmt(t['mean_ms'], '.2f')}",
+        f"{'Median TTFT (ms):':<41}{fmt(t['median_ms'], '.2f')}",
+        f"{'P99 TTFT (ms):':<41}{fmt(t['p99_ms'], '.2f')}",
+    ]
+    if seed:
+        lines.append(f"(seed, whole engine: mean {seed[0]:.2f}, median {seed[1]:.2f}, P99 {seed[2]:.2f} ms; "
+                     f"attention share of the mean {100 * t['mean_ms'] / seed[0]:.0f}%)")
+    lines.append("==================================================")
+    return "\n".join(lines)
+
+
+def check_small(torch, M, P, args, dev, log):
+    """All paths on a small schedule (one layer, all rows) against the reference and each other."""
+    cfg = M.MLAConfig(layers=1, heads=args.heads, block_size=args.block_size)
+    lens = [300, 77, 300, 1, 150]
+    sched = S.build_schedule(lens, 256)
+    tables = S.BlockTables(lens, cfg.block_size, seed=args.seed + 7)
+    steps = M.make_steps(sched, tables)
+    model = M.ModelData(cfg, 256, tables.num_blocks, dev, seed=args.seed + 3)
+    caps = P.Capacity(max(st.B for st in steps), 256, max(1, max(st.ctx_total for st in steps)),
+                      tables.max_blocks, tables.num_blocks)
+    bufs = M.CommonBuffers(caps.max_batch, 256, tables.max_blocks, dev)
+    refs = [M.reference_layer(cfg, model.layers[0], st) for st in steps]
+    outs, result = {}, {}
+    log(f"correctness, small case: prompts {lens}, budget 256, {len(steps)} steps "
+        f"(contexts {[st.ctx_total for st in steps]}), 1 layer, all rows")
+    for name in args.paths:
+        try:
+            path = P.make_path(name, cfg, model, caps, args.fi_indptr)
+            path.setup()
+        except P.Skip as ex:
+            log(f"  {name:26s} skipped: {ex}")
+            result[name] = {"skipped": str(ex)}
+            continue
+        except Exception as ex:  # noqa: BLE001
+            log(f"  {name:26s} setup failed: {short(ex)}")
+            result[name] = {"skipped": f"error: {short(ex)}"}
+            continue
+        try:
+            for L in model.layers:
+                L.cache.zero_()
+            got = []
+            for _ in range(2):  # twice: graph paths capture in the first pass, replay in the second
+                got = []
+                for st in steps:
+                    st.load(bufs)
+                    got.append(path.run_step(st).float().clone())
+            errs = [M.relerr(o, rows, ref) for o, (rows, ref) in zip(got, refs)]
+            outs[name] = got
+            base = next(iter(outs))
+            vs = max(float(((a - b).abs().amax() / b.abs().amax().clamp_min(1e-30)).item())
+                     for a, b in zip(got, outs[base]))
+            ok = max(errs) <= args.tol
+            result[name] = {"max_relerr": max(errs), "vs_" + base: vs, "pass": ok}
+            log(f"  {name:26s} max relerr vs float32 reference {max(errs):.2e}, vs {base} {vs:.2e}: "
+                f"{'PASS' if ok else 'FAIL'}")
+        except Exception as ex:  # noqa: BLE001
+            log(f"  {name:26s} failed: {short(ex)}")
+            traceback.print_exc(limit=4)
+            result[name] = {"skipped": f"error: {short(ex)}", "pass": False}
+        if dev.type == "cuda":
+            torch.cuda.synchronize()
+    return result
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--cases", default=None, help="N:budget list (default 1:8192,100:8192,100:2048)")
+    ap.add_argument("--prompt", type=int, default=999)
+    ap.add_argument("--layers", type=int, default=None, help="default 27 (--smoke 2)")
+    ap.add_argument("--heads", type=int, default=16)
+    ap.add_argument("--block-size", type=int, default=16)
+    ap.add_argument("--paths", default=",".join(["fa2_vllm", "flashinfer_fa3", "flashinfer_fa2", "mlakit_placeholder",
+                                                 "mlakit_placeholder_graph", "mlakit_step", "mlakit_step_graph"]))
+    ap.add_argument("--reps", type=int, default=None, help="timed passes over the schedule (default 5; --smoke 1)")
+    ap.add_argument("--warmup-reps", type=int, default=1)
+    ap.add_argument("--no-profile", action="store_true", help="skip the profiled pass (no busy time)")
+    ap.add_argument("--merge", choices=["compiled", "eager"], default="compiled",
+                    help="LSE merge of the PyTorch paths: torch.compile'd (fused, like vLLM's kernel) or eager")
+    ap.add_argument("--fi-indptr", choices=["device", "host"], default="device",
+                    help="indptr FlashInfer's plan() gets (device: as vLLM passes query_start_loc)")
+    ap.add_argument("--ref-rows", type=int, default=32, help="rows per request checked against the reference")
+    ap.add_argument("--tol", type=float, default=2e-2,
+                    help="max relerr of layer 0 vs the float32 reference (2e-2: the K/V of a bf16 "
+                    "up-projection differ by an ulp between matmul shapes; partial outputs are rounded "
+                    "to bf16 before the merge)")
+    ap.add_argument("--no-check", action="store_true")
+    ap.add_argument("--no-small-check", action="store_true")
+    ap.add_argument("--device", default="cuda")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--smoke", action="store_true",
+                    help="seconds: 2 layers, N=1 and N=8 at budgets 8192/2048, one timed pass")
+    ap.add_argument("--json", default=None)
+    args = ap.parse_args(argv)
+    args.layers = args.layers or (2 if args.smoke else 27)
+    args.reps = args.reps or (1 if args.smoke else 5)
+    cases = parse_cases(args.cases or ("1:8192,8:8192,8:2048" if args.smoke else "1:8192,100:8192,100:2048"))
+    args.paths = [p.strip() for p in args.paths.split(",") if p.strip()]
+
+    try:
+        import torch
+    except Exception as ex:  # noqa: BLE001
+        log(f"compare_mla.py: PyTorch is not importable here ({ex!r}); run it on the GPU machine")
+        return 1
+    import mla_model as M
+    import mla_paths as P
+    for p in args.paths:
+        if p not in P.PATH_NAMES:
+            ap.error(f"unknown path {p!r}; known: {', '.join(P.PATH_NAMES)}")
+    dev = torch.device(args.device)
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        log("compare_mla.py: no CUDA device visible to PyTorch (--device cpu runs the harness on the CPU)")
+        return 1
+    env = {"torch": torch.__version__, "python": sys.version.split()[0], "device": str(dev)}
+    if dev.type == "cuda":
+        env["gpu"] = torch.cuda.get_device_name(0)
+    else:
+        log("CPU run: FA2 is emulated by naive attention; times mean nothing (a check of the harness)")
+    if args.smoke:
+        log("SMOKE mode: few layers and requests, one timed pass: checks that everything runs")
+    log(f"env: {env}")
+    merge_kind = M.set_merge(args.merge if dev.type == "cuda" else "eager", log)
+    log(f"LSE merge of the PyTorch paths: {merge_kind}")
+
+    small = None
+    if not args.no_small_check and not args.no_check:
+        small = check_small(torch, M, P, args, dev, log)
+
+    cfg = M.MLAConfig(layers=args.layers, heads=args.heads, block_size=args.block_size)
+    scheds = {c: S.build_schedule([args.prompt] * c[0], c[1]) for c in cases}
+    max_n = max(n for n, _ in cases)
+    tables = S.BlockTables([args.prompt] * max_n, cfg.block_size, seed=args.seed + 1)
+    cap_tokens = max(st.tokens for sc in scheds.values() for st in sc)
+    t0 = time.perf_counter()
+    model = M.ModelData(cfg, cap_tokens, tables.num_blocks, dev, seed=args.seed)
+    caps = P.Capacity(max(st.batch for sc in scheds.values() for st in sc), cap_tokens,
+                      max(1, max(st.context_tokens for sc in scheds.values() for st in sc)),
+                      tables.max_blocks, tables.num_blocks)
+    bufs = M.CommonBuffers(caps.max_batch, cap_tokens, tables.max_blocks, dev)
+    log(f"model: {cfg.layers} layers, H={cfg.heads}, latent {cfg.latent}, block size {cfg.block_size}, "
+        f"{tables.num_blocks} cache blocks/layer, input buffers for {cap_tokens} tokens "
+        f"({time.perf_counter() - t0:.1f} s to allocate)")
+    clock = Clock(torch, dev)
+
+    # Paths are built once and reused across cases (graphs keyed by shape carry over).
+    paths, skipped = {}, {}
+    for name in args.paths:
+        try:
+            p = P.make_path(name, cfg, model, caps, args.fi_indptr)
+            p.setup()
+            paths[name] = p
+            log(f"path {name}: {p.describe()}")
+        except P.Skip as ex:
+            skipped[name] = str(ex)
+            log(f"path {name}: skipped: {ex}")
+        except Exception as ex:  # noqa: BLE001
+            skipped[name] = f"error: {short(ex)}"
+            log(f"path {name}: setup failed: {short(ex)}")
+            traceback.print_exc(limit=4)
+
+    out_cases = []
+    for (n, budget) in cases:
+        sched = scheds[(n, budget)]
+        steps = M.make_steps(sched, tables)
+        log(f"\n=== N={n} x {args.prompt} tokens, budget {budget}: {len(steps)} steps, {cfg.layers} layers")
+        log(S.describe(sched) if len(sched) <= 16 else S.describe(sched[:6]) + "\n  ...")
+        refs = {}
+        case = {"requests": n, "prompt": args.prompt, "budget": budget, "num_steps": len(steps),
+                "schedule": [{"tokens": st.T, "batch": st.B, "context": st.ctx_total,
+                              "chunks": [[c.req, c.ctx, c.new] for c in st.chunks]} for st in steps],
+                "paths": {k: {"skipped": v} for k, v in skipped.items()}}
+        for name, p in paths.items():
+            try:
+                r = measure_path(torch, M, p, steps, bufs, clock, model, args, refs)
+                case["paths"][name] = r
+                chk = r["check"]
+                log(f"  {name:26s} total {fmt(r['total_wall_ms'], '9.2f')} ms wall, "
+                    f"{fmt(r['total_device_ms'], '9.2f')} device, {fmt(r['total_busy_ms'], '9.2f')} busy, "
+                    f"host share {fmt(100 * r['host_share'] if r.get('host_share') is not None else None, '.0f')}%, "
+                    f"check {fmt(chk['max_relerr'], '.1e')} "
+                    f"{'PASS' if chk['pass'] else ('FAIL' if chk['pass'] is False else '')}"
+                    + (f", {r['graphs_captured']} graphs" if "graphs_captured" in r else ""))
+            except Exception as ex:  # noqa: BLE001
+                case["paths"][name] = {"skipped": f"error: {short(ex)}"}
+                log(f"  {name:26s} failed: {short(ex)}")
+                traceback.print_exc(limit=4)
+            clock.sync()
+        if dev.type == "cuda":
+            torch.cuda.empty_cache()
+        try:
+            report_case(case, cfg, args)
+        except Exception as ex:  # noqa: BLE001  (the JSON must still be written)
+            log(f"report of this case failed: {short(ex)}")
+            traceback.print_exc(limit=3)
+        out_cases.append(case)
+
+    try:
+        targets = report_targets(out_cases)
+    except Exception as ex:  # noqa: BLE001
+        log(f"targets report failed: {short(ex)}")
+        targets = None
+    if args.json:
+        doc = {"tool": "bench/compare_mla.py",
+               "time_utc": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+               "command_line": " ".join(sys.argv), "env": env, "smoke": args.smoke,
+               "git_commit": os.environ.get("MLAKIT_GIT_COMMIT") or _git_commit(),
+               "config": {"layers": cfg.layers, "heads": cfg.heads, "kv_lora_rank": cfg.kv_lora_rank,
+                          "qk_nope": cfg.qk_nope, "qk_rope": cfg.qk_rope, "v_head": cfg.v_head,
+                          "block_size": cfg.block_size, "sm_scale": cfg.sm_scale, "merge": merge_kind,
+                          "fi_indptr": args.fi_indptr, "reps": args.reps, "warmup_reps": args.warmup_reps},
+               "method": __doc__.split("Per step,", 1)[1].split("    python3", 1)[0].strip(),
+               "small_check": small, "cases": out_cases, "targets": targets}
+        os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
+        with open(args.json, "w") as f:
+            json.dump(_finite(doc), f, indent=1, default=lambda o: None)
+        log(f"wrote {args.json}")
+    failed = [n for n, r in (small or {}).items() if r.get("pass") is False]
+    failed += [f"{c['requests']}:{c['budget']}/{n}" for c in out_cases for n, r in c["paths"].items()
+               if (r.get("check") or {}).get("pass") is False]
+    if failed:
+        log(f"correctness FAILED: {', '.join(failed)}")
+    return 1 if failed else 0
+
+
+def report_case(case, cfg, args):
+    paths = {k: v for k, v in case["paths"].items() if "steps" in v}
+    if not paths:
+        return
+    names = list(paths)
+    log("")
+    log(f"per step, wall ms (N={case['requests']}, budget {case['budget']}; median of {args.reps}):")
+    log(f"  {'step':>4s} {'tokens':>6s} {'reqs':>4s} {'ctx':>5s} " + " ".join(f"{n:>26s}" for n in names))
+    for i, st in enumerate(case["schedule"]):
+        log(f"  {i:4d} {st['tokens']:6d} {st['batch']:4d} {st['context']:5d} "
+            + " ".join(f"{fmt(paths[n]['steps'][i]['wall_ms'], '26.3f')}" for n in names))
+    log(f"  {'':4s} {'host share':>17s} " + " ".join(
+        f"{fmt(100 * paths[n]['host_share'] if paths[n].get('host_share') is not None else None, '25.0f'):>25s}%"
+        for n in names))
+    seeds = SEED_TTFT.get((case["requests"], case["budget"])) if args.prompt == 999 else None
+    for n in names:
+        log("")
+        log(serving_block(case["requests"], case["prompt"], case["budget"], cfg.layers, n, paths[n],
+                          (seeds or {}).get(n)))
+    # Speedups of every mlakit path over the FA2 and FlashInfer paths (total wall of the schedule).
+    sp = {}
+    for m in [x for x in names if x.startswith("mlakit")]:
+        for peer in ("fa2_vllm", "flashinfer_fa3", "flashinfer_fa2"):
+            if peer in paths and paths[m]["total_wall_ms"] and paths[peer]["total_wall_ms"]:
+                sp.setdefault(m, {})["vs_" + peer] = paths[peer]["total_wall_ms"] / paths[m]["total_wall_ms"]
+    case["speedups"] = sp
+    if sp:
+        log("")
+        log(f"speedup (peer total wall / mlakit total wall), N={case['requests']}, budget {case['budget']}:")
+        for m, d in sp.items():
+            log(f"  {m:26s} " + "  ".join(f"{k} x{v:.2f}" for k, v in d.items()))
+
+
+def report_targets(cases):
+    """Issue 7's targets, for the best mlakit path available (a graph-replayed step first)."""
+    by = {(c["requests"], c["budget"]): c for c in cases}
+    rows = []
+    for key, peer, want in TARGETS:
+        c = by.get(key)
+        if not c:
+            continue
+        for m in MLAKIT_PATHS_PREF:
+            v = (c.get("speedups") or {}).get(m, {}).get("vs_" + peer)
+            if v is not None:
+                rows.append({"case": f"N={key[0]} budget {key[1]}", "mlakit_path": m, "vs": peer,
+                             "speedup": v, "target": want, "met": v >= want})
+                break
+    for c in cases:
+        for m in ("mlakit_step_graph", "mlakit_placeholder_graph"):
+            r = c["paths"].get(m, {})
+            if r.get("host_share") is not None:
+                rows.append({"case": f"N={c['requests']} budget {c['budget']}", "mlakit_path": m,
+                             "vs": "host share", "speedup": r["host_share"], "target": HOST_SHARE_TARGET,
+                             "met": r["host_share"] < HOST_SHARE_TARGET})
+                break
+    if rows:
+        log("")
+        log("issue 7 targets (mlakit_placeholder* is today's kernel in vLLM's path, not the MLA step):")
+        for r in rows:
+            if r["vs"] == "host share":
+                log(f"  {r['case']:22s} {r['mlakit_path']:26s} host share {100 * r['speedup']:.1f}% "
+                    f"(target < {100 * r['target']:.0f}%): {'met' if r['met'] else 'MISSED'}")
+            else:
+                log(f"  {r['case']:22s} {r['mlakit_path']:26s} vs {r['vs']:16s} x{r['speedup']:.2f} "
+                    f"(target x{r['target']:.1f}): {'met' if r['met'] else 'MISSED'}")
+    return rows
+
+
+def _finite(o):
+    if isinstance(o, float) and not math.isfinite(o):
+        return None
+    if isinstance(o, dict):
+        return {str(k): _finite(v) for k, v in o.items()}
+    if isinstance(o, (list, tuple)):
+        return [_finite(v) for v in o]
+    return o
+
+
+def _git_commit():
+    try:
+        return subprocess.run(["git", "-C", REPO, "rev-parse", "HEAD"], stdout=subprocess.PIPE,
+                              stderr=subprocess.DEVNULL, text=True).stdout.strip() or "unknown"
+    except Exception:  # noqa: BLE001
+        return "unknown"
+
+
+if __name__ == "__main__":
+    sys.exit(main())
