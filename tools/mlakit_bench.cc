@@ -39,6 +39,7 @@ Workloads (default: all named workloads):
                       named workloads (the name then shows the override).
 Device and scaling:
   --device cpu|cuda|auto   (default auto: cuda if a CUDA device is usable, else cpu)
+  --kernel auto|sm80|sm90  CUDA kernel (default auto: sm90 on compute capability 9.0)
   --full              on the CPU backend, run named workloads at full size (default: every
                       length divided by --cpu-scale, 16 unless given)
   --cpu-scale N       divisor for named workloads on the CPU backend
@@ -73,6 +74,7 @@ struct Args {
   bool set_heads = false, set_kv_heads = false, set_dqk = false, set_dvo = false,
        set_dtype = false, set_causal = false, set_window = false, set_soft_cap = false;
   std::string device = "auto";
+  mlakit::KernelPreference kernel = mlakit::KernelPreference::kAuto;
   bool full = false;
   int cpu_scale = 16;
   int iters = -1, warmup = -1, rotate = -1, plan_iters = 200;
@@ -144,6 +146,13 @@ Args parse_args(int argc, char** argv) {
       a.soft_cap = static_cast<float>(to_double(need(i), "--soft-cap"));
       a.set_soft_cap = true;
     } else if (o == "--device") a.device = need(i);
+    else if (o == "--kernel") {
+      const std::string k = need(i);
+      if (k == "auto") a.kernel = mlakit::KernelPreference::kAuto;
+      else if (k == "sm80") a.kernel = mlakit::KernelPreference::kSm80;
+      else if (k == "sm90") a.kernel = mlakit::KernelPreference::kSm90;
+      else usage_error("--kernel must be auto, sm80 or sm90");
+    }
     else if (o == "--full") a.full = true;
     else if (o == "--cpu-scale") a.cpu_scale = std::max(1, to_int(need(i), "--cpu-scale"));
     else if (o == "--iters") a.iters = std::max(1, to_int(need(i), "--iters"));
@@ -251,7 +260,7 @@ std::vector<mb::Workload> build_workloads(const Args& a, bool cpu) {
   return list;
 }
 
-mlakit::PrefillConfig config_for(const mb::Workload& w, Device dev) {
+mlakit::PrefillConfig config_for(const mb::Workload& w, Device dev, mlakit::KernelPreference kernel) {
   mlakit::PrefillConfig c;
   c.num_qo_heads = w.heads;
   c.num_kv_heads = w.kv_heads;
@@ -262,6 +271,7 @@ mlakit::PrefillConfig config_for(const mb::Workload& w, Device dev) {
   c.max_q_tokens = std::max<int64_t>(1, w.total_q());
   c.max_kv_tokens = std::max<int64_t>(1, w.total_kv());
   c.device = dev;
+  c.kernel = kernel;
   return c;
 }
 
@@ -281,11 +291,12 @@ Result run_workload(const mb::Workload& w, Device dev, const Args& a) {
   r.device = mlakit::to_string(dev);
   r.tolerance = a.tol > 0 ? a.tol : mb::default_tolerance(w.dtype);
   try {
-    const mlakit::PrefillConfig cfg = config_for(w, dev);
+    const mlakit::PrefillConfig cfg = config_for(w, dev, a.kernel);
     mlakit::RaggedPrefill prefill(cfg);
     const std::vector<int32_t> qo = w.qo_indptr(), kv = w.kv_indptr();
     prefill.plan(qo.data(), kv.data(), w.batch(), w.options);
     r.info = prefill.info();
+    if (r.info.kernel_arch > 0) r.device += "/sm" + std::to_string(r.info.kernel_arch);
     r.gflop = 2.0 * (w.dqk + w.dvo) * static_cast<double>(r.info.visible_pairs) * w.heads / 1e9;
 
     // Host inputs (fixed seed; each tensor its own stream of numbers).
@@ -407,7 +418,7 @@ std::string throughput_text(const Result& r, bool cuda) {
 }
 
 void print_table(const std::vector<Result>& results, bool cuda, double peak) {
-  std::printf("\n%-26s %-7s %4s %13s %9s %11s %7s %9s %-9s %s\n", "workload", "device", "B",
+  std::printf("\n%-26s %-12s %4s %13s %9s %11s %7s %9s %-9s %s\n", "workload", "device", "B",
               "tokens q/kv", "ms", cuda ? "TFLOP/s" : "GFLOP/s", "%peak", "plan us", "scale",
               "check (max rel err)");
   for (const Result& r : results) {
@@ -417,7 +428,7 @@ void print_table(const std::vector<Result>& results, bool cuda, double peak) {
     if (r.w.scale_divisor > 1) std::snprintf(scale, sizeof scale, "1/%d cpu", r.w.scale_divisor);
     else std::snprintf(scale, sizeof scale, "full");
     if (!r.ok) {
-      std::printf("%-26s %-7s %4d %13s %9s %11s %7s %9s %-9s %s\n", r.w.name.c_str(), r.device.c_str(),
+      std::printf("%-26s %-12s %4d %13s %9s %11s %7s %9s %-9s %s\n", r.w.name.c_str(), r.device.c_str(),
                   r.w.batch(), tokens, "-", "-", "-", "-", scale, "ERROR");
       std::printf("    %s\n", r.error.c_str());
       continue;
@@ -427,7 +438,7 @@ void print_table(const std::vector<Result>& results, bool cuda, double peak) {
     else std::snprintf(pct, sizeof pct, "n/a");
     std::string tp = throughput_text(r, cuda);
     if (!cuda) tp = tp.substr(0, tp.find(' '));
-    std::printf("%-26s %-7s %4d %13s %9.3f %11s %7s %9.1f %-9s %s\n", r.w.name.c_str(), r.device.c_str(),
+    std::printf("%-26s %-12s %4d %13s %9.3f %11s %7s %9.1f %-9s %s\n", r.w.name.c_str(), r.device.c_str(),
                 r.w.batch(), tokens, r.timing.median_ms, tp.c_str(), pct, r.plan_us, scale,
                 check_text(r).c_str());
     if (r.checked && !result_passed(r)) {
@@ -487,7 +498,8 @@ std::string result_json(const Result& r) {
       .str("timing_method", r.timing.method).num("rotate", r.rotate)
       .num("tflops", r.tflops).num("pct_peak", r.pct_peak).num("plan_us", r.plan_us)
       .num("plan_num_tiles", r.info.num_tiles).num("plan_block_m", r.info.block_m)
-      .num("plan_block_n", r.info.block_n).num("plan_grid_blocks", r.info.grid_blocks);
+      .num("plan_block_n", r.info.block_n).num("plan_grid_blocks", r.info.grid_blocks)
+      .num("kernel_arch", r.info.kernel_arch);
   o.boolean("checked", r.checked);
   if (r.checked) {
     o.num("relerr", std::max(r.check.max_relerr, r.check_after.max_relerr))
@@ -547,7 +559,7 @@ std::vector<PlanOnlyRow> run_plan_only(Device dev, const Args& a) {
       w.q_lens.assign(static_cast<size_t>(b), 999);
       w.kv_lens = w.q_lens;
       w.options.causal = true;
-      mlakit::RaggedPrefill p(config_for(w, dev));
+      mlakit::RaggedPrefill p(config_for(w, dev, a.kernel));
       const std::vector<int32_t> qo = w.qo_indptr(), kv = w.kv_indptr();
       for (int i = 0; i < 10; ++i) p.plan(qo.data(), kv.data(), b, w.options);  // warm-up
       mlakit::synchronize(dev);
