@@ -198,9 +198,11 @@ TEST_P(CudaScale, SixtyFourBitOffsets) {
   const int h = 128;
   const int64_t q_rows = 90000, kv_rows = 120000;
   const int lq = 300, lk = 1000;
-  // Sequence 0: many q rows and no keys (out = 0); sequence 1: the probe, at the far end.
-  const std::vector<int32_t> qo = {0, static_cast<int32_t>(q_rows - lq), static_cast<int32_t>(q_rows)};
-  const std::vector<int32_t> kv = {0, static_cast<int32_t>(kv_rows - lk), static_cast<int32_t>(kv_rows)};
+  // Sequence 0: many q rows and no keys (out = 0); sequence 1: no q rows, so its (poisoned)
+  // keys are never read; sequence 2: the probe, at the far end of every tensor.
+  const std::vector<int32_t> qo = {0, static_cast<int32_t>(q_rows - lq), static_cast<int32_t>(q_rows - lq),
+                                   static_cast<int32_t>(q_rows)};
+  const std::vector<int32_t> kv = {0, 0, static_cast<int32_t>(kv_rows - lk), static_cast<int32_t>(kv_rows)};
   const Device dev = Device::cuda(0);
   const DType t = DType::kBF16;
   const size_t es = 2;
@@ -216,14 +218,14 @@ TEST_P(CudaScale, SixtyFourBitOffsets) {
   copy_bytes(static_cast<uint8_t*>(dk) + (kv_rows - lk) * h * 192 * es, dev, pk.data(), Device::cpu(), pk.nbytes());
   copy_bytes(static_cast<uint8_t*>(dv) + (kv_rows - lk) * h * 128 * es, dev, pv.data(), Device::cpu(), pv.nbytes());
   fill_bytes(dout, dev, 0xFF, q_rows * h * 128 * es);
-  // Sequence 0's keys are never read (it has none); poison them anyway.
+  // Sequence 1's keys are never read (it has no queries): poison them.
   fill_bytes(dk, dev, 0xFF, (kv_rows - lk) * h * 192 * es);
   fill_bytes(dv, dev, 0xFF, (kv_rows - lk) * h * 128 * es);
   {
-    RaggedPrefill p(config_for(h, h, 192, 128, t, 2, q_rows, kv_rows, GetParam()));
+    RaggedPrefill p(config_for(h, h, 192, 128, t, 3, q_rows, kv_rows, GetParam()));
     PrefillOptions o;
     o.causal = true;
-    p.plan(qo.data(), kv.data(), 2, o);
+    p.plan(qo.data(), kv.data(), 3, o);
     p.run(TensorView(dq, t, {q_rows, h, 192}, dev), TensorView(dk, t, {kv_rows, h, 192}, dev),
           TensorView(dv, t, {kv_rows, h, 128}, dev), TensorView(dout, t, {q_rows, h, 128}, dev));
     synchronize(dev);
