@@ -119,6 +119,15 @@ struct RaggedPrefill::Impl {
     for (auto& e : events) e = cuda_rt::event_create(config.device.index);
   }
 
+  // The kernel's scratch starts zeroed (the sm90 kernel's work counters; each launch leaves
+  // them zero again).
+  void zero_scratch() {
+    if (!cuda() || choice.scratch_bytes == 0) return;
+    cuda_rt::memset_async(static_cast<uint8_t*>(device_ws) + layout.total_bytes, 0, choice.scratch_bytes,
+                          config.device.index, nullptr);
+    cuda_rt::stream_synchronize(config.device.index, nullptr);
+  }
+
   ~Impl() {
     if (cuda()) {
       // Copies or kernels may still read the workspaces; let them finish before release.
@@ -145,6 +154,7 @@ RaggedPrefill::RaggedPrefill(const PrefillConfig& config) {
   impl_->host_ws = static_cast<uint8_t*>(pinned_alloc(s.host_bytes));
   impl_->device_ws = device_alloc(s.device_bytes, config.device);
   impl_->create_events();
+  impl_->zero_scratch();
 }
 
 RaggedPrefill::RaggedPrefill(const PrefillConfig& config, void* host_workspace, size_t host_bytes,
@@ -168,6 +178,7 @@ RaggedPrefill::RaggedPrefill(const PrefillConfig& config, void* host_workspace, 
   impl->host_ws = static_cast<uint8_t*>(host_workspace);
   impl->device_ws = device_workspace;
   impl->create_events();
+  impl->zero_scratch();
   impl_ = std::move(impl);
 }
 
@@ -201,9 +212,14 @@ void RaggedPrefill::plan(const int32_t* qo_indptr, const int32_t* kv_indptr, int
   if (m.cuda()) cuda_rt::event_synchronize(m.events[half]);
   uint8_t* block = m.host_ws + static_cast<size_t>(half) * m.layout.total_bytes;
 
-  auto* tiles = reinterpret_cast<plan::WorkTile*>(block + m.layout.tiles_offset);
+  const auto kind = static_cast<plan::ScheduleKind>(m.choice.schedule_kind);
+  uint8_t* work = block + m.layout.tiles_offset;
   const plan::ScheduleResult r =
-      m.scheduler.build(qo_indptr, kv_indptr, batch_size, options.causal, options.window_left, tiles);
+      kind == plan::ScheduleKind::kSequenceRuns
+          ? m.scheduler.build_runs(qo_indptr, kv_indptr, batch_size, options.causal, options.window_left,
+                                   c.num_qo_heads, reinterpret_cast<plan::SeqRun*>(work))
+          : m.scheduler.build(qo_indptr, kv_indptr, batch_size, options.causal, options.window_left,
+                              reinterpret_cast<plan::WorkTile*>(work));
 
   plan::ScheduleHeader h{};
   h.num_tiles = r.num_tiles;
@@ -218,12 +234,16 @@ void RaggedPrefill::plan(const int32_t* qo_indptr, const int32_t* kv_indptr, int
   h.soft_cap = options.logits_soft_cap;
   h.block_m = m.choice.block_m;
   h.block_n = m.choice.block_n;
+  h.schedule_kind = static_cast<int32_t>(kind);
+  h.num_runs = r.num_runs;
+  h.num_items = static_cast<int32_t>(static_cast<int64_t>(r.num_tiles) * c.num_qo_heads);
   std::memcpy(block, &h, sizeof(h));
   const size_t indptr_bytes = sizeof(int32_t) * (static_cast<size_t>(batch_size) + 1);
   std::memcpy(block + m.layout.qo_indptr_offset, qo_indptr, indptr_bytes);
   std::memcpy(block + m.layout.kv_indptr_offset, kv_indptr, indptr_bytes);
 
-  const size_t used = m.layout.used_bytes(r.num_tiles);
+  const size_t used =
+      m.layout.used_bytes(kind, kind == plan::ScheduleKind::kSequenceRuns ? r.num_runs : r.num_tiles);
   if (m.cuda()) {
     cuda_rt::memcpy_async(m.device_ws, block, used, c.device.index, stream);
     cuda_rt::event_record(m.events[half], stream);

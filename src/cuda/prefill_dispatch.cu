@@ -64,7 +64,9 @@ KernelChoice choose_prefill_kernel(int dqk, int dvo, DType dtype, int /*num_qo_h
   c.grid_blocks = prop.multiProcessorCount * per_sm;
   c.arch = sel.entry->arch;
   c.entry = sel.entry;
-  c.scratch_bytes = sel.entry->scratch_bytes_per_block * static_cast<size_t>(c.grid_blocks);
+  c.scratch_bytes =
+      sel.entry->scratch_bytes_fixed + sel.entry->scratch_bytes_per_block * static_cast<size_t>(c.grid_blocks);
+  c.schedule_kind = sel.entry->schedule_kind;
   return c;
 }
 
@@ -74,7 +76,7 @@ void launch_prefill(const KernelChoice& choice, int dqk, int dvo, DType dtype, c
   if (e == nullptr || e->head_dim_qk != dqk || e->head_dim_vo != dvo || e->dtype != dtype) {
     throw Error(ErrorKind::kRuntime, "", "launch_prefill: the kernel choice does not match the problem");
   }
-  if (e->scratch_bytes_per_block > 0 && args.scratch == nullptr) {
+  if (choice.scratch_bytes > 0 && args.scratch == nullptr) {
     throw Error(ErrorKind::kRuntime, "", std::string("launch_prefill: ") + e->name + " needs device scratch");
   }
   e->launch(args, choice.grid_blocks, stream);

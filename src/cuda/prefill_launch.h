@@ -53,7 +53,9 @@ struct KernelEntry {
   DType dtype;
   int head_dim_qk, head_dim_vo;
   int block_m, block_n;               // q rows per tile, kv rows per step
-  size_t scratch_bytes_per_block;     // device scratch (PrefillArgs::scratch) per persistent block
+  int schedule_kind;                  // plan::ScheduleKind of the work array it reads
+  size_t scratch_bytes_fixed;         // device scratch (PrefillArgs::scratch): this much once,
+  size_t scratch_bytes_per_block;     // then this much per persistent block; zeroed at creation
   void (*launch)(const PrefillArgs& args, int grid_blocks, Stream stream);
   int (*blocks_per_sm)();             // resident blocks per SM on the current device
 };
@@ -68,7 +70,8 @@ struct KernelChoice {
   int grid_blocks;
   int arch;  // 0: CPU backend; 80 or 90: which CUDA kernel
   const KernelEntry* entry = nullptr;  // null for the CPU backend
-  size_t scratch_bytes = 0;            // grid_blocks * entry->scratch_bytes_per_block
+  size_t scratch_bytes = 0;            // fixed + grid_blocks * per-block scratch of the entry
+  int schedule_kind = 0;               // plan::ScheduleKind (tiles for the CPU backend)
 };
 
 // True if a CUDA kernel exists for these head dims and dtype.

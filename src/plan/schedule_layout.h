@@ -23,9 +23,24 @@ struct ScheduleHeader {
   float soft_cap;          // 0 = none
   int32_t block_m;
   int32_t block_n;
-  int32_t reserved[5];
+  int32_t schedule_kind;   // ScheduleKind: what the work array holds
+  int32_t num_runs;        // kSequenceRuns: valid entries in runs[]
+  int32_t num_items;       // work items = num_tiles * num_qo_heads
+  int32_t reserved[2];
 };
 static_assert(sizeof(ScheduleHeader) == 64, "header is 64 bytes");
+
+// How the work array orders the (sequence, q tile, q head) items; each kernel's table entry says
+// which it reads.
+enum class ScheduleKind : int32_t {
+  // WorkTile[num_tiles], longest tile first; item w is tile w / H for head w % H (the sm80
+  // kernel's static round-robin, and the CPU backend).
+  kTilesLongestFirst = 0,
+  // SeqRun[num_runs], one per sequence with q rows, longest sequence first; a sequence's items
+  // are head-major, q tiles longest first, so the items in flight at any time share a few
+  // (sequence, head) K/V streams in L2 (the sm90 kernel's dynamic scheduler).
+  kSequenceRuns = 1,
+};
 
 // One unit of work per q head: q rows [q_tile * block_m, min(lq, (q_tile + 1) * block_m)) of
 // sequence `seq`, over that tile's visible kv range.
@@ -34,16 +49,27 @@ struct WorkTile {
   int32_t q_tile;
 };
 
+// Items [item_begin, item_begin + num_tiles * H) are sequence `seq`'s: item i is head
+// (i - item_begin) / num_tiles and q tile num_tiles - 1 - (i - item_begin) % num_tiles.
+struct SeqRun {
+  int32_t seq;
+  int32_t num_tiles;
+  int32_t item_begin;
+  int32_t cost;  // kv tiles visited over the sequence's q tiles (one head); the sort key
+};
+
 // Byte offsets of each array inside the block, fixed by the capacity.
 struct ScheduleLayout {
   size_t qo_indptr_offset;  // int32[max_batch + 1]
   size_t kv_indptr_offset;  // int32[max_batch + 1]
-  size_t tiles_offset;      // WorkTile[max_tiles]
+  size_t tiles_offset;      // the work array: WorkTile[max_tiles] or SeqRun[max_batch]
   size_t total_bytes;       // capacity of the block
   int64_t max_tiles;
 
-  size_t used_bytes(int num_tiles) const {
-    return tiles_offset + static_cast<size_t>(num_tiles) * sizeof(WorkTile);
+  // Bytes plan() publishes: everything up to the last valid work entry.
+  size_t used_bytes(ScheduleKind kind, int num_entries) const {
+    const size_t entry = kind == ScheduleKind::kSequenceRuns ? sizeof(SeqRun) : sizeof(WorkTile);
+    return tiles_offset + static_cast<size_t>(num_entries) * entry;
   }
 };
 
@@ -63,7 +89,9 @@ inline ScheduleLayout make_layout(int max_batch, int64_t max_q_tokens, int block
   l.kv_indptr_offset = off;
   off = align_up(off + sizeof(int32_t) * (static_cast<size_t>(max_batch) + 1), 16);
   l.tiles_offset = off;
-  off += sizeof(WorkTile) * static_cast<size_t>(l.max_tiles);
+  const size_t tiles_bytes = sizeof(WorkTile) * static_cast<size_t>(l.max_tiles);
+  const size_t runs_bytes = sizeof(SeqRun) * static_cast<size_t>(max_batch);
+  off += tiles_bytes > runs_bytes ? tiles_bytes : runs_bytes;
   l.total_bytes = align_up(off, 256);
   return l;
 }

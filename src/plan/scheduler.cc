@@ -60,6 +60,7 @@ Scheduler::Scheduler(int max_batch, int64_t max_q_tokens, int64_t max_kv_tokens,
   cost_.resize(static_cast<size_t>(max_tiles_));
   // Costs are 1 .. ceil(max_kv_len / block_n) + 1 <= max_kv_tokens / block_n + 2.
   bucket_.resize(static_cast<size_t>(max_kv_tokens / block_n + 3));
+  run_scratch_.resize(static_cast<size_t>(max_batch));
 }
 
 ScheduleResult Scheduler::build(const int32_t* qo, const int32_t* kv, int batch, bool causal,
@@ -99,6 +100,43 @@ ScheduleResult Scheduler::build(const int32_t* qo, const int32_t* kv, int batch,
     for (int32_t qt = 0; qt < ntiles; ++qt) tiles[bucket_[cost_[t++]]++] = WorkTile{b, qt};
   }
   r.num_tiles = n;
+  return r;
+}
+
+ScheduleResult Scheduler::build_runs(const int32_t* qo, const int32_t* kv, int batch, bool causal,
+                                     int window_left, int heads, SeqRun* runs) {
+  if (batch > max_batch_ || qo[batch] > max_q_tokens_ || kv[batch] > max_kv_tokens_) {
+    throw Error(ErrorKind::kInvalidArgument, "batch_size", "batch exceeds the scheduler capacity");
+  }
+  ScheduleResult r;
+  int n = 0;
+  for (int b = 0; b < batch; ++b) {
+    const int64_t lq = qo[b + 1] - qo[b], lk = kv[b + 1] - kv[b];
+    r.visible_pairs += visible_pairs(lq, lk, causal, window_left);
+    if (lq <= 0) continue;
+    const int32_t ntiles = static_cast<int32_t>((lq + block_m_ - 1) / block_m_);
+    int64_t cost = 0;
+    for (int32_t t = 0; t < ntiles; ++t) {
+      const int64_t r0 = static_cast<int64_t>(t) * block_m_;
+      cost += tile_cost(r0, std::min(lq, r0 + block_m_), lq, lk, causal, window_left, block_n_);
+    }
+    run_scratch_[n++] = SeqRun{b, ntiles, 0, static_cast<int32_t>(std::min<int64_t>(cost, INT32_MAX))};
+    r.num_tiles += ntiles;
+  }
+  // Longest first; the tie-break keeps the order a function of the lengths alone.
+  std::sort(run_scratch_.begin(), run_scratch_.begin() + n, [](const SeqRun& a, const SeqRun& b) {
+    return a.cost != b.cost ? a.cost > b.cost : a.seq < b.seq;
+  });
+  int64_t item = 0;
+  for (int i = 0; i < n; ++i) {
+    runs[i] = run_scratch_[i];
+    runs[i].item_begin = static_cast<int32_t>(item);
+    item += static_cast<int64_t>(runs[i].num_tiles) * heads;
+  }
+  if (item > INT32_MAX) {
+    throw Error(ErrorKind::kInvalidArgument, "qo_indptr", "more than 2^31 - 1 (q tile, head) work items");
+  }
+  r.num_runs = n;
   return r;
 }
 

@@ -30,6 +30,7 @@ int32_t tile_cost(int64_t row_begin, int64_t row_end, int64_t lq, int64_t lk, bo
 
 struct ScheduleResult {
   int num_tiles = 0;
+  int num_runs = 0;  // build_runs only
   int64_t visible_pairs = 0;
 };
 
@@ -47,6 +48,11 @@ class Scheduler {
   ScheduleResult build(const int32_t* qo_indptr, const int32_t* kv_indptr, int batch_size,
                        bool causal, int window_left, WorkTile* tiles);
 
+  // ScheduleKind::kSequenceRuns: one SeqRun per sequence with q rows (room for max_batch),
+  // longest (most kv tiles visited) first, ties by sequence index; item ranges for `heads` q heads.
+  ScheduleResult build_runs(const int32_t* qo_indptr, const int32_t* kv_indptr, int batch_size,
+                            bool causal, int window_left, int heads, SeqRun* runs);
+
  private:
   int block_m_, block_n_;
   int max_batch_;
@@ -54,6 +60,7 @@ class Scheduler {
   int64_t max_tiles_;
   std::vector<int32_t> cost_;    // per tile, in generation order
   std::vector<int32_t> bucket_;  // counts, then start offsets, per cost
+  std::vector<SeqRun> run_scratch_;  // build_runs, before sorting
 };
 
 }  // namespace plan

@@ -15,7 +15,7 @@ void fake_launch(const cuda::PrefillArgs&, int, Stream) {}
 int fake_occupancy() { return 1; }
 
 KernelEntry entry(const char* name, int arch, DType t, int dqk, int dvo) {
-  return KernelEntry{name, arch, t, dqk, dvo, arch == 90 ? 128 : 128, arch == 90 ? 128 : 64, 0,
+  return KernelEntry{name, arch, t, dqk, dvo, 128, arch == 90 ? 128 : 64, arch == 90 ? 1 : 0, 0, 0,
                      &fake_launch, &fake_occupancy};
 }
 

@@ -180,3 +180,59 @@ TEST(Scheduler, ReusableAcrossBuildsAndZeroBatch) {
 
 }  // namespace
 }  // namespace mlakit
+
+namespace mlakit {
+namespace {
+
+// The sm90 kernel's schedule: one run per sequence with q rows, longest first (ties by index),
+// item ranges covering [0, tiles * H) exactly once.
+TEST(SchedulerRuns, LongestSequenceFirstAndItemRangesTile) {
+  plan::Scheduler s(8, 100000, 100000, 128, 128);
+  const std::vector<int32_t> q = {300, 0, 999, 5, 999, 128};
+  const std::vector<int32_t> k = {300, 10, 999, 900, 999, 4000};
+  std::vector<int32_t> qo = {0}, kv = {0};
+  for (size_t i = 0; i < q.size(); ++i) {
+    qo.push_back(qo.back() + q[i]);
+    kv.push_back(kv.back() + k[i]);
+  }
+  std::vector<plan::SeqRun> runs(8);
+  const int heads = 3;
+  const plan::ScheduleResult r = s.build_runs(qo.data(), kv.data(), 6, true, -1, heads, runs.data());
+  ASSERT_EQ(r.num_runs, 5);  // sequence 1 has no q rows
+  int tiles = 0;
+  int64_t pairs = 0;
+  for (size_t i = 0; i < q.size(); ++i) {
+    tiles += (q[i] + 127) / 128;
+    pairs += plan::visible_pairs(q[i], k[i], true, -1);
+  }
+  EXPECT_EQ(r.num_tiles, tiles);
+  EXPECT_EQ(r.visible_pairs, pairs);
+  int32_t next = 0;
+  for (int i = 0; i < r.num_runs; ++i) {
+    EXPECT_EQ(runs[i].item_begin, next) << i;
+    EXPECT_EQ(runs[i].num_tiles, (q[runs[i].seq] + 127) / 128);
+    next += runs[i].num_tiles * heads;
+    if (i > 0) {
+      const bool ordered = runs[i - 1].cost > runs[i].cost ||
+                           (runs[i - 1].cost == runs[i].cost && runs[i - 1].seq < runs[i].seq);
+      EXPECT_TRUE(ordered) << "run " << i;
+    }
+  }
+  EXPECT_EQ(next, tiles * heads);
+  // The two 999-token sequences cost the same: the lower index comes first.
+  int first999 = -1, second999 = -1;
+  for (int i = 0; i < r.num_runs; ++i) {
+    if (runs[i].seq == 2) first999 = i;
+    if (runs[i].seq == 4) second999 = i;
+  }
+  EXPECT_LT(first999, second999);
+  // Costs (kv tiles visited + 1 per q tile): a 999-token prompt 2+3+...+9 = 44, 128 rows
+  // against 4000 keys 32 + 1 = 33, 300 tokens 2+3+4 = 9: the two prompts lead, then seq 5.
+  EXPECT_EQ(runs[0].seq, 2);
+  EXPECT_EQ(runs[0].cost, 44);
+  EXPECT_EQ(runs[2].seq, 5);
+  EXPECT_EQ(runs[2].cost, 33);
+}
+
+}  // namespace
+}  // namespace mlakit

@@ -1,5 +1,6 @@
-// Persistent-grid work distribution: the plan lists (sequence, q tile) pairs longest first;
-// work item w is tile w / H for q head w % H, and block b takes items b, b + grid, b + 2 grid, ...
+// Decoding work items from the device schedule (plan/schedule_layout.h): item() for the
+// longest-tile-first list (tile w / H, head w % H; the sm80 kernel's blocks take items b,
+// b + grid, ...), run_item() for the per-sequence runs the sm90 kernel's dynamic scheduler walks.
 // Everything is read from the device schedule, so a captured launch follows a new plan.
 #pragma once
 
@@ -22,14 +23,16 @@ struct ScheduleView {
   const plan::ScheduleHeader* header;
   const int32_t* qo_indptr;
   const int32_t* kv_indptr;
-  const plan::WorkTile* tiles;
+  const plan::WorkTile* tiles;  // ScheduleKind::kTilesLongestFirst
+  const plan::SeqRun* runs;     // ScheduleKind::kSequenceRuns (the same array)
 
   __device__ __forceinline__ static ScheduleView from(const PrefillArgs& a) {
     const char* base = static_cast<const char*>(a.schedule);
     return {reinterpret_cast<const plan::ScheduleHeader*>(base),
             reinterpret_cast<const int32_t*>(base + a.qo_indptr_offset),
             reinterpret_cast<const int32_t*>(base + a.kv_indptr_offset),
-            reinterpret_cast<const plan::WorkTile*>(base + a.tiles_offset)};
+            reinterpret_cast<const plan::WorkTile*>(base + a.tiles_offset),
+            reinterpret_cast<const plan::SeqRun*>(base + a.tiles_offset)};
   }
 
   __device__ __forceinline__ WorkItem item(int w, int num_heads, int block_m) const {
@@ -41,6 +44,28 @@ struct ScheduleView {
     it.kv_begin = kv_indptr[t.seq];
     it.lk = kv_indptr[t.seq + 1] - it.kv_begin;
     it.row0 = t.q_tile * block_m;
+    return it;
+  }
+
+  // Item w of a kSequenceRuns schedule: the run holding it by binary search over item_begin
+  // (ascending), then head-major, q tiles longest (last) first inside the run.
+  __device__ __forceinline__ WorkItem run_item(int w, int num_runs, int block_m) const {
+    int lo = 0, hi = num_runs - 1;
+    while (lo < hi) {
+      const int mid = (lo + hi + 1) >> 1;
+      if (runs[mid].item_begin <= w) lo = mid;
+      else hi = mid - 1;
+    }
+    const plan::SeqRun r = runs[lo];
+    const int local = w - r.item_begin;
+    WorkItem it;
+    it.head = local / r.num_tiles;
+    const int q_tile = r.num_tiles - 1 - (local - it.head * r.num_tiles);
+    it.q_begin = qo_indptr[r.seq];
+    it.lq = qo_indptr[r.seq + 1] - it.q_begin;
+    it.kv_begin = kv_indptr[r.seq];
+    it.lk = kv_indptr[r.seq + 1] - it.kv_begin;
+    it.row0 = q_tile * block_m;
     return it;
   }
 };

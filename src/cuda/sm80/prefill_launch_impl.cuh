@@ -61,6 +61,8 @@ void launch_entry(const PrefillArgs& args, int grid_blocks, Stream stream) {
       DVO,                                                                                        \
       sm80::KernelShape<DQK, DVO>::BM,                                                            \
       sm80::KernelShape<DQK, DVO>::BN,                                                            \
+      0 /* ScheduleKind::kTilesLongestFirst */,                                                   \
+      0,                                                                                          \
       0,                                                                                          \
       &sm80::launch_entry<MLAKIT_ELEM_##tag, DQK, DVO>,                                           \
       &sm80::blocks_per_sm_sm80<MLAKIT_ELEM_##tag, DQK, DVO>};

@@ -4,13 +4,19 @@
 //   - warpgroup 0, warp 0 (the producer, registers given away with setmaxnreg): TMA loads of Q
 //     (once per tile) and of K and V tiles of 128 keys into a two-stage shared-memory ring,
 //     each completing on an mbarrier; "empty" barriers tell it when a stage may be refilled.
-//   - warpgroups 1 and 2 (the consumers, 240 registers each): 64 query rows each. Per kv tile:
+//   - warpgroups 1 and 2 (the consumers, 232 registers each): 64 query rows each. Per kv tile:
 //     S = Q K^T with wgmma (both operands in shared memory, 12 k-steps of 16 for Dqk = 192), the
 //     online softmax in registers, then O += P V with P as the register A operand and V read
 //     MN-major straight from its token-major layout (no transpose copy, V never padded).
 //     The next tile's S = Q K^T is issued before this tile's P V completes and its softmax runs
-//     while P V is in flight (FlashAttention-3's intra-warpgroup overlap); the two consumer
-//     warpgroups interleave on the tensor cores by themselves.
+//     while P V is in flight (FlashAttention-3's intra-warpgroup overlap), and the two consumer
+//     warpgroups take turns issuing GEMMs (ping-pong, named barriers), so one's softmax hides
+//     under the other's matrix work.
+// Scheduling: persistent blocks take work items dynamically (an atomic counter in the device
+// scratch, reset by the last block out); the plan orders items so that the ones in flight
+// together are q tiles of the same (sequence, head) and share its K/V in L2
+// (plan::ScheduleKind::kSequenceRuns). The producer decodes each item and hands it to the
+// consumers through shared memory with the Q load.
 // Nothing is padded: a kv tile that runs past the sequence is masked (scores -> -inf), and the V
 // rows past the sequence are zeroed in shared memory so 0 * (whatever is there) cannot make NaN.
 // Extents: each block rewrites the outermost extent of its copies of the tensor maps to the
@@ -31,6 +37,11 @@
 #include "cuda/common/work_scheduler.cuh"
 #include "cuda/prefill_launch.h"
 #include "cuda/sm90/ptx_sm90.cuh"
+
+// Inter-warpgroup ping-pong of the consumers' GEMMs (see TurnTaking); 0 turns it off.
+#ifndef MLAKIT_SM90_PINGPONG
+#define MLAKIT_SM90_PINGPONG 1
+#endif
 
 namespace mlakit {
 namespace cuda {
@@ -57,10 +68,13 @@ struct Sm90Shape {
   static constexpr int kOffV = kOffK + kStages * kKBytes;
   static constexpr int kOffBars = kOffV + kStages * kVBytes;
   static constexpr int kNumBars = 2 + 4 * kStages;
-  static constexpr int kOffMaps = (kOffBars + kNumBars * 8 + 127) / 128 * 128;
+  static constexpr int kOffSlot = kOffBars + kNumBars * 8;  // the item the producer hands over
+  static constexpr int kOffMaps = (kOffSlot + 64 + 127) / 128 * 128;
   static constexpr int kNumMaps = 4;  // q, k, k_rope, v
   // + 1024: the dynamic shared-memory base is re-aligned to the 1024-byte swizzle atom.
   static constexpr int kSmemBytes = kOffMaps + kNumMaps * 128 + 1024;
+  // Device scratch: two work counters (next item, blocks done), then each block's tensor maps.
+  static constexpr size_t kScratchFixed = 128;
   static constexpr size_t kScratchPerBlock = kNumMaps * 128;
   static_assert(DQK % 64 == 0 && DVO == 128, "the sm90 kernel covers Dqk in {128, 192}, Dvo = 128");
   static_assert(kSmemBytes <= 227 * 1024, "shared memory budget");
@@ -78,19 +92,20 @@ struct Sm90Params {
   int kr_rank;        // 3 or 2 (one rope row shared by every kv head)
 };
 
-// What a block needs to know about one work item (identical in producer and consumers).
+// One work item as the producer hands it to the consumers (through shared memory).
 struct ItemPlan {
   WorkItem it;
   int rows;      // valid q rows of the tile
   int n_begin;   // first kv row walked (a multiple of BN)
   int n_tiles;   // kv tiles walked; 0 when no row of the tile sees a key
+  int valid;     // 0: no more work for this block
 };
 
 template <int BM, int BN>
-__device__ __forceinline__ ItemPlan plan_item(const ScheduleView& sched, const plan::ScheduleHeader& hdr, int w,
-                                              int num_heads) {
+__device__ __forceinline__ ItemPlan plan_item(const ScheduleView& sched, const plan::ScheduleHeader& hdr, int w) {
   ItemPlan ip;
-  ip.it = sched.item(w, num_heads, BM);
+  ip.valid = 1;
+  ip.it = sched.run_item(w, hdr.num_runs, BM);
   ip.rows = min(BM, ip.it.lq - ip.it.row0);
   const rule::MaskRule<int> mr{ip.it.lq, ip.it.lk, hdr.causal != 0, hdr.window_left};
   const rule::KvRange<int> span = mr.tile_range(ip.it.row0, ip.rows);
@@ -106,7 +121,7 @@ __device__ __forceinline__ void producer(const Sm90Params& p, uint32_t sbase, un
   const PrefillArgs& a = p.args;
   // Per-block copies of the tensor maps with the plan's extents (see the file comment).
   CUtensorMap* gmaps = reinterpret_cast<CUtensorMap*>(static_cast<unsigned char*>(a.scratch) +
-                                                      blockIdx.x * Shape::kScratchPerBlock);
+                                                      Shape::kScratchFixed + blockIdx.x * Shape::kScratchPerBlock);
   const uint32_t smaps = sbase + Shape::kOffMaps;
   if (lane < 8) {  // 4 maps x 128 bytes = 8 lanes x 4 x 16 bytes
     uint4* dst = reinterpret_cast<uint4*>(smem + Shape::kOffMaps);
@@ -135,26 +150,40 @@ __device__ __forceinline__ void producer(const Sm90Params& p, uint32_t sbase, un
 #pragma unroll
   for (int m = 0; m < Shape::kNumMaps; ++m) tensormap_acquire(&gmaps[m]);
 
-  const int num_heads = a.num_qo_heads;
-  const int group = num_heads / a.num_kv_heads;
-  const int total_work = hdr.num_tiles * num_heads;
+  const int group = a.num_qo_heads / a.num_kv_heads;
+  const int total_items = hdr.num_items;
   const int nope_cols = Shape::DQK - a.k_rope_dim;  // columns of K that come from `k`
   auto bar = [&](int i) { return sbase + Shape::kOffBars + 8 * i; };
+  int* next_item = static_cast<int*>(a.scratch);  // items handed out beyond the first grid
+  int* blocks_done = next_item + 1;
+  ItemPlan* slot = reinterpret_cast<ItemPlan*>(smem + Shape::kOffSlot);
 
+  // Dynamic scheduling: the first item is blockIdx.x, then whatever the counter hands out, so a
+  // block that drew short items takes more of them. Items are ordered so that those in flight
+  // together share K/V in L2 (ScheduleKind::kSequenceRuns).
   uint32_t q_iter = 0, kv_iter = 0;
-  for (int w = blockIdx.x; w < total_work; w += gridDim.x) {
-    const ItemPlan ip = plan_item<BM, BN>(sched, hdr, w, num_heads);
-    if (ip.n_tiles == 0) continue;
-    const int kv_head = ip.it.head / group;
-
+  int w = blockIdx.x;
+  while (true) {
+    ItemPlan ip{};
+    if (w < total_items) ip = plan_item<BM, BN>(sched, hdr, w);
+    // The consumers are done with the previous item's slot (and Q) once they release Q.
     mbar_wait(bar(kBarQEmpty), (q_iter & 1) ^ 1);
+    *slot = ip;
+    ++q_iter;
+    if (!ip.valid || ip.n_tiles == 0) {
+      mbar_arrive(bar(kBarQFull));  // hand over without data (end of work, or rows with no key)
+      if (!ip.valid) break;
+      w = atomicAdd(next_item, 1) + gridDim.x;
+      continue;
+    }
+    const int kv_head = ip.it.head / group;
     mbar_arrive_expect_tx(bar(kBarQFull), Shape::kQBytes);
 #pragma unroll
     for (int c = 0; c < Shape::kQBoxes; ++c) {
       tma_load_3d(sbase + Shape::kOffQ + c * Shape::kBoxBytesQ, &gmaps[0], bar(kBarQFull), c * 64, ip.it.head,
                   ip.it.q_begin + ip.it.row0);
     }
-    ++q_iter;
+    const int w_next = atomicAdd(next_item, 1) + gridDim.x;  // fetched early: latency hidden
 
     for (int t = 0; t < ip.n_tiles; ++t, ++kv_iter) {
       const int s = kv_iter & 1;
@@ -182,6 +211,13 @@ __device__ __forceinline__ void producer(const Sm90Params& p, uint32_t sbase, un
         tma_load_3d(sv + c * Shape::kBoxBytesKV, &gmaps[3], bar(kBarVFull + s), c * 64, kv_head, row);
       }
     }
+    w = w_next;
+  }
+  // The last block out leaves the counters zero for the next launch (or graph replay).
+  __threadfence();
+  if (atomicAdd(blocks_done, 1) == static_cast<int>(gridDim.x) - 1) {
+    atomicExch(next_item, 0);
+    atomicExch(blocks_done, 0);
   }
 }
 
@@ -235,25 +271,52 @@ __device__ __forceinline__ void softmax_step(RowSoftmax<BN / 8>& sm, float (&s)[
   }
 }
 
+// Ping-pong between the two consumer warpgroups (FlashAttention-3's inter-warpgroup schedule):
+// each issues its GEMMs only in its turn and then passes the turn on, so one warpgroup's softmax
+// runs while the other's GEMMs occupy the tensor cores. Named barriers 2 and 3 (1 is the V clear).
+struct TurnTaking {
+  int cw;  // 0 or 1
+  __device__ __forceinline__ explicit TurnTaking(int consumer) : cw(consumer) {}
+  __device__ __forceinline__ void begin() const {
+#if MLAKIT_SM90_PINGPONG
+    if (cw == 0) named_barrier_sync<2, 256>();
+    else named_barrier_sync<3, 256>();
+#endif
+  }
+  __device__ __forceinline__ void end() const {
+#if MLAKIT_SM90_PINGPONG
+    if (cw == 0) named_barrier_arrive<3, 256>();
+    else named_barrier_arrive<2, 256>();
+#endif
+  }
+};
+
 template <typename T, typename Shape>
 __device__ __forceinline__ void consumer(const Sm90Params& p, uint32_t sbase, unsigned char* smem,
-                                         const ScheduleView& sched, const plan::ScheduleHeader& hdr, int cw) {
-  constexpr int BM = Shape::BM, BN = Shape::BN, DVO = Shape::DVO;
+                                         const plan::ScheduleHeader& hdr, int cw) {
+  constexpr int BN = Shape::BN, DVO = Shape::DVO;
   const PrefillArgs& a = p.args;
   const int tid = threadIdx.x % 128;
   const int warp = tid / 32;
   const int lane = tid % 32;
-  const int num_heads = a.num_qo_heads;
-  const int total_work = hdr.num_tiles * num_heads;
   const ScoreTransform tf = ScoreTransform::from(hdr);
   auto bar = [&](int i) { return sbase + Shape::kOffBars + 8 * i; };
   const uint32_t q_rows_base = sbase + Shape::kOffQ + cw * 64 * 128;  // this warpgroup's 64 rows
   const int warp_row0 = cw * 64 + warp * 16;                          // inside the tile
+  const ItemPlan* slot = reinterpret_cast<const ItemPlan*>(smem + Shape::kOffSlot);
+  const TurnTaking turn(cw);
+#if MLAKIT_SM90_PINGPONG
+  if (cw == 1) named_barrier_arrive<2, 256>();  // warpgroup 0 goes first
+#endif
 
   T* o_all = static_cast<T*>(a.out);
   uint32_t q_iter = 0, kv_iter = 0;
-  for (int w = blockIdx.x; w < total_work; w += gridDim.x) {
-    const ItemPlan ip = plan_item<BM, BN>(sched, hdr, w, num_heads);
+  while (true) {
+    // The producer publishes the item (and starts its Q load) before arriving on "Q full".
+    mbar_wait(bar(kBarQFull), q_iter & 1);
+    ++q_iter;
+    const ItemPlan ip = *slot;
+    if (!ip.valid) break;
     const WorkItem& it = ip.it;
     const rule::MaskRule<int> mr{it.lq, it.lk, hdr.causal != 0, hdr.window_left};
     const int row_in_seq[2] = {it.row0 + warp_row0 + lane / 4, it.row0 + warp_row0 + lane / 4 + 8};
@@ -264,7 +327,9 @@ __device__ __forceinline__ void consumer(const Sm90Params& p, uint32_t sbase, un
     RowSoftmax<BN / 8> sm;
     sm.init();
 
-    if (ip.n_tiles > 0) {
+    if (ip.n_tiles == 0) {
+      if (lane == 0) mbar_arrive(bar(kBarQEmpty));  // nothing loaded; the slot is read
+    } else {
       float s[BN / 8][4];
       uint32_t pf[BN / 16][4];
       float alpha[2];
@@ -272,15 +337,14 @@ __device__ __forceinline__ void consumer(const Sm90Params& p, uint32_t sbase, un
       float(&o_flat)[64] = reinterpret_cast<float(&)[64]>(o);
       uint32_t(&pf_flat)[BN / 4] = reinterpret_cast<uint32_t(&)[BN / 4]>(pf);
 
-      mbar_wait(bar(kBarQFull), q_iter & 1);
-      ++q_iter;
-
       // kv tile 0: S, softmax, P.
       uint32_t stage = kv_iter & 1, parity = (kv_iter >> 1) & 1;
       mbar_wait(bar(kBarKFull + stage), parity);
+      turn.begin();
       wgmma_fence();
       issue_qk<T, Shape>(s_flat, q_rows_base, sbase + Shape::kOffK + stage * Shape::kKBytes);
       wgmma_commit();
+      turn.end();
       wgmma_wait<0>();
       fence_regs(s_flat);
       if (lane == 0) {
@@ -299,12 +363,14 @@ __device__ __forceinline__ void consumer(const Sm90Params& p, uint32_t sbase, un
         n0 += BN;
         // Issue S_t = Q K_t^T, then O += P_{t-1} V_{t-1}; softmax of S_t overlaps the latter.
         mbar_wait(bar(kBarKFull + stage), parity);
+        mbar_wait(bar(kBarVFull + prev_stage), ((kv_iter - 1) >> 1) & 1);
+        turn.begin();
         wgmma_fence();
         issue_qk<T, Shape>(s_flat, q_rows_base, sbase + Shape::kOffK + stage * Shape::kKBytes);
         wgmma_commit();
-        mbar_wait(bar(kBarVFull + prev_stage), ((kv_iter - 1) >> 1) & 1);
         issue_pv<T, Shape>(o_flat, pf, sbase + Shape::kOffV + prev_stage * Shape::kVBytes);
         wgmma_commit();
+        turn.end();
         wgmma_wait<1>();
         fence_regs(s_flat);
         if (lane == 0) {
@@ -337,11 +403,13 @@ __device__ __forceinline__ void consumer(const Sm90Params& p, uint32_t sbase, un
               make_uint4(0, 0, 0, 0);
         }
         fence_proxy_async_smem();
-        named_barrier_sync(1, 256);
+        named_barrier_sync<1, 256>();
       }
+      turn.begin();
       wgmma_fence();
       issue_pv<T, Shape>(o_flat, pf, sbase + Shape::kOffV + stage * Shape::kVBytes);
       wgmma_commit();
+      turn.end();
       wgmma_wait<0>();
       fence_regs(o_flat);
       fence_regs(pf_flat);
@@ -360,6 +428,9 @@ __device__ __forceinline__ void consumer(const Sm90Params& p, uint32_t sbase, un
     store_rows<DVO>(o, sm.m, l_total, out_tile, a.o_stride_tok, lse_tile, a.lse_stride_tok, warp_row0, ip.rows,
                     lane);
   }
+#if MLAKIT_SM90_PINGPONG
+  if (cw == 0) named_barrier_sync<2, 256>();  // the turn warpgroup 1 passed last
+#endif
 }
 
 template <typename T, typename Shape>
@@ -391,12 +462,15 @@ __global__ void __launch_bounds__(Shape::kThreads, 1) prefill_sm90_kernel(const 
   }
   __syncthreads();
 
+  // Register split (64512 = 128 x 40 + 256 x 232): the producer loop fits 40 without spills,
+  // and the consumers' main loop (O, S, P = 160 live registers) fits 232 without spills
+  // (24 / 240 made the producer spill; checked in the SASS).
   if (wg == 0) {
-    setmaxnreg_dec<24>();
+    setmaxnreg_dec<40>();
     if (threadIdx.x / 32 == 0) producer<Shape>(p, sbase, smem, sched, hdr, threadIdx.x % 32);
   } else {
-    setmaxnreg_inc<240>();
-    consumer<T, Shape>(p, sbase, smem, sched, hdr, wg - 1);
+    setmaxnreg_inc<232>();
+    consumer<T, Shape>(p, sbase, smem, hdr, wg - 1);
   }
 }
 

@@ -88,6 +88,8 @@ void launch_entry(const PrefillArgs& args, int grid_blocks, Stream stream) {
       DVO,                                                                   \
       sm90::Sm90Shape<DQK, DVO>::BM,                                         \
       sm90::Sm90Shape<DQK, DVO>::BN,                                         \
+      static_cast<int>(plan::ScheduleKind::kSequenceRuns),                   \
+      sm90::Sm90Shape<DQK, DVO>::kScratchFixed,                              \
       sm90::Sm90Shape<DQK, DVO>::kScratchPerBlock,                           \
       &sm90::launch_entry<MLAKIT_ELEM_##tag, DQK, DVO>,                      \
       &sm90::blocks_per_sm_sm90<MLAKIT_ELEM_##tag, DQK, DVO>};
