@@ -91,11 +91,11 @@ def test_run_tensor_errors(planned):
         attn.run(q.astype(np.float32), kv, kv)
     with pytest.raises(TypeError, match=r"^mlakit: k: "):
         attn.run(q, kv.astype(np.float32), kv)
-    with pytest.raises(ValueError, match=r"^mlakit: q: has 9 tokens but qo_indptr totals 10"):
+    with pytest.raises(ValueError, match=r"^mlakit: q: has 9 rows, fewer than the 10 tokens qo_indptr totals"):
         attn.run(q[:9], kv, kv)
     with pytest.raises(ValueError, match=r"^mlakit: k: "):
         attn.run(q, kv[:11], kv)
-    with pytest.raises(ValueError, match=r"^mlakit: k: head dim 64 differs from q's 32"):
+    with pytest.raises(ValueError, match=r"^mlakit: q: head dim 32 differs from config.head_dim_qk = 64"):
         attn.run(np.zeros((10, 4, 32), np.float16), kv, kv)
     with pytest.raises(ValueError, match=r"^mlakit: q: "):
         attn.run(np.zeros((10, 3, 64), np.float16), kv, kv)
