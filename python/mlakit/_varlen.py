@@ -129,9 +129,16 @@ def _run(q: Tensor, k: Tensor, v: Tensor, cu_seqlens_q: Tensor, cu_seqlens_k: Te
     else:
         lengths = (_host_values(host_q if host_q is not None else cu_seqlens_q, "cu_seqlens_q"),
                    _host_values(host_k if host_k is not None else cu_seqlens_k, "cu_seqlens_k"))
+        if not lengths[0]:
+            raise ValueError("mlakit: cu_seqlens_q: must have batch_size + 1 >= 1 entries, got 0")
         if len(lengths[0]) != len(lengths[1]):
             raise ValueError(f"mlakit: cu_seqlens_k: has {len(lengths[1])} entries but cu_seqlens_q has "
                              f"{len(lengths[0])}")
+        # Checked here, before a plan is sized from these tensors, so the error names the tensor.
+        for name, t, total, cu in (("q", q, lengths[0][-1], "cu_seqlens_q"), ("k", k, lengths[1][-1], "cu_seqlens_k"),
+                                   ("v", v, lengths[1][-1], "cu_seqlens_k")):
+            if t.shape[0] < total:
+                raise ValueError(f"mlakit: {name}: has {t.shape[0]} rows, fewer than the {total} tokens {cu} totals")
         capacity = _capacity(q, k, len(lengths[0]) - 1, plan)
         if plan is None or capacity != plan.capacity:
             if plan is not None and plan.captured:

@@ -111,8 +111,13 @@ def test_bad_tensors_are_named(gen):
         fa(q.float(), k.float(), v.float(), cq, ck, 9, 20)
     with pytest.raises(ValueError, match=r"^mlakit: cu_seqlens_k: has 2 entries but cu_seqlens_q has 3"):
         fa(q, k, v, cq, ck[:2], 9, 20)
-    with pytest.raises(ValueError, match=r"^mlakit: q: has 14 rows, fewer than the 15 tokens"):
+    mlakit._varlen._plans.clear()  # no plan from an earlier test: the check must not depend on one
+    with pytest.raises(ValueError, match=r"^mlakit: q: has 14 rows, fewer than the 15 tokens cu_seqlens_q totals"):
         fa(q[:14], k, v, cq, ck, 9, 20)
+    with pytest.raises(ValueError, match=r"^mlakit: v: has 25 rows, fewer than the 26 tokens cu_seqlens_k totals"):
+        fa(q, k, v[:25], cq, ck, 9, 20)
+    with pytest.raises(ValueError, match=r"^mlakit: cu_seqlens_q: must have batch_size \+ 1 >= 1 entries"):
+        fa(q, k, v, cq[:0], ck[:0], 9, 20)
     # A causal window to the right would need a right window: fine with causal (FA ignores it).
     assert fa(q, k, v, cq, ck, 9, 20, causal=True, window_size=(3, 2)).shape == (15, 4, 32)
 
