@@ -94,6 +94,23 @@ Workload scaled(const Workload& w, int divisor) {
   return s;
 }
 
+namespace {
+
+// A non-negative decimal integer, all of `s` (std::stol would accept "12abc" and report "abc"
+// as "stol").
+bool parse_count(const std::string& s, long* out) {
+  if (s.empty() || s.size() > 10) return false;
+  long v = 0;
+  for (char c : s) {
+    if (c < '0' || c > '9') return false;
+    v = v * 10 + (c - '0');
+  }
+  *out = v;
+  return true;
+}
+
+}  // namespace
+
 std::vector<int32_t> parse_lens(const std::string& spec) {
   std::vector<int32_t> out;
   size_t pos = 0;
@@ -104,18 +121,15 @@ std::vector<int32_t> parse_lens(const std::string& spec) {
     if (item.empty()) throw std::invalid_argument("empty length in '" + spec + "'");
     long count = 1, len = 0;
     const size_t x = item.find('x');
-    size_t used = 0;
     if (x != std::string::npos) {
-      count = std::stol(item.substr(0, x), &used);
-      if (used != x) throw std::invalid_argument("bad count in '" + item + "'");
-      const std::string rest = item.substr(x + 1);
-      len = std::stol(rest, &used);
-      if (used != rest.size()) throw std::invalid_argument("bad length in '" + item + "'");
-    } else {
-      len = std::stol(item, &used);
-      if (used != item.size()) throw std::invalid_argument("bad length in '" + item + "'");
+      if (!parse_count(item.substr(0, x), &count))
+        throw std::invalid_argument("'" + item + "': the count before 'x' is not a number");
+      if (!parse_count(item.substr(x + 1), &len))
+        throw std::invalid_argument("'" + item + "': the length after 'x' is not a number");
+    } else if (!parse_count(item, &len)) {
+      throw std::invalid_argument("'" + item + "' is not a length (a number, or NxL for N times L)");
     }
-    if (count < 1 || len < 0 || len > (1L << 30))
+    if (count < 1 || len > (1L << 30))
       throw std::invalid_argument("out of range: '" + item + "'");
     for (long i = 0; i < count; ++i) out.push_back(static_cast<int32_t>(len));
     pos = comma + 1;

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <climits>
 #include <ctime>
 #include <fstream>
 #include <memory>
@@ -100,15 +101,20 @@ Args parse_args(int argc, char** argv) {
     if (i + 1 >= argc) usage_error(std::string("missing value after ") + argv[i]);
     return argv[++i];
   };
-  auto to_int = [](const std::string& s, const char* what) {
+  // An integer >= `min`; anything else is a usage error (never silently clamped).
+  auto to_int = [](const std::string& s, const char* what, long min = LONG_MIN) {
+    long v = 0;
     try {
       size_t used = 0;
-      long v = std::stol(s, &used);
+      v = std::stol(s, &used);
       if (used != s.size()) throw std::invalid_argument(s);
-      return static_cast<int>(v);
     } catch (const std::exception&) {
-      usage_error(std::string("bad integer for ") + what + ": " + s);
+      usage_error(std::string("bad integer for ") + what + ": '" + s + "'");
     }
+    if (v < min || v > INT_MAX) {
+      usage_error(std::string(what) + " must be an integer >= " + std::to_string(min) + ", got " + s);
+    }
+    return static_cast<int>(v);
   };
   auto to_double = [](const std::string& s, const char* what) {
     try {
@@ -129,10 +135,10 @@ Args parse_args(int argc, char** argv) {
     else if (o == "--all") a.all = true;
     else if (o == "--lens") a.lens = need(i);
     else if (o == "--kv-lens") a.kv_lens = need(i);
-    else if (o == "--heads") { a.heads = to_int(need(i), "--heads"); a.set_heads = true; }
-    else if (o == "--kv-heads") { a.kv_heads = to_int(need(i), "--kv-heads"); a.set_kv_heads = true; }
-    else if (o == "--dqk") { a.dqk = to_int(need(i), "--dqk"); a.set_dqk = true; }
-    else if (o == "--dvo") { a.dvo = to_int(need(i), "--dvo"); a.set_dvo = true; }
+    else if (o == "--heads") { a.heads = to_int(need(i), "--heads", 1); a.set_heads = true; }
+    else if (o == "--kv-heads") { a.kv_heads = to_int(need(i), "--kv-heads", 1); a.set_kv_heads = true; }
+    else if (o == "--dqk") { a.dqk = to_int(need(i), "--dqk", 1); a.set_dqk = true; }
+    else if (o == "--dvo") { a.dvo = to_int(need(i), "--dvo", 1); a.set_dvo = true; }
     else if (o == "--dtype") {
       const std::string d = need(i);
       if (d == "bf16") a.dtype = DType::kBF16;
@@ -141,7 +147,7 @@ Args parse_args(int argc, char** argv) {
       a.set_dtype = true;
     } else if (o == "--causal") { a.causal = true; a.set_causal = true; }
     else if (o == "--no-causal") { a.causal = false; a.set_causal = true; }
-    else if (o == "--window") { a.window = to_int(need(i), "--window"); a.set_window = true; }
+    else if (o == "--window") { a.window = to_int(need(i), "--window", -1); a.set_window = true; }
     else if (o == "--soft-cap") {
       a.soft_cap = static_cast<float>(to_double(need(i), "--soft-cap"));
       a.set_soft_cap = true;
@@ -154,15 +160,15 @@ Args parse_args(int argc, char** argv) {
       else usage_error("--kernel must be auto, sm80 or sm90");
     }
     else if (o == "--full") a.full = true;
-    else if (o == "--cpu-scale") a.cpu_scale = std::max(1, to_int(need(i), "--cpu-scale"));
-    else if (o == "--iters") a.iters = std::max(1, to_int(need(i), "--iters"));
-    else if (o == "--warmup") a.warmup = std::max(0, to_int(need(i), "--warmup"));
-    else if (o == "--rotate") a.rotate = std::max(1, to_int(need(i), "--rotate"));
-    else if (o == "--plan-iters") a.plan_iters = std::max(1, to_int(need(i), "--plan-iters"));
+    else if (o == "--cpu-scale") a.cpu_scale = to_int(need(i), "--cpu-scale", 1);
+    else if (o == "--iters") a.iters = to_int(need(i), "--iters", 1);
+    else if (o == "--warmup") a.warmup = to_int(need(i), "--warmup", 0);
+    else if (o == "--rotate") a.rotate = to_int(need(i), "--rotate", 1);
+    else if (o == "--plan-iters") a.plan_iters = to_int(need(i), "--plan-iters", 1);
     else if (o == "--no-check") a.check = false;
-    else if (o == "--check-samples") a.check_samples = std::max(0, to_int(need(i), "--check-samples"));
+    else if (o == "--check-samples") a.check_samples = to_int(need(i), "--check-samples", 0);
     else if (o == "--tol") a.tol = to_double(need(i), "--tol");
-    else if (o == "--seed") a.seed = static_cast<uint64_t>(to_int(need(i), "--seed"));
+    else if (o == "--seed") a.seed = static_cast<uint64_t>(to_int(need(i), "--seed", 0));
     else if (o == "--peak-tflops") a.peak_tflops = to_double(need(i), "--peak-tflops");
     else if (o == "--plan-only") a.plan_only = true;
     else if (o == "--json") a.json_path = need(i);
@@ -171,6 +177,11 @@ Args parse_args(int argc, char** argv) {
   }
   if (a.device != "auto" && a.device != "cpu" && a.device != "cuda")
     usage_error("--device must be cpu, cuda or auto");
+  if (a.set_kv_heads && a.heads % a.kv_heads != 0)
+    usage_error("--heads " + std::to_string(a.heads) + " must be a multiple of --kv-heads " +
+                std::to_string(a.kv_heads));
+  if (a.tol != -1.0 && !(a.tol > 0.0)) usage_error("--tol must be > 0");
+  if (a.set_soft_cap && !(a.soft_cap >= 0.0f)) usage_error("--soft-cap must be >= 0");
   return a;
 }
 

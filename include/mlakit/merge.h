@@ -6,7 +6,8 @@
 //   lse = log(exp(lse_a) + exp(lse_b));  out = out_a * exp(lse_a - lse) + out_b * exp(lse_b - lse)
 //
 // -inf on either side is exact: the other side passes through unchanged; both -inf gives
-// out = 0, lse = -inf. out may be the same tensor as out_a or out_b (in place), lse_out likewise.
+// out = 0, lse = -inf. +inf (what FlashAttention-2 writes for a row with no key) counts as -inf.
+// lse tensors may have any strides ([N, H], or [H, N] memory through a transposed view). out may be the same tensor as out_a or out_b (in place), lse_out likewise.
 // CPU tensors run on the CPU, CUDA tensors on the given stream.
 #pragma once
 

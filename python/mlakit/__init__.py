@@ -41,6 +41,7 @@ __version__ = "0.1.0"
 __all__ = [
     "RaggedPrefill",
     "PlanInfo",
+    "PrefillOptions",
     "ragged_prefill",
     "merge_states",
     "reference_prefill",
@@ -52,6 +53,7 @@ __all__ = [
 ]
 
 PlanInfo = _C.PlanInfo
+PrefillOptions = _C.PrefillOptions
 built_with_cuda = _C.built_with_cuda
 cuda_device_count = _C.cuda_device_count
 cuda_unavailable_reason = _C.cuda_unavailable_reason
@@ -224,7 +226,9 @@ def _shape(x: Any, name: str, ndim: int) -> Tuple[int, ...]:
 
 
 def _options(causal: bool, sm_scale: Optional[float], window_left: Optional[int],
-             logits_soft_cap: Optional[float]) -> Tuple[bool, float, int, float]:
+             logits_soft_cap: Optional[float]) -> Any:
+    """The keyword options of plan()/ragged_prefill()/reference_prefill() as the one native
+    PrefillOptions (whose fields the C++ library checks, naming the field)."""
     if sm_scale is None:
         scale = 0.0  # the C++ default: 1 / sqrt(head_dim_qk)
     else:
@@ -232,9 +236,27 @@ def _options(causal: bool, sm_scale: Optional[float], window_left: Optional[int]
         if not (scale > 0.0 and math.isfinite(scale)):
             raise ValueError(f"mlakit: sm_scale: must be a positive finite number or None "
                              f"(None means 1/sqrt(head_dim_qk)), got {sm_scale}")
-    window = -1 if window_left is None else int(window_left)
-    cap = 0.0 if logits_soft_cap is None else float(logits_soft_cap)
-    return bool(causal), scale, window, cap
+    return _C.PrefillOptions(causal=bool(causal), sm_scale=scale,
+                             window_left=-1 if window_left is None else int(window_left),
+                             logits_soft_cap=0.0 if logits_soft_cap is None else float(logits_soft_cap))
+
+
+def _lse_arg(lse: Any, layout: str, tokens: int, heads: int) -> Any:
+    """The [rows, H] view the extension takes of an lse given in `layout`: "th" ([rows, H],
+    the default) as it is, "ht" ([H, rows], FlashAttention's layout) transposed (a view)."""
+    if layout == "th" or lse is None:
+        return lse
+    shape = _shape(lse, "lse", 2)
+    if shape[0] != heads:
+        raise ValueError(f"mlakit: lse: with lse_layout='ht' it must be [H, rows] = [{heads}, >= {tokens}], "
+                         f"got shape {list(shape)}")
+    return lse.T
+
+
+def _check_lse_layout(layout: str) -> None:
+    if layout not in ("th", "ht"):
+        raise ValueError(f"mlakit: lse_layout: must be 'th' ([tokens, heads]) or 'ht' ([heads, tokens]), "
+                         f"got {layout!r}")
 
 
 def _indptr_len_and_last(x: Any) -> Tuple[int, int]:
@@ -368,25 +390,32 @@ class RaggedPrefill:
         opts = _options(causal, sm_scale, window_left, logits_soft_cap)
         self._ensure_capacity(qo_indptr, kv_indptr)
         s = _stream_handle(stream, device=self._args["device"])
-        self._impl.plan(qo_indptr, kv_indptr, *opts, s)
+        self._impl.plan(qo_indptr, kv_indptr, opts, s)
 
     def run(self, q: Any, k: Any, v: Any, out: Any = None, lse: Any = None, *,
-            return_lse: bool = False, stream: Any = None) -> Any:
+            return_lse: bool = False, lse_layout: str = "th", stream: Any = None) -> Any:
         """Attention for the current plan; only launches (CUDA graph capturable).
 
-        ``out`` (``[total_q, H, Dvo]``, q's dtype) and ``lse`` (``[total_q, H]`` float32) are
+        ``q``/``out`` may hold more rows than the plan's ``total_q`` and ``k``/``v`` more than
+        its ``total_kv`` (buffers sized for the largest batch): rows past the batch are neither
+        read nor written. ``out`` (``[rows, H, Dvo]``, q's dtype) and ``lse`` (float32) are
         allocated with q's library when not given; ``lse`` is computed only when given or
-        ``return_lse`` is true. The stream defaults to the caller's current stream (PyTorch's
+        ``return_lse`` is true. ``lse_layout``: ``"th"`` = ``[rows, H]`` (default), ``"ht"`` =
+        ``[H, rows]`` (FlashAttention's layout); any other strided lse works when passed in.
+        The stream defaults to the caller's current stream (PyTorch's
         ``torch.cuda.current_stream()`` for torch tensors). Returns ``out``, or ``(out, lse)``
         when ``return_lse`` is true.
         """
+        if lse_layout != "th":
+            _check_lse_layout(lse_layout)
         if out is None or (return_lse and lse is None):
             tq, h, _ = _shape(q, "q", 3)
             if out is None:
                 out = _empty(q, (tq, h, self._impl.head_dim_vo))
             if return_lse and lse is None:
-                lse = _empty(q, (tq, h), "float32")
-        self._impl.run(_native(q), _native(k), _native(v), _native(out), _native(lse),
+                lse = _empty(q, (tq, h) if lse_layout == "th" else (h, tq), "float32")
+        lse_view = lse if lse_layout == "th" else _lse_arg(lse, lse_layout, _shape(q, "q", 3)[0], self.num_qo_heads)
+        self._impl.run(_native(q), _native(k), _native(v), _native(out), _native(lse_view),
                        _stream_handle(stream, like=q))
         return (out, lse) if return_lse else out
 
@@ -405,20 +434,23 @@ class RaggedPrefill:
 def ragged_prefill(q: Any, k: Any, v: Any, qo_indptr: Any, kv_indptr: Any, *, causal: bool = False,
                    sm_scale: Optional[float] = None, window_left: Optional[int] = -1,
                    logits_soft_cap: Optional[float] = None, out: Any = None, lse: Any = None,
-                   return_lse: bool = False, stream: Any = None) -> Any:
+                   return_lse: bool = False, lse_layout: str = "th", stream: Any = None) -> Any:
     """One-shot ragged prefill: plans and runs in one call (allocates a plan each call; engines
     should keep a :class:`RaggedPrefill`). Arguments as in :meth:`RaggedPrefill.plan` and
     :meth:`RaggedPrefill.run`; ``Dvo`` is taken from ``v``."""
     opts = _options(causal, sm_scale, window_left, logits_soft_cap)
-    if out is None or (return_lse and lse is None):
+    _check_lse_layout(lse_layout)
+    if out is None or (return_lse and lse is None) or lse_layout != "th":
         tq, h, _ = _shape(q, "q", 3)
-        dvo = _shape(v, "v", 3)[2]
         if out is None:
-            out = _empty(q, (tq, h, dvo))
+            out = _empty(q, (tq, h, _shape(v, "v", 3)[2]))
         if return_lse and lse is None:
-            lse = _empty(q, (tq, h), "float32")
-    _C.ragged_prefill(_native(q), _native(k), _native(v), qo_indptr, kv_indptr, *opts, _native(out), _native(lse),
-                      _stream_handle(stream, like=q))
+            lse = _empty(q, (tq, h) if lse_layout == "th" else (h, tq), "float32")
+        lse_view = _lse_arg(lse, lse_layout, tq, h)
+    else:
+        lse_view = lse
+    _C.ragged_prefill(_native(q), _native(k), _native(v), qo_indptr, kv_indptr, opts, _native(out),
+                      _native(lse_view), _stream_handle(stream, like=q))
     return (out, lse) if return_lse else out
 
 
@@ -426,7 +458,9 @@ def merge_states(out_a: Any, lse_a: Any, out_b: Any, lse_b: Any, out: Any = None
                  *, stream: Any = None) -> Tuple[Any, Any]:
     """Merges two partial attentions over disjoint key sets by their log-sum-exp.
 
-    ``out_*``: ``[N, H, D]`` (bf16, fp16 or fp32, all the same); ``lse_*``: ``[N, H]`` float32.
+    ``out_*``: ``[N, H, D]`` (bf16, fp16 or fp32, all the same); ``lse_*``: ``[N, H]`` float32
+    (any strides: an ``[H, N]`` array's ``.T`` works; see :func:`mlakit.torch.merge_attn_states`
+    for vLLM's ``[H, N]`` signature).
     ``lse = log(exp(lse_a) + exp(lse_b))``,
     ``out = out_a*exp(lse_a - lse) + out_b*exp(lse_b - lse)``; ``-inf`` on one side passes the
     other through, both ``-inf`` gives ``out = 0, lse = -inf``. ``out``/``lse_out`` are allocated
@@ -456,7 +490,7 @@ def reference_prefill(q: Any, k: Any, v: Any, qo_indptr: Any, kv_indptr: Any, *,
             out = _empty(q, (tq, h, dvo), "float64")
         if return_lse and lse is None:
             lse = _empty(q, (tq, h), "float64")
-    _C.reference_prefill(_native(q), _native(k), _native(v), qo_indptr, kv_indptr, *opts, out, lse)
+    _C.reference_prefill(_native(q), _native(k), _native(v), qo_indptr, kv_indptr, opts, out, lse)
     return (out, lse) if return_lse else out
 
 
@@ -474,3 +508,8 @@ def reference_merge_states(out_a: Any, lse_a: Any, out_b: Any, lse_b: Any, out: 
 def device_description(device: Any = "cpu") -> str:
     """E.g. ``"NVIDIA H200 (sm_90, 132 SMs)"`` or ``"cpu"``."""
     return _C.device_description(_device_name(device))
+
+
+def __dir__() -> list:
+    # The public names only (not the modules and typing helpers imported above).
+    return sorted(set(__all__) | {"__version__"} | {n for n in ("torch",) if n in globals()})

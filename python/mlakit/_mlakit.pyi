@@ -27,6 +27,17 @@ def cuda_unavailable_reason() -> str:
 def device_description(device: str) -> str:
     """E.g. 'NVIDIA H200 (sm_90, 132 SMs)' or 'cpu'."""
 
+class PrefillOptions:
+    """Masking and scaling options of a plan (mlakit::PrefillOptions)."""
+    causal: bool
+    sm_scale: float
+    window_left: int
+    logits_soft_cap: float
+    def __init__(self, *, causal: bool = False, sm_scale: float = 0.0, window_left: int = -1,
+                 logits_soft_cap: float = 0.0) -> None: ...
+    def __eq__(self, other: object) -> bool: ...
+    def __repr__(self) -> str: ...
+
 class PlanInfo:
     """What the last plan() decided."""
 
@@ -66,7 +77,7 @@ class RaggedPrefill:
 
     def __init__(self, num_qo_heads: int, num_kv_heads: int, head_dim_qk: int, head_dim_vo: int, dtype: str, max_batch: int, max_q_tokens: int, max_kv_tokens: int, device: str) -> None: ...
 
-    def plan(self, qo_indptr: object, kv_indptr: object, causal: bool, sm_scale: float, window_left: int, logits_soft_cap: float, stream: int) -> None: ...
+    def plan(self, qo_indptr: object, kv_indptr: object, options: PrefillOptions, stream: int) -> None: ...
 
     def run(self, q: object, k: object, v: object, out: object, lse: object, stream: int) -> None: ...
 
@@ -103,6 +114,10 @@ class RaggedPrefill:
     def max_kv_tokens(self) -> int: ...
 
     @property
+    def options(self) -> PrefillOptions:
+        """options of the current plan (a copy)"""
+
+    @property
     def causal(self) -> bool: ...
 
     @property
@@ -118,10 +133,10 @@ class RaggedPrefill:
     def workspace_sizes(num_qo_heads: int, num_kv_heads: int, head_dim_qk: int, head_dim_vo: int, dtype: str, max_batch: int, max_q_tokens: int, max_kv_tokens: int, device: str) -> tuple[int, int]:
         """(host_bytes, device_bytes) the object would allocate."""
 
-def ragged_prefill(q: object, k: object, v: object, qo_indptr: object, kv_indptr: object, causal: bool, sm_scale: float, window_left: int, logits_soft_cap: float, out: object, lse: object, stream: int) -> None: ...
+def ragged_prefill(q: object, k: object, v: object, qo_indptr: object, kv_indptr: object, options: PrefillOptions, out: object, lse: object, stream: int) -> None: ...
 
 def merge_states(out_a: object, lse_a: object, out_b: object, lse_b: object, out: object, lse_out: object, stream: int) -> None: ...
 
-def reference_prefill(q: object, k: object, v: object, qo_indptr: object, kv_indptr: object, causal: bool, sm_scale: float, window_left: int, logits_soft_cap: float, out: object, lse: object) -> None: ...
+def reference_prefill(q: object, k: object, v: object, qo_indptr: object, kv_indptr: object, options: PrefillOptions, out: object, lse: object) -> None: ...
 
 def reference_merge_states(out_a: object, lse_a: object, out_b: object, lse_b: object, out: object, lse_out: object) -> None: ...

@@ -14,6 +14,15 @@ Ops (namespace ``mlakit``; all forward-only, no autograd):
     Functional. Mutates nothing.
 ``torch.ops.mlakit.merge_states_(out_a, lse_a, out_b, lse_b) -> ()``
     **Mutates ``out_a`` and ``lse_a``** (in-place merge of b into a).
+``torch.ops.mlakit.merge_attn_states(output, prefix_output, prefix_lse, suffix_output, suffix_lse, output_lse) -> ()``
+    vLLM's merge: **mutates ``output`` and ``output_lse``**; LSE tensors ``[H, T]``.
+``torch.ops.mlakit.flash_attn_varlen[_with_lse|_out](...)``
+    Behind :func:`flash_attn_varlen_func` (FlashAttention's signature; ``_out`` mutates
+    ``out`` and ``lse``). Plans on demand; see that function.
+
+Drop-in functions for engines written against FlashAttention / vLLM:
+:func:`flash_attn_varlen_func` (with :func:`varlen_replan` for CUDA graphs) and
+:func:`merge_attn_states`.
 
 Custom ops take tensors and scalars only, so a plan is named by ``handle``, the integer that
 :class:`mlakit.RaggedPrefill` registers itself under (``attn.handle``); the op looks it up when it
@@ -33,6 +42,7 @@ import torch
 
 import mlakit as _mlakit
 from mlakit import RaggedPrefill
+from mlakit._varlen import flash_attn_varlen_func, varlen_replan
 
 __all__ = [
     "RaggedPrefill",
@@ -40,6 +50,9 @@ __all__ = [
     "ragged_prefill_out",
     "merge_states",
     "merge_states_",
+    "merge_attn_states",
+    "flash_attn_varlen_func",
+    "varlen_replan",
 ]
 
 Tensor = torch.Tensor
@@ -81,19 +94,24 @@ def _(q, k, v, handle):
     return q.new_empty(_out_shape(q, v))
 
 
+def _lse_shape(q: Tensor, head_major: bool) -> Tuple[int, int]:
+    return (q.shape[1], q.shape[0]) if head_major else (q.shape[0], q.shape[1])
+
+
 @torch.library.custom_op("mlakit::ragged_prefill_with_lse", mutates_args=())
-def _ragged_prefill_with_lse(q: Tensor, k: Tensor, v: Tensor, handle: int) -> Tuple[Tensor, Tensor]:
+def _ragged_prefill_with_lse(q: Tensor, k: Tensor, v: Tensor, handle: int,
+                             lse_head_major: bool = False) -> Tuple[Tensor, Tensor]:
     plan = _mlakit._lookup(handle)
     out = q.new_empty(_out_shape(q, v))
-    lse = q.new_empty((q.shape[0], q.shape[1]), dtype=torch.float32)
-    plan._impl.run(q, k, v, out, lse, _stream(q))
+    lse = q.new_empty(_lse_shape(q, lse_head_major), dtype=torch.float32)
+    plan._impl.run(q, k, v, out, lse.T if lse_head_major else lse, _stream(q))
     return out, lse
 
 
 @_ragged_prefill_with_lse.register_fake
-def _(q, k, v, handle):
+def _(q, k, v, handle, lse_head_major=False):
     return (q.new_empty(_out_shape(q, v)),
-            q.new_empty((q.shape[0], q.shape[1]), dtype=torch.float32))
+            q.new_empty(_lse_shape(q, lse_head_major), dtype=torch.float32))
 
 
 # -- merge_states ------------------------------------------------------------------------------
@@ -122,14 +140,30 @@ def _(out_a, lse_a, out_b, lse_b):
     return None
 
 
+@torch.library.custom_op("mlakit::merge_attn_states", mutates_args=("output", "output_lse"))
+def _merge_attn_states(output: Tensor, prefix_output: Tensor, prefix_lse: Tensor, suffix_output: Tensor,
+                       suffix_lse: Tensor, output_lse: Optional[Tensor]) -> None:
+    # [H, T] LSE tensors reach merge_states as [T, H] views (strides (1, T)): no copies.
+    nat = _mlakit._native
+    _mlakit._C.merge_states(nat(prefix_output), nat(prefix_lse.T), nat(suffix_output), nat(suffix_lse.T),
+                            nat(output), None if output_lse is None else nat(output_lse.T), _stream(output))
+
+
+@_merge_attn_states.register_fake
+def _(output, prefix_output, prefix_lse, suffix_output, suffix_lse, output_lse):
+    return None
+
+
 # -- Python-facing helpers ---------------------------------------------------------------------
 
 def ragged_prefill(plan: RaggedPrefill, q: Tensor, k: Tensor, v: Tensor,
-                   return_lse: bool = False):
+                   return_lse: bool = False, lse_layout: str = "th"):
     """Attention for ``plan``'s current batch through the custom op (functional: returns new
-    tensors). Returns ``out``, or ``(out, lse)`` when ``return_lse``."""
+    tensors). Returns ``out``, or ``(out, lse)`` when ``return_lse``; ``lse`` is ``[T, H]``, or
+    ``[H, T]`` with ``lse_layout="ht"``."""
     if return_lse:
-        return torch.ops.mlakit.ragged_prefill_with_lse(q, k, v, plan.handle)
+        _mlakit._check_lse_layout(lse_layout)
+        return torch.ops.mlakit.ragged_prefill_with_lse(q, k, v, plan.handle, lse_layout == "ht")
     return torch.ops.mlakit.ragged_prefill(q, k, v, plan.handle)
 
 
@@ -147,3 +181,17 @@ def merge_states(out_a: Tensor, lse_a: Tensor, out_b: Tensor, lse_b: Tensor) -> 
 def merge_states_(out_a: Tensor, lse_a: Tensor, out_b: Tensor, lse_b: Tensor) -> None:
     """In-place LSE merge: **mutates ``out_a`` and ``lse_a``** to hold the merged state."""
     torch.ops.mlakit.merge_states_(out_a, lse_a, out_b, lse_b)
+
+
+def merge_attn_states(output: Tensor, prefix_output: Tensor, prefix_lse: Tensor, suffix_output: Tensor,
+                      suffix_lse: Tensor, output_lse: Optional[Tensor] = None) -> None:
+    """vLLM's ``merge_attn_states``: writes the merge of two partial attentions into
+    ``output`` (and ``output_lse``); returns None.
+
+    ``*output [T, H, D]`` (bf16, fp16 or fp32, all one dtype), ``*_lse [H, T]`` float32
+    (FlashAttention's layout). A side whose lse is ``-inf`` or ``+inf`` (FlashAttention-2's
+    value for a row with no key) is empty: the other side passes through; both empty give
+    ``0`` and ``-inf``. On :func:`merge_states` (no copies: the LSE tensors are read through
+    transposed views).
+    """
+    torch.ops.mlakit.merge_attn_states(output, prefix_output, prefix_lse, suffix_output, suffix_lse, output_lse)

@@ -11,6 +11,7 @@ namespace mlakit_py {
 void bind_errors(nb::module_& m);     // errors.cc: mlakit::Error -> ValueError/TypeError/RuntimeError
 void bind_tensor(nb::module_& m);     // tensor_arg.cc: dtype reinterpretation wrapper
 void bind_runtime(nb::module_& m);    // runtime.cc: built_with_cuda, device_description, ...
+void bind_options(nb::module_& m);    // options.cc: PrefillOptions (the one binding of the options)
 void bind_prefill(nb::module_& m);    // prefill.cc: RaggedPrefill, ragged_prefill
 void bind_merge(nb::module_& m);      // merge.cc: merge_states
 void bind_reference(nb::module_& m);  // reference.cc: float64 reference functions

@@ -7,6 +7,7 @@ NB_MODULE(_mlakit, m) {
   mlakit_py::bind_errors(m);
   mlakit_py::bind_tensor(m);
   mlakit_py::bind_runtime(m);
+  mlakit_py::bind_options(m);  // before the functions whose signatures name PrefillOptions
   mlakit_py::bind_prefill(m);
   mlakit_py::bind_merge(m);
   mlakit_py::bind_reference(m);

@@ -19,15 +19,6 @@ namespace {
 using mlakit::Error;
 using mlakit::ErrorKind;
 
-mlakit::PrefillOptions make_options(bool causal, float sm_scale, int window_left, float logits_soft_cap) {
-  mlakit::PrefillOptions o;
-  o.causal = causal;
-  o.sm_scale = sm_scale;
-  o.window_left = window_left;
-  o.logits_soft_cap = logits_soft_cap;
-  return o;
-}
-
 // Both indptr arrays, checked for matching length; batch_size = len - 1.
 struct Indptrs {
   std::vector<int32_t> qo, kv;
@@ -105,15 +96,13 @@ void bind_prefill(nb::module_& m) {
            nb::arg("device"))
       .def(
           "plan",
-          [](mlakit::RaggedPrefill& self, nb::handle qo_indptr, nb::handle kv_indptr, bool causal, float sm_scale,
-             int window_left, float logits_soft_cap, uintptr_t stream) {
+          [](mlakit::RaggedPrefill& self, nb::handle qo_indptr, nb::handle kv_indptr,
+             const mlakit::PrefillOptions& options, uintptr_t stream) {
             Indptrs ip = read_indptrs(qo_indptr, kv_indptr);
-            mlakit::PrefillOptions o = make_options(causal, sm_scale, window_left, logits_soft_cap);
             nb::gil_scoped_release release;
-            self.plan(ip.qo.data(), ip.kv.data(), ip.batch_size, o, as_stream(stream));
+            self.plan(ip.qo.data(), ip.kv.data(), ip.batch_size, options, as_stream(stream));
           },
-          nb::arg("qo_indptr").none(), nb::arg("kv_indptr").none(), nb::arg("causal"), nb::arg("sm_scale"),
-          nb::arg("window_left"), nb::arg("logits_soft_cap"), nb::arg("stream"))
+          nb::arg("qo_indptr").none(), nb::arg("kv_indptr").none(), nb::arg("options"), nb::arg("stream"))
       .def(
           "run",
           [](const mlakit::RaggedPrefill& self, nb::handle q, nb::handle k, nb::handle v, nb::handle out,
@@ -136,6 +125,8 @@ void bind_prefill(nb::module_& m) {
       .def_prop_ro("max_batch", [](const mlakit::RaggedPrefill& s) { return s.config().max_batch; })
       .def_prop_ro("max_q_tokens", [](const mlakit::RaggedPrefill& s) { return s.config().max_q_tokens; })
       .def_prop_ro("max_kv_tokens", [](const mlakit::RaggedPrefill& s) { return s.config().max_kv_tokens; })
+      .def_prop_ro("options", [](const mlakit::RaggedPrefill& s) { return s.options(); },
+                   "options of the current plan (a copy)")
       .def_prop_ro("causal", [](const mlakit::RaggedPrefill& s) { return s.options().causal; })
       .def_prop_ro("sm_scale", [](const mlakit::RaggedPrefill& s) { return s.options().sm_scale; })
       .def_prop_ro("window_left", [](const mlakit::RaggedPrefill& s) { return s.options().window_left; })
@@ -155,20 +146,19 @@ void bind_prefill(nb::module_& m) {
 
   m.def(
       "ragged_prefill",
-      [](nb::handle q, nb::handle k, nb::handle v, nb::handle qo_indptr, nb::handle kv_indptr, bool causal,
-         float sm_scale, int window_left, float logits_soft_cap, nb::handle out, nb::handle lse, uintptr_t stream) {
+      [](nb::handle q, nb::handle k, nb::handle v, nb::handle qo_indptr, nb::handle kv_indptr,
+         const mlakit::PrefillOptions& options, nb::handle out, nb::handle lse, uintptr_t stream) {
         Indptrs ip = read_indptrs(qo_indptr, kv_indptr);
         TensorArg tq = tensor_arg(q, "q", false), tk = tensor_arg(k, "k", false), tv = tensor_arg(v, "v", false),
                   to = tensor_arg(out, "out", true);
         std::optional<TensorArg> tl = optional_tensor_arg(lse, "lse", true);
-        mlakit::PrefillOptions o = make_options(causal, sm_scale, window_left, logits_soft_cap);
         nb::gil_scoped_release release;
-        mlakit::ragged_prefill(tq.view, tk.view, tv.view, ip.qo.data(), ip.kv.data(), ip.batch_size, o, to.view,
-                               tl ? &tl->view : nullptr, as_stream(stream));
+        mlakit::ragged_prefill(tq.view, tk.view, tv.view, ip.qo.data(), ip.kv.data(), ip.batch_size, options,
+                               to.view, tl ? &tl->view : nullptr, as_stream(stream));
       },
-      nb::arg("q").none(), nb::arg("k").none(), nb::arg("v").none(), nb::arg("qo_indptr").none(), nb::arg("kv_indptr").none(), nb::arg("causal"),
-      nb::arg("sm_scale"), nb::arg("window_left"), nb::arg("logits_soft_cap"), nb::arg("out").none(),
-      nb::arg("lse").none(), nb::arg("stream"));
+      nb::arg("q").none(), nb::arg("k").none(), nb::arg("v").none(), nb::arg("qo_indptr").none(),
+      nb::arg("kv_indptr").none(), nb::arg("options"), nb::arg("out").none(), nb::arg("lse").none(),
+      nb::arg("stream"));
 }
 
 }  // namespace mlakit_py

@@ -15,8 +15,8 @@ namespace mlakit_py {
 void bind_reference(nb::module_& m) {
   m.def(
       "reference_prefill",
-      [](nb::handle q, nb::handle k, nb::handle v, nb::handle qo_indptr, nb::handle kv_indptr, bool causal,
-         float sm_scale, int window_left, float logits_soft_cap, nb::handle out, nb::handle lse) {
+      [](nb::handle q, nb::handle k, nb::handle v, nb::handle qo_indptr, nb::handle kv_indptr,
+         const mlakit::PrefillOptions& options, nb::handle out, nb::handle lse) {
         std::vector<int32_t> qo = host_indptr(qo_indptr, "qo_indptr");
         std::vector<int32_t> kv = host_indptr(kv_indptr, "kv_indptr");
         if (qo.empty() || kv.size() != qo.size())
@@ -25,18 +25,13 @@ void bind_reference(nb::module_& m) {
         TensorArg tq = tensor_arg(q, "q", false), tk = tensor_arg(k, "k", false), tv = tensor_arg(v, "v", false),
                   to = tensor_arg(out, "out", true);
         std::optional<TensorArg> tl = optional_tensor_arg(lse, "lse", true);
-        mlakit::PrefillOptions o;
-        o.causal = causal;
-        o.sm_scale = sm_scale;
-        o.window_left = window_left;
-        o.logits_soft_cap = logits_soft_cap;
         nb::gil_scoped_release release;
         mlakit::reference::ragged_prefill(tq.view, tk.view, tv.view, qo.data(), kv.data(),
-                                          static_cast<int>(qo.size() - 1), o, to.view, tl ? &tl->view : nullptr);
+                                          static_cast<int>(qo.size() - 1), options, to.view,
+                                          tl ? &tl->view : nullptr);
       },
-      nb::arg("q").none(), nb::arg("k").none(), nb::arg("v").none(), nb::arg("qo_indptr").none(), nb::arg("kv_indptr").none(), nb::arg("causal"),
-      nb::arg("sm_scale"), nb::arg("window_left"), nb::arg("logits_soft_cap"), nb::arg("out").none(),
-      nb::arg("lse").none());
+      nb::arg("q").none(), nb::arg("k").none(), nb::arg("v").none(), nb::arg("qo_indptr").none(),
+      nb::arg("kv_indptr").none(), nb::arg("options"), nb::arg("out").none(), nb::arg("lse").none());
 
   m.def(
       "reference_merge_states",

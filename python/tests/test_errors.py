@@ -91,11 +91,11 @@ def test_run_tensor_errors(planned):
         attn.run(q.astype(np.float32), kv, kv)
     with pytest.raises(TypeError, match=r"^mlakit: k: "):
         attn.run(q, kv.astype(np.float32), kv)
-    with pytest.raises(ValueError, match=r"^mlakit: q: has 9 tokens but qo_indptr totals 10"):
+    with pytest.raises(ValueError, match=r"^mlakit: q: has 9 rows, fewer than the 10 tokens qo_indptr totals"):
         attn.run(q[:9], kv, kv)
     with pytest.raises(ValueError, match=r"^mlakit: k: "):
         attn.run(q, kv[:11], kv)
-    with pytest.raises(ValueError, match=r"^mlakit: k: head dim 64 differs from q's 32"):
+    with pytest.raises(ValueError, match=r"^mlakit: q: head dim 32 differs from config.head_dim_qk = 64"):
         attn.run(np.zeros((10, 4, 32), np.float16), kv, kv)
     with pytest.raises(ValueError, match=r"^mlakit: q: "):
         attn.run(np.zeros((10, 3, 64), np.float16), kv, kv)
@@ -135,3 +135,29 @@ def test_bad_stream_argument(planned):
     attn, q, kv = planned
     with pytest.raises(TypeError, match=r"^mlakit: stream: "):
         attn.run(q, kv, kv, stream="default")
+
+
+def test_run_names_the_config_field():
+    """A tensor that disagrees with the config is reported as itself, with the config field."""
+    attn = mlakit.RaggedPrefill(16, 16, 192, 128, dtype="bf16", max_batch=1, max_q_tokens=8, max_kv_tokens=8)
+    attn.plan([0, 4], [0, 4])
+    q, kv = np.zeros((4, 16, 192), np.float16), np.zeros((4, 16, 192), np.float16)
+    q15 = np.zeros((4, 15, 192), np.float16)
+    attn16 = mlakit.RaggedPrefill(16, 16, 192, 128, dtype="fp16", max_batch=1, max_q_tokens=8, max_kv_tokens=8)
+    attn16.plan([0, 4], [0, 4])
+    with pytest.raises(ValueError, match=r"^mlakit: q: number of heads 15 differs from config\.num_qo_heads = 16$"):
+        attn16.run(q15, kv, np.zeros((4, 16, 128), np.float16))
+    # v with the qk head dim (192), out allocated from the config (128): v is the wrong one.
+    with pytest.raises(ValueError, match=r"^mlakit: v: head dim 192 differs from config\.head_dim_vo = 128$"):
+        attn16.run(q, kv, kv)
+    with pytest.raises(TypeError, match=r"^mlakit: q: dtype fp16 differs from config\.dtype bf16$"):
+        attn.run(q, kv, np.zeros((4, 16, 128), np.float16))
+
+
+def test_dir_lists_the_public_api_only():
+    public = {n for n in dir(mlakit) if not n.startswith("_")}
+    assert public <= set(mlakit.__all__) | {"torch"}, public - set(mlakit.__all__)
+    assert set(mlakit.__all__) <= public
+    assert "__version__" in dir(mlakit)
+    for name in mlakit.__all__:
+        assert getattr(mlakit, name) is not None

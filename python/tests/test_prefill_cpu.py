@@ -221,3 +221,29 @@ def test_runtime_queries():
         assert mlakit.cuda_unavailable_reason() != ""
     r = repr(mlakit.RaggedPrefill(2, 1, 64, 64, dtype="bf16", max_batch=1, max_q_tokens=1, max_kv_tokens=1))
     assert "num_kv_heads=1" in r and "'bf16'" in r
+
+
+def test_capacity_sized_arrays_and_head_major_lse(rng):
+    """Arrays with more rows than the plan (rows past it NaN: never read; out/lse past it
+    untouched) and LSE in [H, rows] memory (lse_layout="ht"), through run() and ragged_prefill()."""
+    q_lens, kv_lens = [40, 0, 7], [45, 3, 70]
+    q, k, v, qo, kv = make_problem(rng, "fp16", 4, 2, 64, 32, q_lens, kv_lens)
+    dtype = q.dtype
+    tq, tk = int(qo[-1]), int(kv[-1])
+    qp = np.concatenate([q, np.full((13, 4, 64), np.nan, dtype)])
+    kp = np.concatenate([k, np.full((9, 2, 64), np.nan, dtype)])
+    vp = np.concatenate([v, np.full((9, 2, 32), np.nan, dtype)])
+    attn = mlakit.RaggedPrefill(4, 2, 64, 32, dtype=dtype, max_batch=3, max_q_tokens=tq + 13, max_kv_tokens=tk + 9)
+    attn.plan(qo, kv, causal=True)
+    want_out, want_lse = attn.run(q, k, v, return_lse=True)
+    out = np.full((tq + 13, 4, 32), 5.0, dtype)
+    got, lse_ht = attn.run(qp, kp, vp, out=out, return_lse=True, lse_layout="ht")
+    assert got is out and lse_ht.shape == (4, tq + 13)
+    assert np.array_equal(out[:tq], want_out) and np.all(out[tq:] == 5.0)
+    assert np.array_equal(lse_ht[:, :tq].T, want_lse)
+    out2, lse2 = mlakit.ragged_prefill(qp, kp, vp, qo, kv, causal=True, return_lse=True, lse_layout="ht")
+    assert np.array_equal(out2[:tq], want_out) and np.array_equal(lse2[:, :tq].T, want_lse)
+    with pytest.raises(ValueError, match=r"^mlakit: lse_layout: must be 'th'"):
+        attn.run(q, k, v, return_lse=True, lse_layout="TH")
+    with pytest.raises(ValueError, match=r"^mlakit: lse: with lse_layout='ht' it must be \[H, rows\]"):
+        attn.run(q, k, v, lse=np.zeros((tq, 4), np.float32), lse_layout="ht")

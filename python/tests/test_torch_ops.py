@@ -32,6 +32,8 @@ def test_ops_match_reference_cpu(dtype, gen):
     out, lse = mt.ragged_prefill(attn, q, k, v, return_lse=True)
     assert out.dtype == dtype and lse.dtype == torch.float32
     check(out, lse, ref_out, ref_lse, TOL[dtype], lse_atol=1e-4)
+    out_h, lse_h = mt.ragged_prefill(attn, q, k, v, return_lse=True, lse_layout="ht")
+    assert lse_h.shape == (4, q.shape[0]) and torch.equal(lse_h.T, lse) and torch.equal(out_h, out)
     assert torch.equal(mt.ragged_prefill(attn, q, k, v), out)
     # The C++ float64 reference accepts torch CPU tensors too.
     ref64 = mlakit.reference_prefill(q, k, v, qo, kv, causal=True)
@@ -78,6 +80,7 @@ def test_opcheck(gen):
     lse = torch.empty(q.shape[0], 4)
     torch.library.opcheck(torch.ops.mlakit.ragged_prefill.default, (q, k, v, attn.handle))
     torch.library.opcheck(torch.ops.mlakit.ragged_prefill_with_lse.default, (q, k, v, attn.handle))
+    torch.library.opcheck(torch.ops.mlakit.ragged_prefill_with_lse.default, (q, k, v, attn.handle, True))
     torch.library.opcheck(torch.ops.mlakit.ragged_prefill_out.default, (q, k, v, out, lse, attn.handle))
     a, la = torch.randn(5, 2, 8).half(), torch.randn(5, 2)
     torch.library.opcheck(torch.ops.mlakit.merge_states.default, (a, la, a.clone(), la.clone()))

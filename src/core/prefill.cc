@@ -276,32 +276,8 @@ void RaggedPrefill::run(const TensorView& q, const TensorView& k, const TensorVi
   rules.out_matches_input_dtype = true;
   rules.allow_fp32_fp64_inputs = false;
   rules.need_16B_alignment = m.cuda();
+  rules.config = &c;  // tensors vs the config first: errors then name the config field
   plan::validate_prefill_tensors(q, k, v, out, lse, m.totals, rules);
-  // The tensors agree with each other and the plan; now with the config they were planned for.
-  if (q.dtype != c.dtype) {
-    throw Error(ErrorKind::kTypeMismatch, "q",
-                std::string("dtype ") + dtype_name(q.dtype) + " differs from config.dtype " + dtype_name(c.dtype));
-  }
-  if (q.device != c.device) {
-    throw Error(ErrorKind::kTypeMismatch, "q",
-                "is on " + to_string(q.device) + " but config.device is " + to_string(c.device));
-  }
-  if (q.shape[1] != c.num_qo_heads) {
-    throw Error(ErrorKind::kInvalidArgument, "q",
-                "has " + std::to_string(q.shape[1]) + " heads, config.num_qo_heads is " + std::to_string(c.num_qo_heads));
-  }
-  if (k.shape[1] != c.num_kv_heads) {
-    throw Error(ErrorKind::kInvalidArgument, "k",
-                "has " + std::to_string(k.shape[1]) + " heads, config.num_kv_heads is " + std::to_string(c.num_kv_heads));
-  }
-  if (q.shape[2] != c.head_dim_qk) {
-    throw Error(ErrorKind::kInvalidArgument, "q",
-                "head dim " + std::to_string(q.shape[2]) + " differs from config.head_dim_qk " + std::to_string(c.head_dim_qk));
-  }
-  if (v.shape[2] != c.head_dim_vo) {
-    throw Error(ErrorKind::kInvalidArgument, "v",
-                "head dim " + std::to_string(v.shape[2]) + " differs from config.head_dim_vo " + std::to_string(c.head_dim_vo));
-  }
 
   const auto* block = static_cast<const uint8_t*>(m.device_ws);
   if (!m.cuda()) {
@@ -331,8 +307,10 @@ void RaggedPrefill::run(const TensorView& q, const TensorView& k, const TensorVi
   a.lse_stride_head = lse ? lse->strides[1] : 0;
   a.k_rope = nullptr;  // plain K: every column from k
   a.k_rope_dim = 0;
-  a.q_rows = q.shape[0];
-  a.kv_rows = k.shape[0];
+  // Capacity-sized buffers may hold more rows than the plan's totals; the kernels may read up
+  // to these bounds (never past them), so each is the smaller of the two tensors sharing it.
+  a.q_rows = std::min(q.shape[0], out.shape[0]);
+  a.kv_rows = std::min(k.shape[0], v.shape[0]);
   a.num_qo_heads = c.num_qo_heads;
   a.num_kv_heads = c.num_kv_heads;
   a.schedule = m.device_ws;

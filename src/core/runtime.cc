@@ -9,6 +9,7 @@
 #include <new>
 #include <unordered_set>
 
+#include "cpu/half_convert.h"
 #include "cuda/common/host_sync.h"
 #include "mlakit/error.h"
 
@@ -34,8 +35,6 @@ std::unordered_set<void*>& fallback_set() {
   return s;
 }
 
-uint32_t f2u(float f) { uint32_t u; std::memcpy(&u, &f, 4); return u; }
-float u2f(uint32_t u) { float f; std::memcpy(&f, &u, 4); return f; }
 }  // namespace
 
 bool built_with_cuda() {
@@ -116,50 +115,11 @@ void synchronize(Device d, Stream stream) {
   if (d.is_cuda()) cuda_rt::stream_synchronize(d.index, stream);
 }
 
-uint16_t float_to_bf16(float f) {
-  uint32_t u = f2u(f);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x40u);  // quiet NaN
-  u += 0x7fffu + ((u >> 16) & 1u);  // round to nearest even; overflow carries into inf correctly
-  return static_cast<uint16_t>(u >> 16);
-}
-
-float bf16_to_float(uint16_t h) { return u2f(static_cast<uint32_t>(h) << 16); }
-
-uint16_t float_to_fp16(float f) {
-  uint32_t u = f2u(f);
-  uint16_t sign = static_cast<uint16_t>((u >> 16) & 0x8000u);
-  uint32_t a = u & 0x7fffffffu;
-  if (a > 0x7f800000u) return static_cast<uint16_t>(sign | 0x7e00u);  // NaN
-  if (a >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // rounds to >= 65536: inf
-  if (a < 0x38800000u) {
-    // Result is subnormal (or zero) in fp16: value / 2^-24, rounded to nearest even.
-    if (a < 0x33000000u) return sign;  // below half the smallest subnormal (2^-25): zero
-    uint32_t exp = a >> 23;                         // biased fp32 exponent, 102..112
-    uint32_t mant = (a & 0x7fffffu) | 0x800000u;    // 24-bit significand
-    uint32_t shift = 126 - exp;                     // bits to drop: 14..24
-    uint32_t q = mant >> shift;
-    uint32_t rem = mant & ((1u << shift) - 1u);
-    uint32_t half = 1u << (shift - 1);
-    if (rem > half || (rem == half && (q & 1u))) ++q;
-    return static_cast<uint16_t>(sign | q);
-  }
-  // Normal: rebias exponent (127 -> 15) and round 13 dropped bits to nearest even.
-  uint32_t r = a - 0x38000000u;  // subtract (127 - 15) << 23
-  r += 0xfffu + ((r >> 13) & 1u);
-  return static_cast<uint16_t>(sign | (r >> 13));
-}
-
-float fp16_to_float(uint16_t h) {
-  uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
-  uint32_t exp = (h >> 10) & 0x1fu;
-  uint32_t mant = h & 0x3ffu;
-  if (exp == 0x1f) return u2f(sign | 0x7f800000u | (mant << 13));
-  if (exp == 0) {
-    if (mant == 0) return u2f(sign);
-    float v = std::ldexp(static_cast<float>(mant), -24);
-    return sign ? -v : v;
-  }
-  return u2f(sign | ((exp + 112u) << 23) | (mant << 13));
-}
+// One converter for the whole library: the CPU backend's (cpu/half_convert.h), so the helpers
+// tools and tests use round exactly like the backend and the reference (NaN payloads included).
+uint16_t float_to_bf16(float f) { return cpu::float_to_bf16(f); }
+float bf16_to_float(uint16_t h) { return cpu::bf16_to_float(h); }
+uint16_t float_to_fp16(float f) { return cpu::float_to_fp16(f); }
+float fp16_to_float(uint16_t h) { return cpu::fp16_to_float(h); }
 
 }  // namespace mlakit

@@ -42,11 +42,13 @@ inline uint16_t float_to_bf16(float f) {
 inline float fp16_to_float(uint16_t h) {
   // Branch-free (it runs on every K/V element): placing the 15 exponent+mantissa bits at the
   // bottom of a float's and multiplying by 2^112 rebiases the exponent exactly, subnormals
-  // included; exponent 31 (inf/NaN) is selected separately.
+  // included; exponent 31 (inf/NaN) is selected separately, a NaN quieted as the hardware
+  // conversions (F16C, C's _Float16) do.
   const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
   const uint32_t em = static_cast<uint32_t>(h & 0x7fffu) << 13;
   const uint32_t finite = float_bits(bits_float(em) * 5.192296858534828e33f);  // 2^112
-  const uint32_t mag = (h & 0x7c00u) == 0x7c00u ? (em | 0x7f800000u) : finite;
+  const uint32_t quiet = (h & 0x3ffu) != 0 ? 0x00400000u : 0u;
+  const uint32_t mag = (h & 0x7c00u) == 0x7c00u ? (em | 0x7f800000u | quiet) : finite;
   return bits_float(sign | mag);
 }
 

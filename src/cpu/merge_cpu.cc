@@ -1,7 +1,8 @@
 // CPU merge of two partial attention states by their LSE, fp32 math.
 // Each (token, head) row is read completely before it is written, so out may alias out_a or
-// out_b (and lse_out may alias lse_a or lse_b). A side whose lse is -inf holds no keys: the
-// other side is copied through bit for bit; both empty gives 0 and -inf.
+// out_b (and lse_out may alias lse_a or lse_b). A side whose lse is -inf (or +inf, as
+// FlashAttention-2 writes it) holds no keys: the other side is copied through bit for bit; both
+// empty gives 0 and -inf.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -26,9 +27,14 @@ void merge_row(const TensorView& out_a, const TensorView& lse_a, const TensorVie
   const T* a = static_cast<const T*>(out_a.ptr_at(n, h));
   const T* b = static_cast<const T*>(out_b.ptr_at(n, h));
   T* o = static_cast<T*>(out.ptr_at(n, h));
-  const float la = *static_cast<const float*>(lse_a.ptr_at(n, h));
-  const float lb = *static_cast<const float*>(lse_b.ptr_at(n, h));
   constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+  // +inf is FlashAttention-2's lse for a row with no key: empty, like -inf.
+  auto lse_at = [&](const TensorView& t) {
+    const float x = *static_cast<const float*>(t.ptr_at(n, h));
+    return std::isinf(x) ? kNegInf : x;
+  };
+  const float la = lse_at(lse_a);
+  const float lb = lse_at(lse_b);
   float l;
   if (la == kNegInf && lb == kNegInf) {
     for (int64_t d = 0; d < dim; ++d) o[d] = E::store(0.0f);

@@ -178,8 +178,11 @@ void merge_states(const TensorView& out_a, const TensorView& lse_a, const Tensor
   for (int64_t t = 0; t < n; ++t) {
     for (int64_t h = 0; h < heads; ++h) {
       // Read everything first: out may alias out_a or out_b.
-      const double la = load(lse_a.ptr_at(t, h), lse_a.dtype);
-      const double lb = load(lse_b.ptr_at(t, h), lse_b.dtype);
+      // +inf (FlashAttention-2's lse of a row with no key) is empty, like -inf.
+      const double la_raw = load(lse_a.ptr_at(t, h), lse_a.dtype);
+      const double lb_raw = load(lse_b.ptr_at(t, h), lse_b.dtype);
+      const double la = std::isinf(la_raw) ? kNegInf : la_raw;
+      const double lb = std::isinf(lb_raw) ? kNegInf : lb_raw;
       for (int64_t d = 0; d < dim; ++d) {
         a[d] = load(elem(out_a, t, h, d), out_a.dtype);
         b[d] = load(elem(out_b, t, h, d), out_b.dtype);

@@ -39,8 +39,11 @@ __global__ void merge_kernel(const MergeArgs a) {
        row < rows; row += warps_total) {
     const int64_t h = row % a.h;
     const int64_t n = row / a.h;
-    const float la = a.lse_a[n * a.la_stride_tok + h * a.la_stride_head];
-    const float lb = a.lse_b[n * a.lb_stride_tok + h * a.lb_stride_head];
+    // +inf is FlashAttention-2's lse for a row with no key: empty, like -inf.
+    const float la_raw = a.lse_a[n * a.la_stride_tok + h * a.la_stride_head];
+    const float lb_raw = a.lse_b[n * a.lb_stride_tok + h * a.lb_stride_head];
+    const float la = isinf(la_raw) ? -INFINITY : la_raw;
+    const float lb = isinf(lb_raw) ? -INFINITY : lb_raw;
     const T* pa = static_cast<const T*>(a.out_a) + n * a.oa_stride_tok + h * a.oa_stride_head;
     const T* pb = static_cast<const T*>(a.out_b) + n * a.ob_stride_tok + h * a.ob_stride_head;
     T* po = static_cast<T*>(a.out) + n * a.o_stride_tok + h * a.o_stride_head;

@@ -29,9 +29,10 @@ std::string shape_str(const TensorView& t) {
 bool is_half(DType t) { return t == DType::kBF16 || t == DType::kFP16; }
 bool is_wide(DType t) { return t == DType::kFP32 || t == DType::kFP64; }
 
-// Rank, null data, non-negative sizes/strides, unit last stride, natural element alignment.
+// Rank, null data, non-negative sizes/strides, natural element alignment and, unless
+// `any_last_stride` (a scalar-per-row tensor such as lse), a unit last stride.
 // Strides of size-1 dimensions are never used for addressing, so they are not checked.
-void check_layout(const TensorView& t, const char* name, int ndim) {
+void check_layout(const TensorView& t, const char* name, int ndim, bool any_last_stride = false) {
   if (t.ndim != ndim) {
     invalid(name, "expected a " + std::to_string(ndim) + "-D tensor, got " + t.describe());
   }
@@ -44,12 +45,36 @@ void check_layout(const TensorView& t, const char* name, int ndim) {
       invalid(name, "negative strides are not supported: " + t.describe());
     }
   }
-  if (t.shape[ndim - 1] > 1 && t.strides[ndim - 1] != 1) {
+  if (!any_last_stride && t.shape[ndim - 1] > 1 && t.strides[ndim - 1] != 1) {
     invalid(name, "the last dimension must be contiguous (stride 1): " + t.describe());
   }
   size_t es = dtype_size(t.dtype);
   if (t.data && es > 0 && reinterpret_cast<uintptr_t>(t.data) % es != 0) {
     invalid(name, "data pointer is not aligned to its element size");
+  }
+}
+
+// An output written by several threads must not have two elements at one address (a stride of
+// 0, or a [T, H] view whose head stride steps into the next token). Sufficient test: ordered by
+// stride, each dimension steps past the whole extent of the ones inside it.
+void check_no_overlap(const TensorView& t, const char* name) {
+  if (t.numel() <= 1) return;
+  int dims[TensorView::kMaxDims];
+  int n = 0;
+  for (int d = 0; d < t.ndim && d < TensorView::kMaxDims; ++d) {
+    if (t.shape[d] <= 1) continue;
+    int i = n++;  // insertion sort by stride (at most 4 entries)
+    for (; i > 0 && t.strides[dims[i - 1]] > t.strides[d]; --i) dims[i] = dims[i - 1];
+    dims[i] = d;
+  }
+  int64_t extent = 1;  // elements spanned by the dimensions inside the current one
+  for (int i = 0; i < n; ++i) {
+    const int d = dims[i];
+    if (t.strides[d] < extent) {
+      invalid(name, "elements overlap in memory (stride " + std::to_string(d) + " = " +
+                        std::to_string(t.strides[d]) + " is too small): " + t.describe());
+    }
+    extent = t.strides[d] * t.shape[d];
   }
 }
 
@@ -117,6 +142,51 @@ void validate_options(const PrefillOptions& o) {
   }
 }
 
+namespace {
+
+[[noreturn]] void config_mismatch(const char* name, const std::string& what, int64_t got,
+                                  const char* field, int64_t want) {
+  invalid(name, what + " " + std::to_string(got) + " differs from config." + field + " = " +
+                    std::to_string(want));
+}
+
+// RaggedPrefill::run: each tensor against the config the object was built for, before the
+// tensors are compared with each other, so that a wrong tensor is reported as itself (a q with
+// 15 heads for a 16/16 config names q and config.num_qo_heads, a v with head dim 192 names v
+// and config.head_dim_vo, not the out that was sized from the config).
+void check_against_config(const TensorView& q, const TensorView& k, const TensorView& v,
+                          const TensorView& out, const TensorView* lse, const PrefillConfig& c) {
+  if (q.dtype != c.dtype) {
+    mismatch("q", std::string("dtype ") + dtype_name(q.dtype) + " differs from config.dtype " +
+                      dtype_name(c.dtype));
+  }
+  if (q.device != c.device) {
+    mismatch("q", "is on " + to_string(q.device) + " but config.device is " + to_string(c.device));
+  }
+  if (q.shape[1] != c.num_qo_heads) config_mismatch("q", "number of heads", q.shape[1], "num_qo_heads", c.num_qo_heads);
+  if (q.shape[2] != c.head_dim_qk) config_mismatch("q", "head dim", q.shape[2], "head_dim_qk", c.head_dim_qk);
+  if (k.shape[1] != c.num_kv_heads) config_mismatch("k", "number of heads", k.shape[1], "num_kv_heads", c.num_kv_heads);
+  if (k.shape[2] != c.head_dim_qk) config_mismatch("k", "head dim", k.shape[2], "head_dim_qk", c.head_dim_qk);
+  if (v.shape[1] != c.num_kv_heads) config_mismatch("v", "number of heads", v.shape[1], "num_kv_heads", c.num_kv_heads);
+  if (v.shape[2] != c.head_dim_vo) config_mismatch("v", "head dim", v.shape[2], "head_dim_vo", c.head_dim_vo);
+  if (out.shape[1] != c.num_qo_heads) config_mismatch("out", "number of heads", out.shape[1], "num_qo_heads", c.num_qo_heads);
+  if (out.shape[2] != c.head_dim_vo) config_mismatch("out", "head dim", out.shape[2], "head_dim_vo", c.head_dim_vo);
+  if (lse && lse->shape[1] != c.num_qo_heads) {
+    config_mismatch("lse", "number of heads", lse->shape[1], "num_qo_heads", c.num_qo_heads);
+  }
+}
+
+// Tensors may hold more rows than the plan's tokens (capacity-sized buffers, as engines
+// capture CUDA graphs over): only rows [0, total) are read or written.
+void check_rows(const TensorView& t, const char* name, int64_t total, const char* indptr) {
+  if (t.shape[0] < total) {
+    invalid(name, "has " + std::to_string(t.shape[0]) + " rows, fewer than the " +
+                      std::to_string(total) + " tokens " + indptr + " totals");
+  }
+}
+
+}  // namespace
+
 void validate_prefill_tensors(const TensorView& q, const TensorView& k, const TensorView& v,
                               const TensorView& out, const TensorView* lse,
                               const IndptrTotals& totals, const TensorRules& rules) {
@@ -124,7 +194,11 @@ void validate_prefill_tensors(const TensorView& q, const TensorView& k, const Te
   check_layout(k, "k", 3);
   check_layout(v, "v", 3);
   check_layout(out, "out", 3);
-  if (lse) check_layout(*lse, "lse", 2);
+  // lse holds one float per (token, head): any layout works, [T, H] or a [H, T] buffer seen
+  // through a transposed view, as long as no two elements share an address.
+  if (lse) check_layout(*lse, "lse", 2, /*any_last_stride=*/true);
+  check_no_overlap(out, "out");
+  if (lse) check_no_overlap(*lse, "lse");
 
   // dtypes
   const bool q_ok = is_half(q.dtype) || (rules.allow_fp32_fp64_inputs && is_wide(q.dtype));
@@ -153,6 +227,8 @@ void validate_prefill_tensors(const TensorView& q, const TensorView& k, const Te
   check_same_device(out, "out", q);
   if (lse) check_same_device(*lse, "lse", q);
 
+  if (rules.config) check_against_config(q, k, v, out, lse, *rules.config);
+
   // shapes
   const int64_t H = q.shape[1], Dqk = q.shape[2];
   const int64_t Hkv = k.shape[1], Dvo = v.shape[2];
@@ -170,26 +246,18 @@ void validate_prefill_tensors(const TensorView& q, const TensorView& k, const Te
     invalid("k", "head dim " + std::to_string(k.shape[2]) + " differs from q's " + std::to_string(Dqk));
   }
   if (Dvo <= 0) invalid("v", "head dim must be > 0: " + v.describe());
-  if (q.shape[0] != totals.total_q) {
-    invalid("q", "has " + std::to_string(q.shape[0]) + " tokens but qo_indptr totals " +
-                     std::to_string(totals.total_q));
+  check_rows(q, "q", totals.total_q, "qo_indptr");
+  check_rows(k, "k", totals.total_kv, "kv_indptr");
+  check_rows(v, "v", totals.total_kv, "kv_indptr");
+  if (out.shape[1] != H || out.shape[2] != Dvo) {
+    invalid("out", "shape " + shape_str(out) + " must be [rows, " + std::to_string(H) + ", " +
+                       std::to_string(Dvo) + "] (q's heads, v's head dim)");
   }
-  if (k.shape[0] != totals.total_kv) {
-    invalid("k", "has " + std::to_string(k.shape[0]) + " tokens but kv_indptr totals " +
-                     std::to_string(totals.total_kv));
+  check_rows(out, "out", totals.total_q, "qo_indptr");
+  if (lse && lse->shape[1] != H) {
+    invalid("lse", "shape " + shape_str(*lse) + " must be [rows, " + std::to_string(H) + "] (q's heads)");
   }
-  if (v.shape[0] != totals.total_kv) {
-    invalid("v", "has " + std::to_string(v.shape[0]) + " tokens but kv_indptr totals " +
-                     std::to_string(totals.total_kv));
-  }
-  if (out.shape[0] != totals.total_q || out.shape[1] != H || out.shape[2] != Dvo) {
-    invalid("out", "shape " + shape_str(out) + " must be [" + std::to_string(totals.total_q) + ", " +
-                       std::to_string(H) + ", " + std::to_string(Dvo) + "]");
-  }
-  if (lse && (lse->shape[0] != totals.total_q || lse->shape[1] != H)) {
-    invalid("lse", "shape " + shape_str(*lse) + " must be [" + std::to_string(totals.total_q) + ", " +
-                       std::to_string(H) + "]");
-  }
+  if (lse) check_rows(*lse, "lse", totals.total_q, "qo_indptr");
 
   if (rules.need_16B_alignment) {
     check_16B(q, "q");
@@ -202,12 +270,15 @@ void validate_prefill_tensors(const TensorView& q, const TensorView& k, const Te
 void validate_merge_tensors(const TensorView& out_a, const TensorView& lse_a,
                             const TensorView& out_b, const TensorView& lse_b,
                             const TensorView& out, const TensorView* lse_out, bool allow_fp64) {
+  // LSE tensors may have any strides ([N, H], or a [H, N] buffer through a transposed view).
   check_layout(out_a, "out_a", 3);
-  check_layout(lse_a, "lse_a", 2);
+  check_layout(lse_a, "lse_a", 2, /*any_last_stride=*/true);
   check_layout(out_b, "out_b", 3);
-  check_layout(lse_b, "lse_b", 2);
+  check_layout(lse_b, "lse_b", 2, /*any_last_stride=*/true);
   check_layout(out, "out", 3);
-  if (lse_out) check_layout(*lse_out, "lse_out", 2);
+  if (lse_out) check_layout(*lse_out, "lse_out", 2, /*any_last_stride=*/true);
+  check_no_overlap(out, "out");
+  if (lse_out) check_no_overlap(*lse_out, "lse_out");
 
   const DType t = out_a.dtype;
   const bool a_ok = is_half(t) || t == DType::kFP32 || (allow_fp64 && t == DType::kFP64);

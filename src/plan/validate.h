@@ -24,18 +24,23 @@ IndptrTotals validate_indptr(const int32_t* qo_indptr, const int32_t* kv_indptr,
 void validate_options(const PrefillOptions& options);
 
 // Shapes/dtypes/devices/strides of q, k, v, out, lse for a problem with these totals and heads.
-// `out_dtypes_must_match_input`: true for backends (out in the input dtype), false for the
-// reference (out fp32/fp64). `need_alignment`: 16-byte aligned pointers and strides (CUDA).
+// Row counts may exceed the totals (capacity-sized buffers): q/out/lse rows >= total_q, k/v rows
+// >= total_kv. lse may have any non-overlapping strides ([T, H] or [H, T] memory).
+// `out_matches_input_dtype`: true for backends (out in the input dtype), false for the
+// reference (out fp32/fp64). `need_16B_alignment`: 16-byte aligned pointers and strides (CUDA).
+// `config`: RaggedPrefill::run's config; each tensor is checked against it first, so errors
+// name the config field a tensor disagrees with.
 struct TensorRules {
   bool out_matches_input_dtype = true;
   bool allow_fp32_fp64_inputs = false;  // the reference accepts them
   bool need_16B_alignment = false;
+  const PrefillConfig* config = nullptr;
 };
 void validate_prefill_tensors(const TensorView& q, const TensorView& k, const TensorView& v,
                               const TensorView& out, const TensorView* lse,
                               const IndptrTotals& totals, const TensorRules& rules);
 
-// out_a/out_b/out [N,H,D] same dtype (bf16/fp16/fp32) & device; lse_* [N,H] fp32.
+// out_a/out_b/out [N,H,D] same dtype (bf16/fp16/fp32) & device; lse_* [N,H] fp32, any strides.
 // With allow_fp64 (the reference): fp64 is accepted too, out may be any float dtype, lse fp32/fp64.
 void validate_merge_tensors(const TensorView& out_a, const TensorView& lse_a,
                             const TensorView& out_b, const TensorView& lse_b,

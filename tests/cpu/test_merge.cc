@@ -240,6 +240,30 @@ TEST_P(MergeExact, InPlace) {
   EXPECT_EQ(b.bytes(), out.bytes());
 }
 
+// FlashAttention-2 writes lse = +inf for a row with no key (vLLM's merge treats it as empty):
+// +inf merges exactly like -inf, in the backend and in the reference.
+TEST_P(MergeExact, PlusInfinityMeansEmptyToo) {
+  const DType dtype = GetParam();
+  std::mt19937_64 rng(900 + static_cast<int>(dtype));
+  const int64_t n = 29, h = 3, d = 64;
+  const States s = random_states(dtype, n, h, d, rng);
+  States p = s;
+  for (int64_t i = 0; i < n * h; ++i) {
+    if (std::isinf(p.la.get(i))) p.la.set(i, kInf);
+    if (std::isinf(p.lb.get(i)) && i % 2 == 0) p.lb.set(i, kInf);  // mixed +inf / -inf
+  }
+  HostTensor out(dtype, {n, h, d}), lse(DType::kFP32, {n, h}), out_p(dtype, {n, h, d}), lse_p(DType::kFP32, {n, h});
+  TensorView lv = lse.view(), lpv = lse_p.view();
+  merge_states(s.oa.view(), s.la.view(), s.ob.view(), s.lb.view(), out.view(), &lv);
+  merge_states(p.oa.view(), p.la.view(), p.ob.view(), p.lb.view(), out_p.view(), &lpv);
+  EXPECT_EQ(out.bytes(), out_p.bytes());
+  EXPECT_EQ(lse.bytes(), lse_p.bytes());
+  HostTensor rout(DType::kFP64, {n, h, d}), rout_p(DType::kFP64, {n, h, d});
+  reference::merge_states(s.oa.view(), s.la.view(), s.ob.view(), s.lb.view(), rout.view(), nullptr);
+  reference::merge_states(p.oa.view(), p.la.view(), p.ob.view(), p.lb.view(), rout_p.view(), nullptr);
+  EXPECT_EQ(rout.bytes(), rout_p.bytes());
+}
+
 INSTANTIATE_TEST_SUITE_P(Dtypes, MergeExact,
                          ::testing::Values(DType::kBF16, DType::kFP16, DType::kFP32),
                          [](const ::testing::TestParamInfo<DType>& i) {

@@ -183,7 +183,10 @@ TEST_F(Validation, RankAndStrides) {
   expect_rejected("q last stride 2", [](Call& c) { c.q.strides[2] = 2; }, kInv, "q", kTensorPaths);
   expect_rejected("v last stride 0", [](Call& c) { c.v.strides[2] = 0; }, kInv, "v", kTensorPaths);
   expect_rejected("out last stride", [](Call& c) { c.out.strides[2] = 3; }, kInv, "out", kTensorPaths);
-  expect_rejected("lse last stride", [](Call& c) { c.lse.strides[1] = 2; }, kInv, "lse", kTensorPaths);
+  // lse may have any strides, but no two of its elements may share an address.
+  expect_rejected("lse heads overlap tokens", [](Call& c) { c.lse.strides[1] = 2; }, kInv, "lse", kTensorPaths);
+  expect_rejected("lse token stride 0", [](Call& c) { c.lse.strides[0] = 0; }, kInv, "lse", kTensorPaths);
+  expect_rejected("out head stride 0", [](Call& c) { c.out.strides[1] = 0; }, kInv, "out", kTensorPaths);
   expect_rejected("k negative token stride", [](Call& c) { c.k.strides[0] = -c.k.strides[0]; }, kInv, "k", kTensorPaths);
   expect_rejected("out negative head stride", [](Call& c) { c.out.strides[1] = -c.out.strides[1]; }, kInv, "out", kTensorPaths);
   expect_rejected("q misaligned element", [](Call& c) { c.q.data = static_cast<char*>(c.q.data) + 1; }, kInv, "q", kTensorPaths);
@@ -222,7 +225,7 @@ TEST_F(Validation, HeadsAndShapes) {
   expect_rejected("v/out head dim differ", [](Call& c) { c.out.shape[2] = DVO / 2; }, kInv, "out", kTensorPaths);
   expect_rejected("out tokens", [](Call& c) { c.out.shape[0] -= 1; }, kInv, "out", kTensorPaths);
   expect_rejected("out heads", [](Call& c) { c.out.shape[1] = 2; }, kInv, "out", kTensorPaths);
-  expect_rejected("lse tokens", [](Call& c) { c.lse.shape[0] += 1; }, kInv, "lse", kTensorPaths);
+  expect_rejected("lse tokens", [](Call& c) { c.lse.shape[0] -= 1; }, kInv, "lse", kTensorPaths);
   expect_rejected("lse heads", [](Call& c) { c.lse.shape[1] = 2; }, kInv, "lse", kTensorPaths);
   expect_rejected("q tokens != total_q", [](Call& c) { c.q.shape[0] -= 1; }, kInv, "q", kTensorPaths);
   expect_rejected("k tokens != total_kv", [](Call& c) { c.k.shape[0] -= 1; }, kInv, "k", kTensorPaths);
@@ -338,6 +341,38 @@ TEST_F(Validation, PlanMismatch) {
   }
 }
 
+// run() compares each tensor with the config before the tensors with each other, so the
+// message names the tensor that is wrong and the config field it disagrees with.
+TEST_F(Validation, RunNamesTheConfigField) {
+  RaggedPrefill p(config_);  // H = 4, HKV = 2, DQK = 16, DVO = 8
+  p.plan(qo_.data(), kv_.data(), 3);
+  auto what = [](const std::function<void()>& f) -> std::string {
+    try {
+      f();
+    } catch (const Error& e) {
+      return std::string(e.what()) + " [" + e.argument() + "]";
+    }
+    return "no error";
+  };
+  poison();
+  // q with 3 heads (as a q with 15 heads against a 16/16 config): not "a multiple of kv heads".
+  HostTensor q3(DType::kBF16, {q_.shape()[0], 3, DQK}), o3(DType::kBF16, {q_.shape()[0], 3, DVO});
+  const std::string m1 = what([&] { p.run(q3.view(), k_.view(), v_.view(), o3.view()); });
+  EXPECT_NE(m1.find("config.num_qo_heads = 4"), std::string::npos) << m1;
+  EXPECT_NE(m1.find("[q]"), std::string::npos) << m1;
+  // v with the qk head dim (192 instead of 128 in MLA terms), out sized from the config: v is
+  // the wrong one.
+  HostTensor v16(DType::kBF16, {k_.shape()[0], HKV, DQK});
+  const std::string m2 = what([&] { p.run(q_.view(), k_.view(), v16.view(), out_.view()); });
+  EXPECT_NE(m2.find("config.head_dim_vo = 8"), std::string::npos) << m2;
+  EXPECT_NE(m2.find("[v]"), std::string::npos) << m2;
+  HostTensor k1(DType::kBF16, {k_.shape()[0], 1, DQK});
+  const std::string m3 = what([&] { p.run(q_.view(), k1.view(), v_.view(), out_.view()); });
+  EXPECT_NE(m3.find("config.num_kv_heads = 2"), std::string::npos) << m3;
+  EXPECT_NE(m3.find("[k]"), std::string::npos) << m3;
+  expect_untouched("config mismatches");
+}
+
 TEST(ValidationUnit, SixteenByteAlignmentForCuda) {
   alignas(16) static uint16_t buf[4096];
   plan::IndptrTotals t;
@@ -353,7 +388,7 @@ TEST(ValidationUnit, SixteenByteAlignmentForCuda) {
   EXPECT_NO_THROW(plan::validate_prefill_tensors(q_off, k, v, o, nullptr, t, plan::TensorRules{}));
   TensorView k_str(buf, DType::kBF16, {2, 1, 16}, {20, 20, 1});  // 40-byte token stride
   EXPECT_TRUE(throws_error([&] { plan::validate_prefill_tensors(q, k_str, v, o, nullptr, t, cuda_rules); }, kInv, "k"));
-  TensorView o_str(buf, DType::kBF16, {2, 2, 8}, {16, 12, 1});  // 24-byte head stride
+  TensorView o_str(buf, DType::kBF16, {2, 2, 8}, {24, 12, 1});  // 24-byte head stride
   EXPECT_TRUE(throws_error([&] { plan::validate_prefill_tensors(q, k, v, o_str, nullptr, t, cuda_rules); }, kInv, "out"));
   EXPECT_NO_THROW(plan::validate_prefill_tensors(q, k_str, v, o_str, nullptr, t, plan::TensorRules{}));
 }
