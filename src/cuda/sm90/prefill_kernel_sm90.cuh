@@ -1,22 +1,21 @@
 // The Hopper (sm_90a) ragged prefill kernel: warp-specialized, TMA + wgmma, persistent.
 //
 // A block of three warpgroups owns one 128-row q tile of one (sequence, q head) at a time:
-//   - warpgroup 0, warp 0 (the producer, registers given away with setmaxnreg): TMA loads of Q
-//     (once per tile) and of K and V tiles of 128 keys into a two-stage shared-memory ring,
-//     each completing on an mbarrier; "empty" barriers tell it when a stage may be refilled.
+//   - warpgroup 0 gives its registers away (setmaxnreg) and runs two warps:
+//     the scheduler warp takes work items dynamically (an atomic counter in the device scratch,
+//     reset by the last block out) and decodes the next one while the current one runs;
+//     the producer warp issues the TMA loads: Q once per item, then K one tile ahead of V into a
+//     two-stage shared-memory ring, each load completing on an mbarrier; "empty" mbarriers tell
+//     it when a stage may be refilled.
 //   - warpgroups 1 and 2 (the consumers, 232 registers each): 64 query rows each. Per kv tile:
 //     S = Q K^T with wgmma (both operands in shared memory, 12 k-steps of 16 for Dqk = 192), the
 //     online softmax in registers, then O += P V with P as the register A operand and V read
 //     MN-major straight from its token-major layout (no transpose copy, V never padded).
-//     The next tile's S = Q K^T is issued before this tile's P V completes and its softmax runs
-//     while P V is in flight (FlashAttention-3's intra-warpgroup overlap), and the two consumer
-//     warpgroups take turns issuing GEMMs (ping-pong, named barriers), so one's softmax hides
-//     under the other's matrix work.
-// Scheduling: persistent blocks take work items dynamically (an atomic counter in the device
-// scratch, reset by the last block out); the plan orders items so that the ones in flight
-// together are q tiles of the same (sequence, head) and share its K/V in L2
-// (plan::ScheduleKind::kSequenceRuns). The producer decodes each item and hands it to the
-// consumers through shared memory with the Q load.
+//     The next tile's S = Q K^T is issued before this tile's P V, O is rescaled while S runs, and
+//     the softmax runs while P V is in flight (FlashAttention-3's intra-warpgroup overlap).
+// Items travel scheduler -> producer -> consumers through shared-memory slots handed over with
+// named barriers. The plan orders items so that those in flight together are q tiles of the same
+// (sequence, head) and share its K/V in L2 (plan::ScheduleKind::kSequenceRuns).
 // Nothing is padded: a kv tile that runs past the sequence is masked (scores -> -inf), and the V
 // rows past the sequence are zeroed in shared memory so 0 * (whatever is there) cannot make NaN.
 // Extents: each block rewrites the outermost extent of its copies of the tensor maps to the
@@ -37,11 +36,6 @@
 #include "cuda/common/work_scheduler.cuh"
 #include "cuda/prefill_launch.h"
 #include "cuda/sm90/ptx_sm90.cuh"
-
-// Inter-warpgroup ping-pong of the consumers' GEMMs (see TurnTaking); 0 turns it off.
-#ifndef MLAKIT_SM90_PINGPONG
-#define MLAKIT_SM90_PINGPONG 1
-#endif
 
 namespace mlakit {
 namespace cuda {
@@ -68,8 +62,8 @@ struct Sm90Shape {
   static constexpr int kOffV = kOffK + kStages * kKBytes;
   static constexpr int kOffBars = kOffV + kStages * kVBytes;
   static constexpr int kNumBars = 2 + 4 * kStages;
-  static constexpr int kOffSlot = kOffBars + kNumBars * 8;  // the item the producer hands over
-  static constexpr int kOffMaps = (kOffSlot + 64 + 127) / 128 * 128;
+  static constexpr int kOffSlots = kOffBars + kNumBars * 8;  // scheduler -> producer -> consumers
+  static constexpr int kOffMaps = (kOffSlots + 2 * 64 + 127) / 128 * 128;
   static constexpr int kNumMaps = 4;  // q, k, k_rope, v
   // + 1024: the dynamic shared-memory base is re-aligned to the 1024-byte swizzle atom.
   static constexpr int kSmemBytes = kOffMaps + kNumMaps * 128 + 1024;
@@ -114,13 +108,27 @@ __device__ __forceinline__ ItemPlan plan_item(const ScheduleView& sched, const p
   return ip;
 }
 
+// Named barriers (id 0 is __syncthreads). Work items travel scheduler warp -> producer warp ->
+// consumer warpgroups through one shared-memory slot per hop, each hop a full/empty pair.
+enum : int {
+  kBarVClear = 1,   // the two consumer warpgroups, around clearing V rows past a sequence
+  kBarConsFull = 2, kBarConsEmpty = 3,    // producer warp (32) <-> consumers (256)
+  kBarSchedFull = 4, kBarSchedEmpty = 5,  // scheduler warp (32) <-> producer warp (32)
+};
+constexpr int kConsHop = 32 + 256;
+constexpr int kSchedHop = 64;
+
 template <typename Shape>
-__device__ __forceinline__ void producer(const Sm90Params& p, uint32_t sbase, unsigned char* smem,
-                                         const ScheduleView& sched, const plan::ScheduleHeader& hdr, int lane) {
-  constexpr int BM = Shape::BM, BN = Shape::BN;
-  const PrefillArgs& a = p.args;
-  // Per-block copies of the tensor maps with the plan's extents (see the file comment).
-  CUtensorMap* gmaps = reinterpret_cast<CUtensorMap*>(static_cast<unsigned char*>(a.scratch) +
+__device__ __forceinline__ ItemPlan* item_slot(unsigned char* smem, int hop) {
+  return reinterpret_cast<ItemPlan*>(smem + Shape::kOffSlots + 64 * hop);
+}
+
+// Warp 0 of warpgroup 0, all lanes: the per-block tensor maps with the plan's extents (see the
+// file comment); lane 0 then acquires them for its TMA loads.
+template <typename Shape>
+__device__ __forceinline__ CUtensorMap* prepare_tensor_maps(const Sm90Params& p, uint32_t sbase, unsigned char* smem,
+                                                            const plan::ScheduleHeader& hdr, int lane) {
+  CUtensorMap* gmaps = reinterpret_cast<CUtensorMap*>(static_cast<unsigned char*>(p.args.scratch) +
                                                       Shape::kScratchFixed + blockIdx.x * Shape::kScratchPerBlock);
   const uint32_t smaps = sbase + Shape::kOffMaps;
   if (lane < 8) {  // 4 maps x 128 bytes = 8 lanes x 4 x 16 bytes
@@ -146,79 +154,123 @@ __device__ __forceinline__ void producer(const Sm90Params& p, uint32_t sbase, un
   __syncwarp();
 #pragma unroll
   for (int m = 0; m < Shape::kNumMaps; ++m) tensormap_publish(&gmaps[m], smaps + m * 128);
-  if (lane != 0) return;
+  if (lane == 0) {
 #pragma unroll
-  for (int m = 0; m < Shape::kNumMaps; ++m) tensormap_acquire(&gmaps[m]);
+    for (int m = 0; m < Shape::kNumMaps; ++m) tensormap_acquire(&gmaps[m]);
+  }
+  return gmaps;
+}
 
-  const int group = a.num_qo_heads / a.num_kv_heads;
-  const int total_items = hdr.num_items;
-  const int nope_cols = Shape::DQK - a.k_rope_dim;  // columns of K that come from `k`
-  auto bar = [&](int i) { return sbase + Shape::kOffBars + 8 * i; };
-  int* next_item = static_cast<int*>(a.scratch);  // items handed out beyond the first grid
+// Warp 1 of warpgroup 0: dynamic scheduling. The first item is blockIdx.x, then whatever the
+// counter hands out, so a block that drew short items takes more of them; each is decoded (a
+// binary search over the plan's runs) one item ahead of the producer, off its critical path.
+template <typename Shape>
+__device__ __forceinline__ void scheduler_warp(const Sm90Params& p, unsigned char* smem, const ScheduleView& sched,
+                                               const plan::ScheduleHeader& hdr, int lane) {
+  int* next_item = static_cast<int*>(p.args.scratch);  // items handed out beyond the first grid
   int* blocks_done = next_item + 1;
-  ItemPlan* slot = reinterpret_cast<ItemPlan*>(smem + Shape::kOffSlot);
-
-  // Dynamic scheduling: the first item is blockIdx.x, then whatever the counter hands out, so a
-  // block that drew short items takes more of them. Items are ordered so that those in flight
-  // together share K/V in L2 (ScheduleKind::kSequenceRuns).
-  uint32_t q_iter = 0, kv_iter = 0;
+  ItemPlan* slot = item_slot<Shape>(smem, 0);
   int w = blockIdx.x;
   while (true) {
-    ItemPlan ip{};
-    if (w < total_items) ip = plan_item<BM, BN>(sched, hdr, w);
-    // The consumers are done with the previous item's slot (and Q) once they release Q.
-    mbar_wait(bar(kBarQEmpty), (q_iter & 1) ^ 1);
-    *slot = ip;
-    ++q_iter;
-    if (!ip.valid || ip.n_tiles == 0) {
-      mbar_arrive(bar(kBarQFull));  // hand over without data (end of work, or rows with no key)
-      if (!ip.valid) break;
-      w = atomicAdd(next_item, 1) + gridDim.x;
-      continue;
+    ItemPlan ip{};  // valid = 0: no more work
+    if (w < hdr.num_items) ip = plan_item<Shape::BM, Shape::BN>(sched, hdr, w);
+    named_barrier_sync<kBarSchedEmpty, kSchedHop>();
+    if (lane == 0) *slot = ip;
+    __syncwarp();
+    named_barrier_arrive<kBarSchedFull, kSchedHop>();
+    if (!ip.valid) break;
+    int next = 0;
+    if (lane == 0) next = atomicAdd(next_item, 1);
+    w = __shfl_sync(0xffffffffu, next, 0) + static_cast<int>(gridDim.x);
+  }
+  named_barrier_sync<kBarSchedEmpty, kSchedHop>();  // the producer's last "read"
+  // The last block out leaves the counters zero for the next launch (or graph replay).
+  if (lane == 0) {
+    __threadfence();
+    if (atomicAdd(blocks_done, 1) == static_cast<int>(gridDim.x) - 1) {
+      atomicExch(next_item, 0);
+      atomicExch(blocks_done, 0);
     }
-    const int kv_head = ip.it.head / group;
-    mbar_arrive_expect_tx(bar(kBarQFull), Shape::kQBytes);
-#pragma unroll
-    for (int c = 0; c < Shape::kQBoxes; ++c) {
-      tma_load_3d(sbase + Shape::kOffQ + c * Shape::kBoxBytesQ, &gmaps[0], bar(kBarQFull), c * 64, ip.it.head,
-                  ip.it.q_begin + ip.it.row0);
-    }
-    const int w_next = atomicAdd(next_item, 1) + gridDim.x;  // fetched early: latency hidden
+  }
+}
 
-    for (int t = 0; t < ip.n_tiles; ++t, ++kv_iter) {
-      const int s = kv_iter & 1;
-      const uint32_t empty_parity = ((kv_iter >> 1) & 1) ^ 1;
-      const int row = ip.it.kv_begin + ip.n_begin + t * BN;
-      mbar_wait(bar(kBarKEmpty + s), empty_parity);
-      mbar_arrive_expect_tx(bar(kBarKFull + s), Shape::kKBytes);
-      const uint32_t sk = sbase + Shape::kOffK + s * Shape::kKBytes;
+// Warp 0 of warpgroup 0 (lane 0 issues): TMA loads of Q once per item, then K one tile ahead of V
+// (the consumers need K_{t+1} and V_t together), each into a two-stage ring guarded by mbarriers.
+template <typename Shape>
+__device__ __forceinline__ void producer_warp(const Sm90Params& p, uint32_t sbase, unsigned char* smem,
+                                              const CUtensorMap* gmaps, int lane) {
+  constexpr int BN = Shape::BN;
+  const PrefillArgs& a = p.args;
+  const int group = a.num_qo_heads / a.num_kv_heads;
+  const int nope_cols = Shape::DQK - a.k_rope_dim;  // columns of K that come from `k`
+  auto bar = [&](int i) { return sbase + Shape::kOffBars + 8 * i; };
+  const ItemPlan* from_sched = item_slot<Shape>(smem, 0);
+  ItemPlan* to_cons = item_slot<Shape>(smem, 1);
+
+  named_barrier_arrive<kBarSchedEmpty, kSchedHop>();  // the scheduler's first slot is free
+  uint32_t q_iter = 0, kv_iter = 0;
+  while (true) {
+    named_barrier_sync<kBarSchedFull, kSchedHop>();
+    const ItemPlan ip = *from_sched;
+    named_barrier_arrive<kBarSchedEmpty, kSchedHop>();
+    named_barrier_sync<kBarConsEmpty, kConsHop>();
+    if (lane == 0) *to_cons = ip;
+    __syncwarp();
+    named_barrier_arrive<kBarConsFull, kConsHop>();
+    if (!ip.valid) break;
+    if (ip.n_tiles == 0) continue;  // rows with no key: nothing to load
+    const int kv_head = ip.it.head / group;
+
+    if (lane == 0) {
+      mbar_wait(bar(kBarQEmpty), (q_iter & 1) ^ 1);
+      mbar_arrive_expect_tx(bar(kBarQFull), Shape::kQBytes);
 #pragma unroll
       for (int c = 0; c < Shape::kQBoxes; ++c) {
-        const int col = c * 64;
-        if (col < nope_cols) {
-          tma_load_3d(sk + c * Shape::kBoxBytesKV, &gmaps[1], bar(kBarKFull + s), col, kv_head, row);
-        } else if (p.kr_rank == 3) {
-          tma_load_3d(sk + c * Shape::kBoxBytesKV, &gmaps[2], bar(kBarKFull + s), col - nope_cols, kv_head, row);
-        } else {
-          tma_load_2d(sk + c * Shape::kBoxBytesKV, &gmaps[2], bar(kBarKFull + s), col - nope_cols, row);
-        }
+        tma_load_3d(sbase + Shape::kOffQ + c * Shape::kBoxBytesQ, &gmaps[0], bar(kBarQFull), c * 64, ip.it.head,
+                    ip.it.q_begin + ip.it.row0);
       }
-      mbar_wait(bar(kBarVEmpty + s), empty_parity);
-      mbar_arrive_expect_tx(bar(kBarVFull + s), Shape::kVBytes);
-      const uint32_t sv = sbase + Shape::kOffV + s * Shape::kVBytes;
+      auto load_k = [&](int t) {
+        const uint32_t i = kv_iter + t;
+        const int s = i & 1;
+        const int row = ip.it.kv_begin + ip.n_begin + t * BN;
+        mbar_wait(bar(kBarKEmpty + s), ((i >> 1) & 1) ^ 1);
+        mbar_arrive_expect_tx(bar(kBarKFull + s), Shape::kKBytes);
+        const uint32_t sk = sbase + Shape::kOffK + s * Shape::kKBytes;
 #pragma unroll
-      for (int c = 0; c < Shape::kVBoxes; ++c) {
-        tma_load_3d(sv + c * Shape::kBoxBytesKV, &gmaps[3], bar(kBarVFull + s), c * 64, kv_head, row);
+        for (int c = 0; c < Shape::kQBoxes; ++c) {
+          const int col = c * 64;
+          if (col < nope_cols) {
+            tma_load_3d(sk + c * Shape::kBoxBytesKV, &gmaps[1], bar(kBarKFull + s), col, kv_head, row);
+          } else if (p.kr_rank == 3) {
+            tma_load_3d(sk + c * Shape::kBoxBytesKV, &gmaps[2], bar(kBarKFull + s), col - nope_cols, kv_head, row);
+          } else {
+            tma_load_2d(sk + c * Shape::kBoxBytesKV, &gmaps[2], bar(kBarKFull + s), col - nope_cols, row);
+          }
+        }
+      };
+      auto load_v = [&](int t) {
+        const uint32_t i = kv_iter + t;
+        const int s = i & 1;
+        const int row = ip.it.kv_begin + ip.n_begin + t * BN;
+        mbar_wait(bar(kBarVEmpty + s), ((i >> 1) & 1) ^ 1);
+        mbar_arrive_expect_tx(bar(kBarVFull + s), Shape::kVBytes);
+        const uint32_t sv = sbase + Shape::kOffV + s * Shape::kVBytes;
+#pragma unroll
+        for (int c = 0; c < Shape::kVBoxes; ++c) {
+          tma_load_3d(sv + c * Shape::kBoxBytesKV, &gmaps[3], bar(kBarVFull + s), c * 64, kv_head, row);
+        }
+      };
+      load_k(0);
+      for (int t = 0; t < ip.n_tiles; ++t) {
+        if (t + 1 < ip.n_tiles) load_k(t + 1);
+        load_v(t);
       }
     }
-    w = w_next;
+    ++q_iter;
+    kv_iter += ip.n_tiles;
+    __syncwarp();
   }
-  // The last block out leaves the counters zero for the next launch (or graph replay).
-  __threadfence();
-  if (atomicAdd(blocks_done, 1) == static_cast<int>(gridDim.x) - 1) {
-    atomicExch(next_item, 0);
-    atomicExch(blocks_done, 0);
-  }
+  named_barrier_sync<kBarConsEmpty, kConsHop>();  // the consumers' last "read"
 }
 
 // S (this warpgroup's 64 rows x 128 keys) = Q K^T over Dqk, from the swizzled shared tiles.
@@ -271,26 +323,7 @@ __device__ __forceinline__ void softmax_step(RowSoftmax<BN / 8>& sm, float (&s)[
   }
 }
 
-// Ping-pong between the two consumer warpgroups (FlashAttention-3's inter-warpgroup schedule):
-// each issues its GEMMs only in its turn and then passes the turn on, so one warpgroup's softmax
-// runs while the other's GEMMs occupy the tensor cores. Named barriers 2 and 3 (1 is the V clear).
-struct TurnTaking {
-  int cw;  // 0 or 1
-  __device__ __forceinline__ explicit TurnTaking(int consumer) : cw(consumer) {}
-  __device__ __forceinline__ void begin() const {
-#if MLAKIT_SM90_PINGPONG
-    if (cw == 0) named_barrier_sync<2, 256>();
-    else named_barrier_sync<3, 256>();
-#endif
-  }
-  __device__ __forceinline__ void end() const {
-#if MLAKIT_SM90_PINGPONG
-    if (cw == 0) named_barrier_arrive<3, 256>();
-    else named_barrier_arrive<2, 256>();
-#endif
-  }
-};
-
+// Warpgroups 1 and 2: 64 query rows each of the item the producer hands over.
 template <typename T, typename Shape>
 __device__ __forceinline__ void consumer(const Sm90Params& p, uint32_t sbase, unsigned char* smem,
                                          const plan::ScheduleHeader& hdr, int cw) {
@@ -303,19 +336,15 @@ __device__ __forceinline__ void consumer(const Sm90Params& p, uint32_t sbase, un
   auto bar = [&](int i) { return sbase + Shape::kOffBars + 8 * i; };
   const uint32_t q_rows_base = sbase + Shape::kOffQ + cw * 64 * 128;  // this warpgroup's 64 rows
   const int warp_row0 = cw * 64 + warp * 16;                          // inside the tile
-  const ItemPlan* slot = reinterpret_cast<const ItemPlan*>(smem + Shape::kOffSlot);
-  const TurnTaking turn(cw);
-#if MLAKIT_SM90_PINGPONG
-  if (cw == 1) named_barrier_arrive<2, 256>();  // warpgroup 0 goes first
-#endif
+  const ItemPlan* slot = item_slot<Shape>(smem, 1);
 
+  named_barrier_arrive<kBarConsEmpty, kConsHop>();  // the producer's first slot is free
   T* o_all = static_cast<T*>(a.out);
   uint32_t q_iter = 0, kv_iter = 0;
   while (true) {
-    // The producer publishes the item (and starts its Q load) before arriving on "Q full".
-    mbar_wait(bar(kBarQFull), q_iter & 1);
-    ++q_iter;
+    named_barrier_sync<kBarConsFull, kConsHop>();
     const ItemPlan ip = *slot;
+    named_barrier_arrive<kBarConsEmpty, kConsHop>();
     if (!ip.valid) break;
     const WorkItem& it = ip.it;
     const rule::MaskRule<int> mr{it.lq, it.lk, hdr.causal != 0, hdr.window_left};
@@ -327,9 +356,7 @@ __device__ __forceinline__ void consumer(const Sm90Params& p, uint32_t sbase, un
     RowSoftmax<BN / 8> sm;
     sm.init();
 
-    if (ip.n_tiles == 0) {
-      if (lane == 0) mbar_arrive(bar(kBarQEmpty));  // nothing loaded; the slot is read
-    } else {
+    if (ip.n_tiles > 0) {
       float s[BN / 8][4];
       uint32_t pf[BN / 16][4];
       float alpha[2];
@@ -337,14 +364,15 @@ __device__ __forceinline__ void consumer(const Sm90Params& p, uint32_t sbase, un
       float(&o_flat)[64] = reinterpret_cast<float(&)[64]>(o);
       uint32_t(&pf_flat)[BN / 4] = reinterpret_cast<uint32_t(&)[BN / 4]>(pf);
 
+      mbar_wait(bar(kBarQFull), q_iter & 1);
+      ++q_iter;
+
       // kv tile 0: S, softmax, P.
       uint32_t stage = kv_iter & 1, parity = (kv_iter >> 1) & 1;
       mbar_wait(bar(kBarKFull + stage), parity);
-      turn.begin();
       wgmma_fence();
       issue_qk<T, Shape>(s_flat, q_rows_base, sbase + Shape::kOffK + stage * Shape::kKBytes);
       wgmma_commit();
-      turn.end();
       wgmma_wait<0>();
       fence_regs(s_flat);
       if (lane == 0) {
@@ -356,21 +384,23 @@ __device__ __forceinline__ void consumer(const Sm90Params& p, uint32_t sbase, un
       pack_p<T, BN>(pf, s);
 
       for (int t = 1; t < ip.n_tiles; ++t) {
-        const uint32_t prev_stage = stage;
+        const uint32_t prev_stage = stage, prev_parity = parity;
         ++kv_iter;
         stage = kv_iter & 1;
         parity = (kv_iter >> 1) & 1;
         n0 += BN;
-        // Issue S_t = Q K_t^T, then O += P_{t-1} V_{t-1}; softmax of S_t overlaps the latter.
+        // Issue S_t = Q K_t^T; while it runs, rescale O by the last softmax's factor (FA3's order:
+        // off the path between P V's completion and the next S); then O += P_{t-1} V_{t-1}.
+        // The softmax of S_t overlaps the P V.
         mbar_wait(bar(kBarKFull + stage), parity);
-        mbar_wait(bar(kBarVFull + prev_stage), ((kv_iter - 1) >> 1) & 1);
-        turn.begin();
+        mbar_wait(bar(kBarVFull + prev_stage), prev_parity);
         wgmma_fence();
         issue_qk<T, Shape>(s_flat, q_rows_base, sbase + Shape::kOffK + stage * Shape::kKBytes);
         wgmma_commit();
+        rescale_rows(o, alpha);
+        wgmma_fence();  // O was just written by ordinary instructions
         issue_pv<T, Shape>(o_flat, pf, sbase + Shape::kOffV + prev_stage * Shape::kVBytes);
         wgmma_commit();
-        turn.end();
         wgmma_wait<1>();
         fence_regs(s_flat);
         if (lane == 0) {
@@ -383,14 +413,13 @@ __device__ __forceinline__ void consumer(const Sm90Params& p, uint32_t sbase, un
         fence_regs(o_flat);
         fence_regs(pf_flat);  // P was read asynchronously until here: keep it live
         if (lane == 0) mbar_arrive(bar(kBarVEmpty + prev_stage));
-        rescale_rows(o, alpha);
         pack_p<T, BN>(pf, s);
       }
 
       // The last tile's P V. V rows past the sequence end hold whatever follows it (or TMA's
       // zeros): P is 0 there, but 0 * inf would be NaN, so zero them first (both warpgroups
       // share the stage; each clears half, then they meet at a named barrier).
-      mbar_wait(bar(kBarVFull + stage), (kv_iter >> 1) & 1);
+      mbar_wait(bar(kBarVFull + stage), parity);
       const int valid = it.lk - n0;
       if (valid < BN) {
         const int ctid = threadIdx.x - 128;  // 0..255 over both consumer warpgroups
@@ -403,13 +432,12 @@ __device__ __forceinline__ void consumer(const Sm90Params& p, uint32_t sbase, un
               make_uint4(0, 0, 0, 0);
         }
         fence_proxy_async_smem();
-        named_barrier_sync<1, 256>();
+        named_barrier_sync<kBarVClear, 256>();
       }
-      turn.begin();
+      rescale_rows(o, alpha);
       wgmma_fence();
       issue_pv<T, Shape>(o_flat, pf, sbase + Shape::kOffV + stage * Shape::kVBytes);
       wgmma_commit();
-      turn.end();
       wgmma_wait<0>();
       fence_regs(o_flat);
       fence_regs(pf_flat);
@@ -428,9 +456,6 @@ __device__ __forceinline__ void consumer(const Sm90Params& p, uint32_t sbase, un
     store_rows<DVO>(o, sm.m, l_total, out_tile, a.o_stride_tok, lse_tile, a.lse_stride_tok, warp_row0, ip.rows,
                     lane);
   }
-#if MLAKIT_SM90_PINGPONG
-  if (cw == 0) named_barrier_sync<2, 256>();  // the turn warpgroup 1 passed last
-#endif
 }
 
 template <typename T, typename Shape>
@@ -467,7 +492,13 @@ __global__ void __launch_bounds__(Shape::kThreads, 1) prefill_sm90_kernel(const 
   // (24 / 240 made the producer spill; checked in the SASS).
   if (wg == 0) {
     setmaxnreg_dec<40>();
-    if (threadIdx.x / 32 == 0) producer<Shape>(p, sbase, smem, sched, hdr, threadIdx.x % 32);
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    if (warp == 0) {
+      const CUtensorMap* gmaps = prepare_tensor_maps<Shape>(p, sbase, smem, hdr, lane);
+      producer_warp<Shape>(p, sbase, smem, gmaps, lane);
+    } else if (warp == 1) {
+      scheduler_warp<Shape>(p, smem, sched, hdr, lane);
+    }
   } else {
     setmaxnreg_inc<232>();
     consumer<T, Shape>(p, sbase, smem, hdr, wg - 1);
