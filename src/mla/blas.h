@@ -37,6 +37,8 @@ namespace cuda {
 namespace blas {
 // cuBLAS on `device_index`, ordered on `stream` (graph-capturable: a fixed workspace per handle).
 void gemm_nt(const mlakit::blas::GemmArgs& args, int device_index, Stream stream);
+// Creates the device's handle and workspace now (they allocate, which a graph capture forbids).
+void init(int device_index);
 }  // namespace blas
 }  // namespace cuda
 }  // namespace mlakit

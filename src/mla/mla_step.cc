@@ -74,6 +74,8 @@ struct MlaStep::Impl {
   Impl(const MlaConfig& c, Setup s)
       : config(c), backend(std::move(s.backend)), choice(s.choice), layout(s.layout) {
     ops = mla::make_ops(c.device);
+    // cuBLAS allocates its handle on first use; do it here, never inside a graph capture.
+    if (c.device.is_cuda()) cuda::blas::init(c.device.index);
     staging = std::make_unique<backend::PlanStaging>(*backend, layout.plan_bytes);
     builder = std::make_unique<mla::PlanBuilder>(config, layout, choice.block_m, choice.block_n);
     buffers = static_cast<uint8_t*>(backend->alloc_device(layout.buffer_bytes));

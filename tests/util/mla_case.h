@@ -43,8 +43,9 @@ struct MlaCase {
   }
 };
 
-// cfg gives the dims, dtype, block size and device; capacities are set from the lengths (the
-// caller may raise them). `spare_blocks` unused blocks are mixed into the cache.
+// cfg gives the dims, dtype, block size and device; capacities are raised to fit the lengths.
+// `spare_blocks` unused blocks are mixed into the cache (unless cfg.num_blocks is set);
+// `extra_q_rows` rows past the step's tokens are added to q / kv_c / k_pe (a token bucket).
 inline MlaCase make_mla_case(MlaConfig cfg, const std::vector<int32_t>& q_lens,
                              const std::vector<int32_t>& ctx_lens, uint64_t seed, int spare_blocks = 3,
                              int extra_q_rows = 0) {
@@ -61,7 +62,8 @@ inline MlaCase make_mla_case(MlaConfig cfg, const std::vector<int32_t>& q_lens,
     blocks += need;
   }
   m.cols = std::max(m.cols, 1) + 1;  // one unused column: tables are padded in engines too
-  cfg.num_blocks = blocks + spare_blocks;
+  // A given num_blocks is kept (it must cover the blocks needed), e.g. one cache for several steps.
+  cfg.num_blocks = cfg.num_blocks > 0 ? cfg.num_blocks : blocks + spare_blocks;
   // Shuffled block ids: request r's blocks are scattered over the cache.
   std::vector<int32_t> ids(static_cast<size_t>(cfg.num_blocks));
   std::iota(ids.begin(), ids.end(), 0);
