@@ -14,6 +14,8 @@ Ops (namespace ``mlakit``; all forward-only, no autograd):
     Functional. Mutates nothing.
 ``torch.ops.mlakit.merge_states_(out_a, lse_a, out_b, lse_b) -> ()``
     **Mutates ``out_a`` and ``lse_a``** (in-place merge of b into a).
+``torch.ops.mlakit.mla_step_out(q, kv_c, k_pe, kv_b_proj, kv_cache, out, lse, handle) -> ()``
+    One layer of an :class:`mlakit.MlaStep`'s plan. **Mutates ``kv_cache``, ``out`` and ``lse``**.
 
 Custom ops take tensors and scalars only, so a plan is named by ``handle``, the integer that
 :class:`mlakit.RaggedPrefill` registers itself under (``attn.handle``); the op looks it up when it
@@ -40,6 +42,7 @@ __all__ = [
     "ragged_prefill_out",
     "merge_states",
     "merge_states_",
+    "mla_step_out",
 ]
 
 Tensor = torch.Tensor
@@ -120,6 +123,27 @@ def _merge_states_(out_a: Tensor, lse_a: Tensor, out_b: Tensor, lse_b: Tensor) -
 @_merge_states_.register_fake
 def _(out_a, lse_a, out_b, lse_b):
     return None
+
+
+# -- MLA step --------------------------------------------------------------------------------
+
+@torch.library.custom_op("mlakit::mla_step_out", mutates_args=("kv_cache", "out", "lse"))
+def _mla_step_out(q: Tensor, kv_c: Tensor, k_pe: Tensor, kv_b_proj: Tensor, kv_cache: Tensor,
+                  out: Tensor, lse: Optional[Tensor], handle: int) -> None:
+    step = _mlakit._lookup(handle)
+    step._impl.run(q, kv_c, k_pe, kv_b_proj, kv_cache, out, lse, _stream(q))
+
+
+@_mla_step_out.register_fake
+def _(q, kv_c, k_pe, kv_b_proj, kv_cache, out, lse, handle):
+    return None
+
+
+def mla_step_out(step: "_mlakit.MlaStep", q: Tensor, kv_c: Tensor, k_pe: Tensor, kv_b_proj: Tensor,
+                 kv_cache: Tensor, out: Tensor, lse: Optional[Tensor] = None) -> None:
+    """One layer of ``step``'s current plan through the custom op. **Mutates ``kv_cache``** (the
+    new tokens' latents), ``out`` and ``lse``."""
+    torch.ops.mlakit.mla_step_out(q, kv_c, k_pe, kv_b_proj, kv_cache, out, lse, step.handle)
 
 
 # -- Python-facing helpers ---------------------------------------------------------------------
