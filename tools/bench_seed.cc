@@ -523,7 +523,7 @@ int run_seed(int argc, char** argv) {
   const int layers = a.layers > 0 ? a.layers : (cuda ? 27 : 2);
   const int reps = a.reps > 0 ? a.reps : (cuda ? 3 : 1);
   const std::string desc = mlakit::device_description(dev);
-  std::printf("device: %s (%s); CPU BLAS for the CPU backend: see docs/mla.md\n", mlakit::to_string(dev).c_str(), desc.c_str());
+  std::printf("device: %s (%s)\n", mlakit::to_string(dev).c_str(), desc.c_str());
 
   int rc = 0;
   if (a.check) {
