@@ -4,6 +4,7 @@ from typing import Any, Literal, Optional, Tuple, Union, overload
 
 from . import _mlakit as _C
 from ._mlakit import PlanInfo as PlanInfo
+from .mla import MlaPlanInfo as MlaPlanInfo, MlaStep as MlaStep
 
 __version__: str
 
