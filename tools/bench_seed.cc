@@ -227,7 +227,7 @@ bool self_check(const SeedArgs& a, Device dev, double* err_out) {
 }
 
 struct StepTiming {
-  double wall_ms = 0, device_ms = 0, host_ms = 0;
+  double wall_ms = 0, device_ms = 0, host_ms = 0, plan_us = 0;
 };
 
 struct CaseResult {
@@ -371,6 +371,7 @@ CaseResult run_case(const SeedArgs& a, Device dev, int n, int budget, const std:
       const Clock::time_point t0 = Clock::now();
       if (cuda) gpu::event_record(e0, stream);
       step.plan(inputs[i].batch(), opts, stream);
+      t.plan_us = 1000.0 * ms_since(t0);
       if (graph) gpu::graph_launch(exec, stream);
       else run_layers();
       t.host_ms = ms_since(t0);  // planning + enqueueing every layer
@@ -385,15 +386,17 @@ CaseResult run_case(const SeedArgs& a, Device dev, int n, int budget, const std:
   }
   for (auto& s : samples) {
     StepTiming m;
-    std::vector<double> w, d, h;
+    std::vector<double> w, d, h, p;
     for (const StepTiming& t : s) {
       w.push_back(t.wall_ms);
       d.push_back(t.device_ms);
       h.push_back(t.host_ms);
+      p.push_back(t.plan_us);
     }
     m.wall_ms = stats_of(w).median;
     m.device_ms = stats_of(d).median;
     m.host_ms = stats_of(h).median;
+    m.plan_us = stats_of(p).median;
     cr.timing.push_back(m);
   }
   // All requests arrive at t = 0: a request's first token waits for every step up to the one that
@@ -428,7 +431,7 @@ void print_stats(const char* title, const char* what, const Stats& s, int prec =
 }
 
 void report(const CaseResult& c, const SeedArgs& a, const std::string& device_desc) {
-  std::vector<double> wall, dev, host, share;
+  std::vector<double> wall, dev, host, share, plan;
   double total_wall = 0, total_dev = 0, total_host = 0;
   int64_t tokens = 0;
   for (size_t i = 0; i < c.steps.size(); ++i) {
@@ -437,6 +440,7 @@ void report(const CaseResult& c, const SeedArgs& a, const std::string& device_de
     dev.push_back(t.device_ms);
     host.push_back(t.host_ms);
     share.push_back(100.0 * t.host_ms / t.wall_ms);
+    plan.push_back(t.plan_us);
     total_wall += t.wall_ms;
     total_dev += t.device_ms;
     total_host += t.host_ms;
@@ -459,14 +463,16 @@ void report(const CaseResult& c, const SeedArgs& a, const std::string& device_de
   print_stats("---------------Step time, device (ms)----------------", "step device (ms)", stats_of(dev));
   print_stats("------Host time per step: plan + enqueue (ms)--------", "step host (ms)", stats_of(host));
   print_stats("------------Host share of step wall time (%)---------", "host share (%)", stats_of(share), 1);
+  print_stats("----------plan() per step, host (us)-----------------", "plan (us)", stats_of(plan), 1);
   print_stats("------Time to First Token, attention share (ms)------", "TTFT (ms)", stats_of(c.ttft_ms));
   std::printf("==================================================\n");
   if (a.per_step) {
-    std::printf("%5s %5s %7s %8s %10s %10s %9s\n", "step", "reqs", "tokens", "context", "wall_ms", "device_ms", "host_ms");
+    std::printf("%5s %5s %7s %8s %10s %10s %9s %9s\n", "step", "reqs", "tokens", "context", "wall_ms", "device_ms",
+                "host_ms", "plan_us");
     for (size_t i = 0; i < c.steps.size(); ++i)
-      std::printf("%5zu %5zu %7lld %8lld %10.3f %10.3f %9.3f\n", i, c.steps[i].entries.size(),
+      std::printf("%5zu %5zu %7lld %8lld %10.3f %10.3f %9.3f %9.1f\n", i, c.steps[i].entries.size(),
                   static_cast<long long>(c.steps[i].tokens), static_cast<long long>(c.steps[i].context),
-                  c.timing[i].wall_ms, c.timing[i].device_ms, c.timing[i].host_ms);
+                  c.timing[i].wall_ms, c.timing[i].device_ms, c.timing[i].host_ms, c.timing[i].plan_us);
   }
 }
 
@@ -492,6 +498,7 @@ std::string case_json(const CaseResult& c, const SeedArgs& a) {
     << ", \"wall_ms\": " << arr([&](size_t i) { return c.timing[i].wall_ms; })
     << ", \"device_ms\": " << arr([&](size_t i) { return c.timing[i].device_ms; })
     << ", \"host_ms\": " << arr([&](size_t i) { return c.timing[i].host_ms; })
+    << ", \"plan_us\": " << arr([&](size_t i) { return c.timing[i].plan_us; })
     << ", \"total_wall_ms\": " << json_num(std::accumulate(wall.begin(), wall.end(), 0.0))
     << ", \"total_device_ms\": " << json_num(std::accumulate(dev.begin(), dev.end(), 0.0))
     << ", \"total_host_ms\": " << json_num(std::accumulate(host.begin(), host.end(), 0.0))
