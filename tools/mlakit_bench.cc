@@ -16,6 +16,7 @@
 
 #include "bench_check.h"
 #include "bench_json.h"
+#include "bench_seed.h"
 #include "bench_timer.h"
 #include "bench_workloads.h"
 #include "mlakit/mlakit.h"
@@ -28,6 +29,7 @@ using mlakit::TensorView;
 namespace {
 
 const char* kUsage = R"(usage: mlakit-bench [options]
+       mlakit-bench seed [options]   the seed's serving workload through the MLA step (seed --help)
 
 Workloads (default: all named workloads):
   --workload NAME     a named workload (repeatable); --list shows them
@@ -601,6 +603,8 @@ std::vector<PlanOnlyRow> run_plan_only(Device dev, const Args& a) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // `mlakit-bench seed ...`: the seed's serving workload through the MLA step (bench_seed.h).
+  if (argc > 1 && std::string(argv[1]) == "seed") return mb::run_seed(argc - 1, argv + 1);
   const Args a = parse_args(argc, argv);
   if (a.list) {
     std::printf("%-22s %5s %6s %10s %10s %7s\n", "name", "B", "H", "tokens_q", "tokens_kv", "causal");

@@ -2,6 +2,7 @@
 #pragma once
 #include "mlakit/error.h"
 #include "mlakit/merge.h"
+#include "mlakit/mla.h"
 #include "mlakit/prefill.h"
 #include "mlakit/reference.h"
 #include "mlakit/runtime.h"

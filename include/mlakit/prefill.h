@@ -100,6 +100,15 @@ class RaggedPrefill {
   void run(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& out,
            const TensorView* lse = nullptr, Stream stream = nullptr) const;
 
+  // The same with K split in two column ranges, as MLA keeps it: k [total_kv, Hkv, Dqk - R]
+  // (per head, e.g. the up-projected "nope" part) and k_rope [total_kv, R] shared by every head
+  // (or [total_kv, 1 or Hkv, R]; a head stride of 0 broadcasts). Key column j < Dqk - R comes
+  // from k, the rest from k_rope; no [total_kv, Hkv, Dqk] K is ever materialized. R must be a
+  // multiple of 8.
+  void run_split_k(const TensorView& q, const TensorView& k, const TensorView& k_rope,
+                   const TensorView& v, const TensorView& out, const TensorView* lse = nullptr,
+                   Stream stream = nullptr) const;
+
   const PrefillConfig& config() const;
   const PrefillOptions& options() const;  // of the current plan
   PlanInfo info() const;

@@ -40,6 +40,8 @@ __version__ = "0.1.0"
 
 __all__ = [
     "RaggedPrefill",
+    "MlaStep",
+    "MlaPlanInfo",
     "PlanInfo",
     "PrefillOptions",
     "ragged_prefill",
@@ -508,6 +510,10 @@ def reference_merge_states(out_a: Any, lse_a: Any, out_b: Any, lse_b: Any, out: 
 def device_description(device: Any = "cpu") -> str:
     """E.g. ``"NVIDIA H200 (sm_90, 132 SMs)"`` or ``"cpu"``."""
     return _C.device_description(_device_name(device))
+
+
+# The MLA prefill step (imports the helpers above, so it comes last).
+from .mla import MlaPlanInfo, MlaStep  # noqa: E402
 
 
 def __dir__() -> list:

@@ -5,6 +5,7 @@ from typing import Any, Literal, Optional, Tuple, Union, overload
 from . import _mlakit as _C
 from ._mlakit import PlanInfo as PlanInfo
 from ._mlakit import PrefillOptions as PrefillOptions
+from .mla import MlaPlanInfo as MlaPlanInfo, MlaStep as MlaStep
 
 __version__: str
 

@@ -23,6 +23,8 @@ Ops (namespace ``mlakit``; all forward-only, no autograd):
 Drop-in functions for engines written against FlashAttention / vLLM:
 :func:`flash_attn_varlen_func` (with :func:`varlen_replan` for CUDA graphs) and
 :func:`merge_attn_states`.
+``torch.ops.mlakit.mla_step_out(q, kv_c, k_pe, kv_b_proj, kv_cache, out, lse, handle) -> ()``
+    One layer of an :class:`mlakit.MlaStep`'s plan. **Mutates ``kv_cache``, ``out`` and ``lse``**.
 
 Custom ops take tensors and scalars only, so a plan is named by ``handle``, the integer that
 :class:`mlakit.RaggedPrefill` registers itself under (``attn.handle``); the op looks it up when it
@@ -53,6 +55,7 @@ __all__ = [
     "merge_attn_states",
     "flash_attn_varlen_func",
     "varlen_replan",
+    "mla_step_out",
 ]
 
 Tensor = torch.Tensor
@@ -152,6 +155,27 @@ def _merge_attn_states(output: Tensor, prefix_output: Tensor, prefix_lse: Tensor
 @_merge_attn_states.register_fake
 def _(output, prefix_output, prefix_lse, suffix_output, suffix_lse, output_lse):
     return None
+
+
+# -- MLA step --------------------------------------------------------------------------------
+
+@torch.library.custom_op("mlakit::mla_step_out", mutates_args=("kv_cache", "out", "lse"))
+def _mla_step_out(q: Tensor, kv_c: Tensor, k_pe: Tensor, kv_b_proj: Tensor, kv_cache: Tensor,
+                  out: Tensor, lse: Optional[Tensor], handle: int) -> None:
+    step = _mlakit._lookup(handle)
+    step._impl.run(q, kv_c, k_pe, kv_b_proj, kv_cache, out, lse, _stream(q))
+
+
+@_mla_step_out.register_fake
+def _(q, kv_c, k_pe, kv_b_proj, kv_cache, out, lse, handle):
+    return None
+
+
+def mla_step_out(step: "_mlakit.MlaStep", q: Tensor, kv_c: Tensor, k_pe: Tensor, kv_b_proj: Tensor,
+                 kv_cache: Tensor, out: Tensor, lse: Optional[Tensor] = None) -> None:
+    """One layer of ``step``'s current plan through the custom op. **Mutates ``kv_cache``** (the
+    new tokens' latents), ``out`` and ``lse``."""
+    torch.ops.mlakit.mla_step_out(q, kv_c, k_pe, kv_b_proj, kv_cache, out, lse, step.handle)
 
 
 # -- Python-facing helpers ---------------------------------------------------------------------

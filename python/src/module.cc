@@ -11,4 +11,5 @@ NB_MODULE(_mlakit, m) {
   mlakit_py::bind_prefill(m);
   mlakit_py::bind_merge(m);
   mlakit_py::bind_reference(m);
+  mlakit_py::bind_mla(m);
 }

@@ -207,8 +207,9 @@ std::vector<int32_t> host_indptr(nb::handle obj, const char* name) {
       const char* p = base + static_cast<int64_t>(i) * stride_bytes;
       int64_t x;
       if (bits == 32)
-        x = code == nb::dlpack::dtype_code::Int ? *reinterpret_cast<const int32_t*>(p)
-                                                : *reinterpret_cast<const uint32_t*>(p);
+        // Each branch widened on its own: a bare ?: would convert int32 to uint32 (-1 -> 2^32 - 1).
+        x = code == nb::dlpack::dtype_code::Int ? static_cast<int64_t>(*reinterpret_cast<const int32_t*>(p))
+                                                : static_cast<int64_t>(*reinterpret_cast<const uint32_t*>(p));
       else if (code == nb::dlpack::dtype_code::Int)
         x = *reinterpret_cast<const int64_t*>(p);
       else {

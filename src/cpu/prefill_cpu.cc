@@ -140,10 +140,12 @@ struct Problem {
   const plan::WorkTile* tiles;
   const TensorView* q;
   const TensorView* k;
+  const TensorView* k_rope;  // may be null (plain K)
   const TensorView* v;
   const TensorView* out;
   const TensorView* lse;  // may be null
   int num_heads, num_kv_heads, dqk, dvo, block_m, block_n;
+  int dk_split;  // key columns [0, dk_split) from k, [dk_split, dqk) from k_rope
   float sm_scale, soft_cap;
 };
 
@@ -160,6 +162,7 @@ void run_item(const Problem& p, int64_t item, Scratch& w) {
   const plan::WorkTile tile = p.tiles[item / p.num_heads];
   const int head = static_cast<int>(item % p.num_heads);
   const int kv_head = head / (p.num_heads / p.num_kv_heads);
+  const int rope_head = (p.k_rope != nullptr && p.k_rope->shape[1] > 1) ? kv_head : 0;
   const int64_t q_begin = p.qo_indptr[tile.seq];
   const int64_t kv_begin = p.kv_indptr[tile.seq];
   const int64_t lq = p.qo_indptr[tile.seq + 1] - q_begin;
@@ -219,7 +222,12 @@ void run_item(const Problem& p, int64_t item, Scratch& w) {
     // K chunk -> kt[d][j] (transposed, zero columns past n); V chunk -> vf[j][d].
     for (int j = 0; j < n; ++j) {
       const T* ks = static_cast<const T*>(p.k->ptr_at(kv_begin + c0 + j, kv_head));
-      for (int d = 0; d < dqk; ++d) kt[static_cast<size_t>(d) * ldk + j] = E::load(ks[d]);
+      for (int d = 0; d < p.dk_split; ++d) kt[static_cast<size_t>(d) * ldk + j] = E::load(ks[d]);
+      if (p.dk_split < dqk) {
+        const T* kr = static_cast<const T*>(p.k_rope->ptr_at(kv_begin + c0 + j, rope_head));
+        for (int d = 0; d < dqk - p.dk_split; ++d)
+          kt[static_cast<size_t>(p.dk_split + d) * ldk + j] = E::load(kr[d]);
+      }
       const T* vs = static_cast<const T*>(p.v->ptr_at(kv_begin + c0 + j, kv_head));
       float* vd = vf + static_cast<size_t>(j) * dvo;
       for (int d = 0; d < dvo; ++d) vd[d] = E::load(vs[d]);
@@ -297,8 +305,8 @@ void run_all(const Problem& p, int64_t items) {
 
 void run_prefill(const plan::ScheduleHeader& header, const int32_t* qo_indptr,
                  const int32_t* kv_indptr, const plan::WorkTile* tiles, const TensorView& q,
-                 const TensorView& k, const TensorView& v, const TensorView& out,
-                 const TensorView* lse) {
+                 const TensorView& k, const TensorView* k_rope, const TensorView& v,
+                 const TensorView& out, const TensorView* lse) {
   Problem p{};
   p.header = &header;
   p.qo_indptr = qo_indptr;
@@ -306,12 +314,14 @@ void run_prefill(const plan::ScheduleHeader& header, const int32_t* qo_indptr,
   p.tiles = tiles;
   p.q = &q;
   p.k = &k;
+  p.k_rope = k_rope;
   p.v = &v;
   p.out = &out;
   p.lse = (lse != nullptr && lse->data != nullptr) ? lse : nullptr;
   p.num_heads = static_cast<int>(q.shape[1]);
   p.num_kv_heads = static_cast<int>(k.shape[1]);
   p.dqk = static_cast<int>(q.shape[2]);
+  p.dk_split = k_rope != nullptr ? p.dqk - static_cast<int>(k_rope->shape[2]) : p.dqk;
   p.dvo = static_cast<int>(v.shape[2]);
   p.block_m = header.block_m > 0 ? header.block_m : 64;
   p.block_n = header.block_n > 0 ? header.block_n : 64;

@@ -69,6 +69,11 @@ __global__ void __launch_bounds__(Shape::THREADS, 1) prefill_sm80_kernel(const P
   const T* q_all = static_cast<const T*>(args.q);
   const T* k_all = static_cast<const T*>(args.k);
   const T* v_all = static_cast<const T*>(args.v);
+  // Split K: key columns [0, DQK - k_rope_dim) from k, the rest from k_rope. With
+  // k_rope_dim == 0 every chunk comes from k and the rope pointer is never dereferenced. The
+  // rope strides are read from the kernel parameters where used (no extra live registers: this
+  // kernel sits at the 255-register limit).
+  const T* kr_all = static_cast<const T*>(args.k_rope);
   T* o_all = static_cast<T*>(args.out);
 
   for (int w = blockIdx.x; w < total_work; w += gridDim.x) {
@@ -86,6 +91,12 @@ __global__ void __launch_bounds__(Shape::THREADS, 1) prefill_sm80_kernel(const P
                      static_cast<int64_t>(kv_head) * args.k_stride_head;
     const T* v_seq = v_all + static_cast<int64_t>(it.kv_begin) * args.v_stride_tok +
                      static_cast<int64_t>(kv_head) * args.v_stride_head;
+    const int k_split_chunks = (DQK - args.k_rope_dim) / 8;
+    // Row `n` of this sequence's RoPE key, recomputed at each use (fewer live registers).
+    auto kr_row = [&](int n) {
+      return kr_all + static_cast<int64_t>(it.kv_begin + n) * args.kr_stride_tok +
+             static_cast<int64_t>(kv_head) * args.kr_stride_head;
+    };
 
     float o[DVO / 8][4];
 #pragma unroll
@@ -95,8 +106,10 @@ __global__ void __launch_bounds__(Shape::THREADS, 1) prefill_sm80_kernel(const P
 
     if (num_kv_tiles > 0) {
       load_tile_async<BM, DQK, THREADS>(sQ, q_tile, args.q_stride_tok, rows, tid);
-      load_tile_async<BN, DQK, THREADS>(sK, k_seq + static_cast<int64_t>(n_begin) * args.k_stride_tok,
-                                        args.k_stride_tok, it.lk - n_begin, tid);
+      load_k_tile_async<BN, DQK, THREADS>(sK, k_seq + static_cast<int64_t>(n_begin) * args.k_stride_tok,
+                                          args.k_stride_tok,
+                                          kr_row(n_begin),
+                                          args.kr_stride_tok, k_split_chunks, it.lk - n_begin, tid);
       load_tile_async<BN, DVO, THREADS>(sV, v_seq + static_cast<int64_t>(n_begin) * args.v_stride_tok,
                                         args.v_stride_tok, it.lk - n_begin, tid);
       cp_async_commit();
@@ -113,9 +126,11 @@ __global__ void __launch_bounds__(Shape::THREADS, 1) prefill_sm80_kernel(const P
       if (t == 0) load_q_fragments<DQK>(qf, sQ, warp * 16, lane);
       if (t + 1 < num_kv_tiles) {
         const int n_next = n_begin + (t + 1) * BN;
-        load_tile_async<BN, DQK, THREADS>(sK + (stage ^ 1) * BN * DQK,
-                                          k_seq + static_cast<int64_t>(n_next) * args.k_stride_tok,
-                                          args.k_stride_tok, it.lk - n_next, tid);
+        load_k_tile_async<BN, DQK, THREADS>(sK + (stage ^ 1) * BN * DQK,
+                                            k_seq + static_cast<int64_t>(n_next) * args.k_stride_tok,
+                                            args.k_stride_tok,
+                                            kr_row(n_next),
+                                            args.kr_stride_tok, k_split_chunks, it.lk - n_next, tid);
         load_tile_async<BN, DVO, THREADS>(sV + (stage ^ 1) * BN * DVO,
                                           v_seq + static_cast<int64_t>(n_next) * args.v_stride_tok,
                                           args.v_stride_tok, it.lk - n_next, tid);

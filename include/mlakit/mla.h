@@ -1,0 +1,147 @@
+// The MLA prefill step (DeepSeek-V2/V3 multi-head latent attention), as an engine calls it per
+// layer, under one plan per engine step:
+//
+//   1. cache write: the new tokens' latents kv_c [T, L] and RoPE'd keys k_pe [T, R] go into the
+//      paged latent cache [num_blocks, block_size, L + R] at their slots;
+//   2. up-projection of the latents with kv_b_proj [H * (Dn + Dv), L] (the checkpoint layout:
+//      per head Dn rows of K "nope", then Dv rows of V) into per-head K_nope and V, written where
+//      attention reads them (no copies, V never padded);
+//   3. attention of the new tokens over their request's context and themselves, causal, with K in
+//      two parts: per-head K_nope [rows, H, Dn] and the one shared k_pe [rows, R], broadcast over
+//      heads inside the kernel (no [rows, H, Dn + R] K is ever materialized);
+//   4. context (chunked prefill, prefix-cache hits): cached latents gathered through the block
+//      table and up-projected like the new ones. When a step's context + new tokens fit
+//      config.workspace_rows, each request's context K/V sits ahead of its new K/V and one causal
+//      launch covers [context; new] (bottom-right aligned: no merge). Otherwise the new tokens run
+//      first, then the context in chunks of workspace_rows rows, merged by LSE.
+//   5. out [T, H, Dv] (ready for the output projection); optional lse [T, H] (float32, natural log).
+//
+// L = kv_lora_rank (512), Dn = qk_nope_head_dim (128), R = qk_rope_head_dim (64),
+// Dv = v_head_dim (128) for DeepSeek-Coder-V2-Lite (H = 16) and DeepSeek-V3 (H = 128).
+//
+// plan() runs on the host from host lengths and the host block table, in microseconds, and never
+// synchronizes the device; it publishes everything that varies per step (slots, gather maps,
+// attention schedules) into the device workspace with stream-ordered copies. run() only launches,
+// once per layer, and reads the per-step data from the workspace, so the whole step (one layer or
+// a loop of layers) can be captured into a CUDA graph and replayed after re-planning; see
+// MlaPlanOptions::graph_rows. The CPU backend (Device::cpu()) runs the same step, its
+// up-projection through the BLAS (OpenBLAS).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "mlakit/prefill.h"
+#include "mlakit/tensor.h"
+
+namespace mlakit {
+
+struct MlaConfig {
+  int num_heads = 16;
+  int kv_lora_rank = 512;
+  int qk_nope_head_dim = 128;
+  int qk_rope_head_dim = 64;
+  int v_head_dim = 128;
+  DType dtype = DType::kBF16;  // of q, latents, cache, weight and out (bf16 or fp16)
+  // The paged latent cache [num_blocks, block_size, kv_lora_rank + qk_rope_head_dim].
+  int block_size = 16;
+  int64_t num_blocks = 0;
+  // Capacity of a step.
+  int max_batch = 0;               // requests
+  int64_t max_tokens = 0;          // new tokens (sum of query lengths)
+  int64_t max_context_tokens = 0;  // cached tokens attended (sum of context lengths)
+  // Latent and K/V rows of the device workspace for one attention launch (>= max_tokens).
+  // 0 = max_tokens + max_context_tokens: every step then runs as one launch.
+  int64_t workspace_rows = 0;
+  Device device = Device::cpu();
+  KernelPreference kernel = KernelPreference::kAuto;  // CUDA attention kernel (mlakit/prefill.h)
+};
+
+// One engine step's requests, all host arrays. Request b has context_lens[b] tokens in the cache
+// (positions [0, context_lens[b])) and query_lens[b] new tokens (positions
+// [context_lens[b], context_lens[b] + query_lens[b])), whose q/kv_c/k_pe rows are consecutive in
+// request order. Position p lives in cache slot block_table[b][p / block_size] * block_size +
+// p % block_size.
+struct MlaBatch {
+  int batch_size = 0;
+  const int32_t* query_lens = nullptr;
+  const int32_t* context_lens = nullptr;
+  const int32_t* block_table = nullptr;  // [batch_size, block_table_cols], row-major
+  int block_table_cols = 0;
+  // Optional [total new tokens] slots of the new tokens (vLLM's slot mapping); null = from the
+  // block table. When given, the new tokens are written to and read back from these slots.
+  const int64_t* slot_mapping = nullptr;
+};
+
+struct MlaPlanOptions {
+  float sm_scale = 0.0f;  // 0 => 1 / sqrt(qk_nope_head_dim + qk_rope_head_dim)
+  // CUDA graphs: the gather and up-projection launches of run() are sized on the host, so a
+  // graph replays correctly after re-planning only if the launches it captured cover the new
+  // step. graph_rows = G > 0 sizes them for G rows (>= this step's context + new tokens, <=
+  // workspace_rows; a step that needs context chunks is rejected): plan every step of a graph
+  // with the same G, and allocate the layer tensors with at least as many rows as were captured.
+  // 0 = sized for this step exactly (eager).
+  int64_t graph_rows = 0;
+};
+
+struct MlaPlanInfo {
+  int batch_size = 0;
+  int64_t total_q = 0;        // new tokens
+  int64_t total_context = 0;  // cached tokens attended
+  bool chunked = false;       // false: one causal launch over [context; new]
+  int num_context_chunks = 0; // chunked: context launches (each merged by LSE)
+  int64_t launch_rows = 0;    // rows the first gather/up-projection covers (graph_rows or exact)
+  int64_t visible_pairs = 0;  // unmasked (query, key) pairs per head
+};
+
+// One layer's tensors for run(). T >= the plan's new tokens (rows past them are ignored, so
+// bucket-sized buffers work); strided views are fine where the last dim is contiguous.
+struct MlaLayer {
+  TensorView q;          // [T, H, Dn + R], RoPE applied to the last R
+  TensorView kv_c;       // [T, L]
+  TensorView k_pe;       // [T, R], RoPE applied
+  TensorView kv_b_proj;  // [H * (Dn + Dv), L]
+  TensorView kv_cache;   // [num_blocks, block_size, L + R]; the new tokens are written into it
+};
+
+class MlaStep {
+ public:
+  // Bytes the object allocates: host staging (pinned for CUDA) and device workspace.
+  static WorkspaceSizes workspace_sizes(const MlaConfig& config);
+
+  explicit MlaStep(const MlaConfig& config);
+  ~MlaStep();
+  MlaStep(const MlaStep&) = delete;
+  MlaStep& operator=(const MlaStep&) = delete;
+
+  // Plans a step on the host (no device sync). A rejected plan leaves the previous one in force.
+  void plan(const MlaBatch& batch, const MlaPlanOptions& options = {}, Stream stream = nullptr);
+
+  // One layer: cache write, up-projection, attention into out [T, H, Dv] (and lse [T, H] if
+  // given). Only launches; throws (writing nothing, the cache included) if a tensor does not
+  // match the config or the plan.
+  void run(const MlaLayer& layer, const TensorView& out, const TensorView* lse = nullptr,
+           Stream stream = nullptr) const;
+
+  const MlaConfig& config() const;
+  MlaPlanInfo info() const;
+  bool planned() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+namespace reference {
+
+// The whole step in float64, the plain way: for every request, K and V of every position
+// (context latents read from `layer.kv_cache` through the block table, new ones straight from
+// kv_c / k_pe) up-projected and materialized as [rows, H, Dn + R] and [rows, H, Dv], then
+// softmax over every visible key (context and new tokens up to the query's own). Host tensors
+// of any float dtype; out fp32/fp64 [total_q, H, Dv]; lse (optional) fp32/fp64 [total_q, H].
+// Does not write the cache.
+void mla_step(const MlaConfig& config, const MlaBatch& batch, const MlaLayer& layer,
+              float sm_scale, const TensorView& out, const TensorView* lse = nullptr);
+
+}  // namespace reference
+}  // namespace mlakit

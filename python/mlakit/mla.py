@@ -1,0 +1,140 @@
+"""The MLA prefill step (DeepSeek-V2/V3 multi-head latent attention) as one object per engine.
+
+Per engine step, :meth:`MlaStep.plan` takes the step's host metadata (new tokens and cached
+context per request, the block table); per layer, :meth:`MlaStep.run` writes the new latents into
+the paged cache, up-projects the latents of every position the step attends (context and new)
+with ``kv_b_proj``, and runs attention with K split into the per-head "nope" part and the shared
+RoPE key, returning ``out [T, H, v_head_dim]``. See ``include/mlakit/mla.h`` and ``docs/mla.md``.
+
+    step = mlakit.MlaStep(num_heads=16, dtype=torch.bfloat16, device="cuda", block_size=16,
+                          num_blocks=kv_cache.shape[0], max_batch=256, max_tokens=8192,
+                          max_context_tokens=8192)
+    step.plan(query_lens, context_lens, block_table)          # host arrays, once per step
+    for layer in layers:                                       # graph-capturable
+        out = step.run(q[layer], kv_c[layer], k_pe[layer], kv_b_proj[layer], kv_cache[layer])
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any, Optional
+
+from . import _C, _device_name, _dtype_name, _empty, _native, _registry, _handles, _shape, _stream_handle
+
+__all__ = ["MlaStep", "MlaPlanInfo"]
+
+MlaPlanInfo = _C.MlaPlanInfo
+
+
+def _flat_block_table(block_table: Any):
+    """(flat host int array, cols) of a [batch, cols] block table given as a 2-D NumPy array, a CPU
+    torch tensor or a list of equal-length rows."""
+    shape = getattr(block_table, "shape", None)
+    if shape is not None:
+        if len(shape) != 2:
+            raise ValueError(f"mlakit: block_table: must be 2-D [batch_size, cols], got shape {list(shape)}")
+        cols = int(shape[1])
+        if hasattr(block_table, "reshape"):
+            if type(block_table).__module__.startswith("torch"):
+                return block_table.contiguous().reshape(-1), cols
+            import numpy as np
+            return np.ascontiguousarray(block_table).reshape(-1), cols
+    rows = [list(r) for r in block_table]
+    cols = len(rows[0]) if rows else 1
+    if any(len(r) != cols for r in rows):
+        raise ValueError("mlakit: block_table: rows must have equal lengths (pad them)")
+    return list(itertools.chain.from_iterable(rows)), cols
+
+
+class MlaStep:
+    """One engine step of MLA prefill attention, planned once and run per layer.
+
+    Static config (fixed at construction): ``num_heads`` (16 for DeepSeek-Coder-V2-Lite, 128 for
+    DeepSeek-V3), ``kv_lora_rank`` (512), ``qk_nope_head_dim`` (128), ``qk_rope_head_dim`` (64),
+    ``v_head_dim`` (128), ``dtype`` (bf16/fp16), the paged cache's ``block_size`` and
+    ``num_blocks``, and capacities: ``max_batch`` requests, ``max_tokens`` new tokens and
+    ``max_context_tokens`` cached tokens per step. ``workspace_rows`` (default: ``max_tokens +
+    max_context_tokens``) bounds the latent/K/V rows of one attention launch: a step whose
+    context + new tokens fit runs one causal launch, otherwise the context runs in chunks of that
+    many rows merged by LSE.
+    """
+
+    def __init__(self, num_heads: int = 16, kv_lora_rank: int = 512, qk_nope_head_dim: int = 128,
+                 qk_rope_head_dim: int = 64, v_head_dim: int = 128, *, dtype: Any = "bf16",
+                 device: Any = "cpu", block_size: int = 16, num_blocks: int, max_batch: int,
+                 max_tokens: int, max_context_tokens: int = 0, workspace_rows: int = 0) -> None:
+        device_name = _device_name(device)
+        if device_name == "cuda":
+            device_name = "cuda:0"
+        self._impl = _C.MlaStep(int(num_heads), int(kv_lora_rank), int(qk_nope_head_dim),
+                                int(qk_rope_head_dim), int(v_head_dim), _dtype_name(dtype),
+                                int(block_size), int(num_blocks), int(max_batch), int(max_tokens),
+                                int(max_context_tokens), int(workspace_rows), device_name)
+        self._device = device_name
+        self.handle: int = next(_handles)
+        _registry[self.handle] = self
+
+    num_heads = property(lambda self: self._impl.num_heads)
+    kv_lora_rank = property(lambda self: self._impl.kv_lora_rank)
+    qk_nope_head_dim = property(lambda self: self._impl.qk_nope_head_dim)
+    qk_rope_head_dim = property(lambda self: self._impl.qk_rope_head_dim)
+    v_head_dim = property(lambda self: self._impl.v_head_dim)
+    block_size = property(lambda self: self._impl.block_size)
+    num_blocks = property(lambda self: self._impl.num_blocks)
+    dtype = property(lambda self: self._impl.dtype)
+    device = property(lambda self: self._impl.device)
+
+    @property
+    def planned(self) -> bool:
+        return self._impl.planned
+
+    @property
+    def info(self) -> MlaPlanInfo:
+        return self._impl.info()
+
+    def plan(self, query_lens: Any, context_lens: Any, block_table: Any, *,
+             slot_mapping: Any = None, sm_scale: Optional[float] = None, graph_rows: int = 0,
+             stream: Any = None) -> None:
+        """Plans one engine step on the host (no device sync).
+
+        ``query_lens`` / ``context_lens``: per request, new tokens this step and tokens already in
+        the cache; ``block_table``: ``[batch_size, cols]`` cache block of every ``block_size``
+        positions of each request; ``slot_mapping`` (optional, ``[total new tokens]``): where the
+        new tokens go instead of their block-table slots. All host arrays (lists, NumPy, CPU
+        tensors). ``sm_scale`` None = ``1/sqrt(qk_nope_head_dim + qk_rope_head_dim)``.
+
+        ``graph_rows`` > 0 sizes run()'s gather/up-projection launches for that many rows, so a CUDA
+        graph captured under one plan replays correctly after any later plan with the same
+        ``graph_rows`` (its context + new tokens must fit, and its new tokens the captured
+        tensors' rows). A rejected plan leaves the previous one in force.
+        """
+        flat, cols = _flat_block_table(block_table)
+        scale = 0.0 if sm_scale is None else float(sm_scale)
+        s = _stream_handle(stream, device=self._device)
+        self._impl.plan(query_lens, context_lens, flat, cols, slot_mapping, scale, int(graph_rows), s)
+
+    def run(self, q: Any, kv_c: Any, k_pe: Any, kv_b_proj: Any, kv_cache: Any, out: Any = None,
+            lse: Any = None, *, return_lse: bool = False, stream: Any = None) -> Any:
+        """One layer: writes the new tokens' ``[kv_c, k_pe]`` into ``kv_cache`` (mutated), then
+        attention of ``q [T, H, nope + rope]`` over each request's context and new tokens.
+
+        ``kv_c [T, kv_lora_rank]``, ``k_pe [T, rope]`` (RoPE applied), ``kv_b_proj
+        [H * (nope + v), kv_lora_rank]`` (checkpoint layout), ``kv_cache [num_blocks, block_size,
+        kv_lora_rank + rope]``. ``T`` may exceed the plan's new tokens (a token bucket): rows past
+        them are ignored and ``out``'s are not written. Returns ``out [T, H, v_head_dim]`` (and
+        ``lse [T, H]`` float32 when ``return_lse``); only launches, on the caller's current stream.
+        """
+        if out is None or (return_lse and lse is None):
+            t = _shape(q, "q", 3)[0]
+            if out is None:
+                out = _empty(q, (t, self.num_heads, self.v_head_dim))
+            if return_lse and lse is None:
+                lse = _empty(q, (t, self.num_heads), "float32")
+        self._impl.run(_native(q), _native(kv_c), _native(k_pe), _native(kv_b_proj), _native(kv_cache),
+                       _native(out), _native(lse), _stream_handle(stream, like=q))
+        return (out, lse) if return_lse else out
+
+    def __repr__(self) -> str:
+        return (f"mlakit.MlaStep(num_heads={self.num_heads}, kv_lora_rank={self.kv_lora_rank}, "
+                f"dtype={self.dtype!r}, device={self.device!r}, block_size={self.block_size}, "
+                f"num_blocks={self.num_blocks})")

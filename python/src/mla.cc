@@ -1,0 +1,158 @@
+// MlaStep as a Python class (the native half; mlakit/mla.py is the public wrapper): construction
+// fixes the config, plan() takes host arrays (lengths, a flattened block table), run() only
+// launches one layer on the given stream. The GIL is released while C++ works.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nanobind/stl/string.h>
+
+#include "bindings.h"
+#include "mlakit/error.h"
+#include "mlakit/mla.h"
+#include "tensor_arg.h"
+
+namespace mlakit_py {
+namespace {
+
+using mlakit::Error;
+using mlakit::ErrorKind;
+
+mlakit::MlaConfig make_config(int num_heads, int kv_lora_rank, int qk_nope_head_dim, int qk_rope_head_dim,
+                              int v_head_dim, const std::string& dtype, int block_size, int64_t num_blocks,
+                              int max_batch, int64_t max_tokens, int64_t max_context_tokens,
+                              int64_t workspace_rows, const std::string& device) {
+  mlakit::MlaConfig c;
+  c.num_heads = num_heads;
+  c.kv_lora_rank = kv_lora_rank;
+  c.qk_nope_head_dim = qk_nope_head_dim;
+  c.qk_rope_head_dim = qk_rope_head_dim;
+  c.v_head_dim = v_head_dim;
+  c.dtype = parse_dtype(dtype, "dtype");
+  c.block_size = block_size;
+  c.num_blocks = num_blocks;
+  c.max_batch = max_batch;
+  c.max_tokens = max_tokens;
+  c.max_context_tokens = max_context_tokens;
+  c.workspace_rows = workspace_rows;
+  c.device = parse_device(device, "device");
+  return c;
+}
+
+}  // namespace
+
+void bind_mla(nb::module_& m) {
+  nb::class_<mlakit::MlaPlanInfo>(m, "MlaPlanInfo", "What the last MlaStep.plan() decided.")
+      .def_ro("batch_size", &mlakit::MlaPlanInfo::batch_size)
+      .def_ro("total_q", &mlakit::MlaPlanInfo::total_q)
+      .def_ro("total_context", &mlakit::MlaPlanInfo::total_context)
+      .def_ro("chunked", &mlakit::MlaPlanInfo::chunked)
+      .def_ro("num_context_chunks", &mlakit::MlaPlanInfo::num_context_chunks)
+      .def_ro("launch_rows", &mlakit::MlaPlanInfo::launch_rows)
+      .def_ro("visible_pairs", &mlakit::MlaPlanInfo::visible_pairs)
+      .def("__repr__", [](const mlakit::MlaPlanInfo& i) {
+        return "MlaPlanInfo(batch_size=" + std::to_string(i.batch_size) + ", total_q=" + std::to_string(i.total_q) +
+               ", total_context=" + std::to_string(i.total_context) + ", chunked=" + (i.chunked ? "True" : "False") +
+               ", num_context_chunks=" + std::to_string(i.num_context_chunks) +
+               ", launch_rows=" + std::to_string(i.launch_rows) + ", visible_pairs=" + std::to_string(i.visible_pairs) + ")";
+      });
+
+  nb::class_<mlakit::MlaStep>(m, "MlaStep", "The MLA prefill step (native object).")
+      .def("__init__",
+           [](mlakit::MlaStep* self, int num_heads, int kv_lora_rank, int qk_nope_head_dim, int qk_rope_head_dim,
+              int v_head_dim, const std::string& dtype, int block_size, int64_t num_blocks, int max_batch,
+              int64_t max_tokens, int64_t max_context_tokens, int64_t workspace_rows, const std::string& device) {
+             new (self) mlakit::MlaStep(make_config(num_heads, kv_lora_rank, qk_nope_head_dim, qk_rope_head_dim,
+                                                    v_head_dim, dtype, block_size, num_blocks, max_batch, max_tokens,
+                                                    max_context_tokens, workspace_rows, device));
+           },
+           nb::arg("num_heads"), nb::arg("kv_lora_rank"), nb::arg("qk_nope_head_dim"), nb::arg("qk_rope_head_dim"),
+           nb::arg("v_head_dim"), nb::arg("dtype"), nb::arg("block_size"), nb::arg("num_blocks"),
+           nb::arg("max_batch"), nb::arg("max_tokens"), nb::arg("max_context_tokens"), nb::arg("workspace_rows"),
+           nb::arg("device"))
+      .def(
+          "plan",
+          [](mlakit::MlaStep& self, nb::handle query_lens, nb::handle context_lens, nb::handle block_table,
+             int block_table_cols, nb::handle slot_mapping, float sm_scale, int64_t graph_rows, uintptr_t stream) {
+            const std::vector<int32_t> q = host_indptr(query_lens, "query_lens");
+            const std::vector<int32_t> ctx = host_indptr(context_lens, "context_lens");
+            const std::vector<int32_t> bt = host_indptr(block_table, "block_table");
+            if (ctx.size() != q.size())
+              throw Error(ErrorKind::kInvalidArgument, "context_lens",
+                          "has " + std::to_string(ctx.size()) + " entries but query_lens has " + std::to_string(q.size()));
+            if (block_table_cols <= 0 || bt.size() != q.size() * static_cast<size_t>(block_table_cols))
+              throw Error(ErrorKind::kInvalidArgument, "block_table",
+                          "must be [batch_size, cols] with cols > 0; got " + std::to_string(bt.size()) +
+                              " entries for " + std::to_string(q.size()) + " requests");
+            std::vector<int64_t> slots;
+            if (!slot_mapping.is_none()) {
+              const std::vector<int32_t> s = host_indptr(slot_mapping, "slot_mapping");
+              slots.assign(s.begin(), s.end());
+            }
+            mlakit::MlaBatch b;
+            b.batch_size = static_cast<int>(q.size());
+            b.query_lens = q.data();
+            b.context_lens = ctx.data();
+            b.block_table = bt.data();
+            b.block_table_cols = block_table_cols;
+            int64_t total_q = 0;
+            for (int32_t x : q) total_q += x;
+            if (!slot_mapping.is_none()) {
+              if (static_cast<int64_t>(slots.size()) != total_q)
+                throw Error(ErrorKind::kInvalidArgument, "slot_mapping",
+                            "has " + std::to_string(slots.size()) + " entries but the step has " +
+                                std::to_string(total_q) + " new tokens");
+              b.slot_mapping = slots.data();
+            }
+            mlakit::MlaPlanOptions o;
+            o.sm_scale = sm_scale;
+            o.graph_rows = graph_rows;
+            nb::gil_scoped_release release;
+            self.plan(b, o, as_stream(stream));
+          },
+          nb::arg("query_lens").none(), nb::arg("context_lens").none(), nb::arg("block_table").none(),
+          nb::arg("block_table_cols"), nb::arg("slot_mapping").none(), nb::arg("sm_scale"), nb::arg("graph_rows"),
+          nb::arg("stream"))
+      .def(
+          "run",
+          [](const mlakit::MlaStep& self, nb::handle q, nb::handle kv_c, nb::handle k_pe, nb::handle kv_b_proj,
+             nb::handle kv_cache, nb::handle out, nb::handle lse, uintptr_t stream) {
+            TensorArg tq = tensor_arg(q, "q", false), tc = tensor_arg(kv_c, "kv_c", false),
+                      tp = tensor_arg(k_pe, "k_pe", false), tw = tensor_arg(kv_b_proj, "kv_b_proj", false),
+                      tk = tensor_arg(kv_cache, "kv_cache", true), to = tensor_arg(out, "out", true);
+            std::optional<TensorArg> tl = optional_tensor_arg(lse, "lse", true);
+            mlakit::MlaLayer y{tq.view, tc.view, tp.view, tw.view, tk.view};
+            nb::gil_scoped_release release;
+            self.run(y, to.view, tl ? &tl->view : nullptr, as_stream(stream));
+          },
+          nb::arg("q").none(), nb::arg("kv_c").none(), nb::arg("k_pe").none(), nb::arg("kv_b_proj").none(),
+          nb::arg("kv_cache").none(), nb::arg("out").none(), nb::arg("lse").none(), nb::arg("stream"))
+      .def_prop_ro("planned", &mlakit::MlaStep::planned)
+      .def("info", &mlakit::MlaStep::info)
+      .def_prop_ro("num_heads", [](const mlakit::MlaStep& s) { return s.config().num_heads; })
+      .def_prop_ro("kv_lora_rank", [](const mlakit::MlaStep& s) { return s.config().kv_lora_rank; })
+      .def_prop_ro("qk_nope_head_dim", [](const mlakit::MlaStep& s) { return s.config().qk_nope_head_dim; })
+      .def_prop_ro("qk_rope_head_dim", [](const mlakit::MlaStep& s) { return s.config().qk_rope_head_dim; })
+      .def_prop_ro("v_head_dim", [](const mlakit::MlaStep& s) { return s.config().v_head_dim; })
+      .def_prop_ro("block_size", [](const mlakit::MlaStep& s) { return s.config().block_size; })
+      .def_prop_ro("num_blocks", [](const mlakit::MlaStep& s) { return s.config().num_blocks; })
+      .def_prop_ro("dtype", [](const mlakit::MlaStep& s) { return std::string(mlakit::dtype_name(s.config().dtype)); })
+      .def_prop_ro("device", [](const mlakit::MlaStep& s) { return mlakit::to_string(s.config().device); })
+      .def_static(
+          "workspace_sizes",
+          [](int num_heads, int kv_lora_rank, int qk_nope_head_dim, int qk_rope_head_dim, int v_head_dim,
+             const std::string& dtype, int block_size, int64_t num_blocks, int max_batch, int64_t max_tokens,
+             int64_t max_context_tokens, int64_t workspace_rows, const std::string& device) {
+            mlakit::WorkspaceSizes w = mlakit::MlaStep::workspace_sizes(make_config(
+                num_heads, kv_lora_rank, qk_nope_head_dim, qk_rope_head_dim, v_head_dim, dtype, block_size,
+                num_blocks, max_batch, max_tokens, max_context_tokens, workspace_rows, device));
+            return nb::make_tuple(w.host_bytes, w.device_bytes);
+          },
+          nb::arg("num_heads"), nb::arg("kv_lora_rank"), nb::arg("qk_nope_head_dim"), nb::arg("qk_rope_head_dim"),
+          nb::arg("v_head_dim"), nb::arg("dtype"), nb::arg("block_size"), nb::arg("num_blocks"),
+          nb::arg("max_batch"), nb::arg("max_tokens"), nb::arg("max_context_tokens"), nb::arg("workspace_rows"),
+          nb::arg("device"));
+}
+
+}  // namespace mlakit_py

@@ -1,0 +1,99 @@
+"""MlaStep through the Python binding on the CPU backend (NumPy fp16 arrays): the whole step
+against a NumPy float64 re-creation (K and V materialized from the latents), the cache write,
+context chunks, LSE, and errors naming the argument."""
+
+import numpy as np
+import pytest
+
+import mlakit
+
+H, L, DN, R, DV, BS = 2, 64, 128, 64, 128, 16
+
+
+def make_case(rng, q_lens, ctx_lens, dtype=np.float16):
+    need = [-(-(c + q) // BS) for q, c in zip(q_lens, ctx_lens)]
+    num_blocks = sum(need) + 2
+    ids = rng.permutation(num_blocks)  # shuffled blocks
+    cols = max(need) + 1
+    bt = np.full((len(q_lens), cols), -1, dtype=np.int32)
+    k = 0
+    for b, n in enumerate(need):
+        bt[b, :n] = ids[k:k + n]
+        k += n
+    tq = sum(q_lens)
+    q = rng.standard_normal((tq, H, DN + R)).astype(dtype)
+    kv_c = rng.standard_normal((tq, L)).astype(dtype)
+    k_pe = rng.standard_normal((tq, R)).astype(dtype)
+    w = (rng.standard_normal((H * (DN + DV), L)) / np.sqrt(L)).astype(dtype)
+    cache = rng.standard_normal((num_blocks, BS, L + R)).astype(dtype)
+    return dict(q=q, kv_c=kv_c, k_pe=k_pe, w=w, cache=cache, bt=bt, q_lens=q_lens, ctx_lens=ctx_lens)
+
+
+def numpy_reference(c):
+    """Every request's K and V materialized from its latents, softmax over visible keys."""
+    outs, lses, q0 = [], [], 0
+    w = c["w"].astype(np.float64)
+    for b, (n, ctx) in enumerate(zip(c["q_lens"], c["ctx_lens"])):
+        lat = []
+        for p in range(ctx):
+            lat.append(c["cache"][c["bt"][b, p // BS], p % BS].astype(np.float64))
+        for j in range(n):
+            lat.append(np.concatenate([c["kv_c"][q0 + j], c["k_pe"][q0 + j]]).astype(np.float64))
+        lat = np.array(lat).reshape(ctx + n, L + R)
+        kv = (lat[:, :L] @ w.T).reshape(ctx + n, H, DN + DV)
+        k = np.concatenate([kv[..., :DN], np.broadcast_to(lat[:, None, L:], (ctx + n, H, R))], axis=-1)
+        v = kv[..., DN:]
+        qb = c["q"][q0:q0 + n].astype(np.float64)
+        s = np.einsum("qhd,khd->hqk", qb, k) / np.sqrt(DN + R)
+        mask = np.arange(ctx + n)[None, :] <= (ctx + np.arange(n))[:, None]
+        s = np.where(mask[None], s, -np.inf)
+        m = s.max(-1, keepdims=True)
+        e = np.exp(s - m)
+        outs.append(np.einsum("hqk,khd->qhd", e / e.sum(-1, keepdims=True), v))
+        lses.append((m[..., 0] + np.log(e.sum(-1))).T)
+        q0 += n
+    return np.concatenate(outs), np.concatenate(lses)
+
+
+def rel(a, b):
+    return float(np.linalg.norm(a.astype(np.float64) - b) / np.linalg.norm(b))
+
+
+@pytest.mark.parametrize("workspace_rows", [0, 48], ids=["one_launch", "chunks"])
+def test_step_matches_numpy_reference_and_writes_cache(rng, workspace_rows):
+    c = make_case(rng, [20, 1, 9], [0, 37, 70])
+    ref_out, ref_lse = numpy_reference(c)
+    step = mlakit.MlaStep(H, L, DN, R, DV, dtype="fp16", device="cpu", block_size=BS,
+                          num_blocks=c["cache"].shape[0], max_batch=4, max_tokens=32,
+                          max_context_tokens=128, workspace_rows=workspace_rows)
+    step.plan(c["q_lens"], c["ctx_lens"], c["bt"])
+    assert step.info.chunked == (workspace_rows > 0)
+    cache = c["cache"].copy()
+    out, lse = step.run(c["q"], c["kv_c"], c["k_pe"], c["w"], cache, return_lse=True)
+    assert not np.isnan(out).any()
+    assert rel(out, ref_out) < 5e-3
+    assert np.max(np.abs(lse - ref_lse) / (1 + np.abs(ref_lse))) < 5e-3
+    # The new tokens' latents at their slots, nothing else changed.
+    want = c["cache"].copy()
+    t = 0
+    for b, (n, ctx) in enumerate(zip(c["q_lens"], c["ctx_lens"])):
+        for j in range(n):
+            p = ctx + j
+            want[c["bt"][b, p // BS], p % BS] = np.concatenate([c["kv_c"][t], c["k_pe"][t]])
+            t += 1
+    np.testing.assert_array_equal(cache, want)
+
+
+def test_bad_block_table_and_weight_are_named(rng):
+    c = make_case(rng, [5, 3], [10, 0])
+    step = mlakit.MlaStep(H, L, DN, R, DV, dtype="fp16", device="cpu", block_size=BS,
+                          num_blocks=c["cache"].shape[0], max_batch=2, max_tokens=8, max_context_tokens=16)
+    bad = c["bt"].copy()
+    bad[0, 0] = c["cache"].shape[0]
+    with pytest.raises(ValueError, match="block_table"):
+        step.plan(c["q_lens"], c["ctx_lens"], bad)
+    step.plan(c["q_lens"], c["ctx_lens"], c["bt"])
+    cache = c["cache"].copy()
+    with pytest.raises(ValueError, match="kv_b_proj"):
+        step.run(c["q"], c["kv_c"], c["k_pe"], c["w"].T.copy(), cache)
+    np.testing.assert_array_equal(cache, c["cache"])  # nothing written

@@ -1,0 +1,89 @@
+// The backend seam: what the API objects (RaggedPrefill, MlaStep) need from a device, one
+// implementation per device type (backend_cpu.cc, backend_cuda.cc), so the API code has no
+// `if (cuda)` branches. Callers validate first; a backend assumes valid arguments.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "cuda/prefill_launch.h"
+#include "mlakit/prefill.h"
+#include "mlakit/tensor.h"
+#include "plan/schedule_layout.h"
+
+namespace mlakit {
+namespace backend {
+
+// One schedule block (plan/schedule_layout.h) as it sits in a device workspace.
+struct ScheduleRef {
+  const void* block = nullptr;  // the block's header, on the backend's device
+  plan::ScheduleLayout layout{};
+};
+
+// One attention launch over a schedule. K is `k` alone, or split: columns
+// [0, Dqk - k_rope_dim) from `k` and the last k_rope_dim columns from `k_rope`
+// ([rows, Hkv, k_rope_dim], stride 0 over heads allowed: one row shared by every head).
+struct AttentionCall {
+  const TensorView* q = nullptr;
+  const TensorView* k = nullptr;
+  const TensorView* k_rope = nullptr;  // null: plain K
+  const TensorView* v = nullptr;
+  const TensorView* out = nullptr;
+  const TensorView* lse = nullptr;     // null: no LSE
+  int head_dim_qk = 0;
+  int head_dim_vo = 0;
+  int num_qo_heads = 0;
+  int num_kv_heads = 0;
+  DType dtype = DType::kBF16;
+  ScheduleRef schedule;
+  void* scratch = nullptr;  // the kernel's device scratch (KernelChoice::scratch_bytes), zeroed once
+};
+
+using Event = void*;
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual Device device() const = 0;
+
+  // Tile shape and grid for attention with these dims; throws kUnsupported when there is none.
+  // `preference` picks among the CUDA kernels (mlakit/prefill.h); the CPU ignores it.
+  virtual cuda::KernelChoice choose_kernel(int head_dim_qk, int head_dim_vo, DType dtype, int num_qo_heads,
+                                           KernelPreference preference) const = 0;
+
+  // Workspace memory on the device, and host staging memory (page-locked where it matters).
+  virtual void* alloc_device(size_t bytes) const = 0;
+  virtual void free_device(void* p) const noexcept = 0;
+  virtual void* alloc_staging(size_t bytes) const = 0;
+  virtual void free_staging(void* p) const noexcept = 0;
+
+  // Stream-ordered host -> device copy of a published plan (the CPU copies at once).
+  virtual void copy_to_device(void* dst, const void* src, size_t bytes, Stream stream) const = 0;
+  // Zeroes device memory before this returns (workspace setup, not a hot path).
+  virtual void zero_device(void* p, size_t bytes) const = 0;
+  // Events guard the reuse of a staging half; the CPU has none (null events, no-ops).
+  virtual Event create_event() const = 0;
+  virtual void record(Event e, Stream stream) const = 0;
+  virtual void wait(Event e) const = 0;
+  virtual void destroy_event(Event e) const noexcept = 0;
+  // Lets queued work finish before memory it may read is released (destructors).
+  virtual void drain() const noexcept = 0;
+
+  virtual void attention(const cuda::KernelChoice& choice, const AttentionCall& call,
+                         Stream stream) const = 0;
+  // out = merge of (out_a, lse_a) and (out_b, lse_b); see mlakit/merge.h.
+  virtual void merge(const TensorView& out_a, const TensorView& lse_a, const TensorView& out_b,
+                     const TensorView& lse_b, const TensorView& out, const TensorView* lse_out,
+                     Stream stream) const = 0;
+};
+
+// The backend for `device`. CUDA: throws kUnsupported naming `argument` when the device cannot
+// be used (no CUDA build, no GPU, no such index).
+std::unique_ptr<Backend> make_backend(Device device, const char* argument);
+
+std::unique_ptr<Backend> make_cpu_backend();
+std::unique_ptr<Backend> make_cuda_backend(int device_index);
+
+}  // namespace backend
+}  // namespace mlakit

@@ -1,0 +1,88 @@
+// The CPU backend: host memory for the "device" workspace, copies at once, no events, and the
+// multi-threaded CPU kernels of src/cpu.
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+
+#include "core/backend.h"
+#include "cpu/cpu_backend.h"
+#include "mlakit/error.h"
+#include "mlakit/runtime.h"
+
+namespace mlakit {
+namespace backend {
+namespace {
+
+constexpr int kCpuBlockM = 64;
+constexpr int kCpuBlockN = 64;
+constexpr int kMaxCpuHeadDim = 512;
+
+class CpuBackend final : public Backend {
+ public:
+  Device device() const override { return Device::cpu(); }
+
+  cuda::KernelChoice choose_kernel(int head_dim_qk, int head_dim_vo, DType, int, KernelPreference) const override {
+    if (head_dim_qk > kMaxCpuHeadDim) {
+      throw Error(ErrorKind::kUnsupported, "config.head_dim_qk", "the CPU backend supports head dims 1..512");
+    }
+    if (head_dim_vo > kMaxCpuHeadDim) {
+      throw Error(ErrorKind::kUnsupported, "config.head_dim_vo", "the CPU backend supports head dims 1..512");
+    }
+    const unsigned hw = std::thread::hardware_concurrency();
+    return cuda::KernelChoice{kCpuBlockM, kCpuBlockN, static_cast<int>(hw ? hw : 1), 0};
+  }
+
+  void* alloc_device(size_t bytes) const override { return device_alloc(bytes, Device::cpu()); }
+  void free_device(void* p) const noexcept override { std::free(p); }
+  // Nothing copies asynchronously out of CPU staging: plain memory is enough.
+  void* alloc_staging(size_t bytes) const override { return device_alloc(bytes, Device::cpu()); }
+  void free_staging(void* p) const noexcept override { std::free(p); }
+
+  void copy_to_device(void* dst, const void* src, size_t bytes, Stream) const override {
+    std::memcpy(dst, src, bytes);
+  }
+  void zero_device(void* p, size_t bytes) const override {
+    if (bytes > 0) std::memset(p, 0, bytes);
+  }
+  Event create_event() const override { return nullptr; }
+  void record(Event, Stream) const override {}
+  void wait(Event) const override {}
+  void destroy_event(Event) const noexcept override {}
+  void drain() const noexcept override {}
+
+  void attention(const cuda::KernelChoice&, const AttentionCall& c, Stream) const override {
+    const auto* block = static_cast<const uint8_t*>(c.schedule.block);
+    const plan::ScheduleLayout& l = c.schedule.layout;
+    plan::ScheduleHeader h;
+    std::memcpy(&h, block, sizeof(h));
+    cpu::run_prefill(h, reinterpret_cast<const int32_t*>(block + l.qo_indptr_offset),
+                     reinterpret_cast<const int32_t*>(block + l.kv_indptr_offset),
+                     reinterpret_cast<const plan::WorkTile*>(block + l.tiles_offset), *c.q, *c.k,
+                     c.k_rope, *c.v, *c.out, c.lse);
+  }
+
+  void merge(const TensorView& out_a, const TensorView& lse_a, const TensorView& out_b,
+             const TensorView& lse_b, const TensorView& out, const TensorView* lse_out,
+             Stream) const override {
+    cpu::merge_states(out_a, lse_a, out_b, lse_b, out, lse_out);
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_cpu_backend() { return std::make_unique<CpuBackend>(); }
+
+std::unique_ptr<Backend> make_backend(Device device, const char* argument) {
+  if (device.is_cpu()) return make_cpu_backend();
+  if (!device.is_cuda()) throw Error(ErrorKind::kUnsupported, argument, "unknown device type");
+  const int n = cuda_device_count();
+  if (n <= 0) throw Error(ErrorKind::kUnsupported, argument, cuda_unavailable_reason());
+  if (device.index < 0 || device.index >= n) {
+    throw Error(ErrorKind::kUnsupported, argument, to_string(device) + " does not exist");
+  }
+  return make_cuda_backend(device.index);
+}
+
+}  // namespace backend
+}  // namespace mlakit

@@ -1,0 +1,95 @@
+// The CUDA backend in plain C++: it forwards to the CUDA seams (cuda/prefill_launch.h,
+// cuda/common/host_sync.h), which the no-CUDA build stubs, so this file compiles in every build.
+#include <string>
+
+#include "core/backend.h"
+#include "core/launch_args.h"
+#include "cuda/common/host_sync.h"
+#include "mlakit/error.h"
+#include "mlakit/runtime.h"
+
+namespace mlakit {
+namespace backend {
+namespace {
+
+class CudaBackend final : public Backend {
+ public:
+  explicit CudaBackend(int index) : index_(index) {}
+  Device device() const override { return Device::cuda(index_); }
+
+  cuda::KernelChoice choose_kernel(int head_dim_qk, int head_dim_vo, DType dtype, int num_qo_heads,
+                                   KernelPreference preference) const override {
+    if (!cuda::prefill_supported(head_dim_qk, head_dim_vo, dtype)) {
+      throw Error(ErrorKind::kUnsupported, "config.head_dim_qk",
+                  "no CUDA kernel for (head_dim_qk, head_dim_vo) = (" + std::to_string(head_dim_qk) +
+                      ", " + std::to_string(head_dim_vo) + ") in " + dtype_name(dtype));
+    }
+    return cuda::choose_prefill_kernel(head_dim_qk, head_dim_vo, dtype, num_qo_heads, device(), preference);
+  }
+
+  void* alloc_device(size_t bytes) const override { return device_alloc(bytes, device()); }
+  void free_device(void* p) const noexcept override {
+    if (p) cuda_rt::free_device(p, index_);
+  }
+  void* alloc_staging(size_t bytes) const override { return pinned_alloc(bytes); }
+  void free_staging(void* p) const noexcept override { pinned_free(p); }
+
+  void copy_to_device(void* dst, const void* src, size_t bytes, Stream stream) const override {
+    cuda_rt::memcpy_async(dst, src, bytes, index_, stream);
+  }
+  void zero_device(void* p, size_t bytes) const override {
+    if (bytes == 0) return;
+    cuda_rt::memset_async(p, 0, bytes, index_, nullptr);
+    cuda_rt::stream_synchronize(index_, nullptr);
+  }
+  Event create_event() const override { return cuda_rt::event_create(index_); }
+  void record(Event e, Stream stream) const override { cuda_rt::event_record(e, stream); }
+  void wait(Event e) const override { cuda_rt::event_synchronize(e); }
+  void destroy_event(Event e) const noexcept override { cuda_rt::event_destroy(e); }
+  void drain() const noexcept override { cuda_rt::device_synchronize(index_); }
+
+  void attention(const cuda::KernelChoice& choice, const AttentionCall& c,
+                 Stream stream) const override {
+    cuda::launch_prefill(choice, c.head_dim_qk, c.head_dim_vo, c.dtype, make_prefill_args(c), stream);
+  }
+
+  void merge(const TensorView& out_a, const TensorView& lse_a, const TensorView& out_b,
+             const TensorView& lse_b, const TensorView& out, const TensorView* lse_out,
+             Stream stream) const override {
+    cuda::MergeArgs a{};
+    a.out_a = out_a.data;
+    a.lse_a = static_cast<const float*>(lse_a.data);
+    a.out_b = out_b.data;
+    a.lse_b = static_cast<const float*>(lse_b.data);
+    a.out = out.data;
+    a.lse_out = lse_out ? static_cast<float*>(lse_out->data) : nullptr;
+    a.n = out_a.shape[0];
+    a.h = out_a.shape[1];
+    a.d = out_a.shape[2];
+    a.oa_stride_tok = out_a.strides[0];
+    a.oa_stride_head = out_a.strides[1];
+    a.ob_stride_tok = out_b.strides[0];
+    a.ob_stride_head = out_b.strides[1];
+    a.o_stride_tok = out.strides[0];
+    a.o_stride_head = out.strides[1];
+    a.la_stride_tok = lse_a.strides[0];
+    a.la_stride_head = lse_a.strides[1];
+    a.lb_stride_tok = lse_b.strides[0];
+    a.lb_stride_head = lse_b.strides[1];
+    a.lo_stride_tok = lse_out ? lse_out->strides[0] : 0;
+    a.lo_stride_head = lse_out ? lse_out->strides[1] : 0;
+    cuda::launch_merge(out_a.dtype, a, stream);
+  }
+
+ private:
+  int index_;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_cuda_backend(int device_index) {
+  return std::make_unique<CudaBackend>(device_index);
+}
+
+}  // namespace backend
+}  // namespace mlakit

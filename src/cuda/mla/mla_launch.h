@@ -1,0 +1,17 @@
+// The seam between the MLA host code (src/mla) and its CUDA kernels: plain C++, no CUDA headers.
+// Implemented in src/cuda/mla/*.cu, stubbed in src/cuda/mla/no_cuda.cc.
+#pragma once
+
+#include "mla/mla_ops.h"
+
+namespace mlakit {
+namespace cuda {
+namespace mla {
+
+// Both throw mlakit::Error(kRuntime) on a launch failure. rows == 0 launches nothing.
+void launch_cache_write(const mlakit::mla::CacheWriteArgs& args, Stream stream);
+void launch_gather(const mlakit::mla::GatherArgs& args, Stream stream);
+
+}  // namespace mla
+}  // namespace cuda
+}  // namespace mlakit

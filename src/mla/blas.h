@@ -1,0 +1,44 @@
+// The BLAS seam of the MLA up-projection: C = A * B^T (a linear layer, B in the checkpoint
+// layout [out_features, in_features]) on 16-bit matrices with fp32 accumulation. The CPU side
+// runs through the system BLAS (OpenBLAS; a plain blocked fallback when mlakit was built
+// without one), the CUDA side through cuBLAS (stubbed in builds without CUDA).
+#pragma once
+
+#include <cstdint>
+
+#include "mlakit/tensor.h"
+
+namespace mlakit {
+namespace blas {
+
+// Row-major: A [m, k] (row stride lda), B [n, k] (ldb), C [m, n] (ldc); strides in elements.
+struct GemmArgs {
+  int64_t m, n, k;
+  const void* a;
+  int64_t lda;
+  const void* b;
+  int64_t ldb;
+  void* c;
+  int64_t ldc;
+  DType dtype;  // of A, B and C: bf16 or fp16
+};
+
+// Dispatches on the device; m == 0 does nothing.
+void gemm_nt(const GemmArgs& args, Device device, Stream stream);
+
+void gemm_nt_cpu(const GemmArgs& args);
+// True when the CPU side runs on a real BLAS library (what it was built against).
+bool cpu_blas_available();
+const char* cpu_blas_name();
+
+}  // namespace blas
+
+namespace cuda {
+namespace blas {
+// cuBLAS on `device_index`, ordered on `stream` (graph-capturable: a fixed workspace per handle).
+void gemm_nt(const mlakit::blas::GemmArgs& args, int device_index, Stream stream);
+// Creates the device's handle and workspace now (they allocate, which a graph capture forbids).
+void init(int device_index);
+}  // namespace blas
+}  // namespace cuda
+}  // namespace mlakit

@@ -1,0 +1,58 @@
+// Where everything of an MLA step lives in its device workspace. Two parts:
+//   * the plan block, staged on the host and published by plan(): a header, the row count of
+//     each gather launch, the cache-write slots, the gather maps and the attention schedules
+//     (launch 0: the fused or new-token launch; launches 1..: context chunks);
+//   * buffers that run() fills: gathered latents, up-projected K/V and, when the config allows
+//     context chunks, the chunk output and the LSEs they are merged with.
+// Offsets are fixed by the config, so a graph captured under one plan reads the next plan's data.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "mlakit/mla.h"
+#include "plan/schedule_layout.h"
+
+namespace mlakit {
+namespace mla {
+
+struct MlaHeader {
+  int32_t total_q;     // new tokens this step (cache-write rows)
+  int32_t chunked;     // 0: one fused launch; 1: new tokens, then context chunks
+  int32_t num_chunks;
+  int32_t reserved[13];
+};
+static_assert(sizeof(MlaHeader) == 64, "header is 64 bytes");
+
+struct MlaLayout {
+  int64_t rows = 0;        // workspace_rows (resolved)
+  int64_t max_chunks = 0;  // context chunks the worst step needs
+  int latent_width = 0;    // kv_lora_rank + qk_rope_head_dim
+  int kv_width = 0;        // num_heads * (qk_nope_head_dim + v_head_dim)
+  plan::ScheduleLayout schedule{};  // one attention schedule block
+
+  // Plan block (bytes from its start).
+  size_t counts_offset = 0;  // int32[1 + max_chunks]
+  size_t slots_offset = 0;   // int32[max_tokens]
+  size_t gather_offset = 0;  // int32[max_tokens + max_context_tokens]
+  size_t blocks_offset = 0;  // (1 + max_chunks) schedule blocks of schedule.total_bytes
+  size_t plan_bytes = 0;
+
+  // Buffers (bytes from their own allocation's start).
+  size_t latent_offset = 0;     // [rows, latent_width]
+  size_t kv_offset = 0;         // [rows, num_heads, Dn + Dv]
+  size_t chunk_out_offset = 0;  // [max_tokens, num_heads, Dv]          (chunking only)
+  size_t lse_offset = 0;        // fp32 [max_tokens, num_heads] running (chunking only)
+  size_t chunk_lse_offset = 0;  // fp32 [max_tokens, num_heads]         (chunking only)
+  size_t buffer_bytes = 0;
+
+  size_t block_offset(int launch) const {
+    return blocks_offset + static_cast<size_t>(launch) * schedule.total_bytes;
+  }
+};
+
+// The config must have been checked (check_config).
+MlaLayout make_layout(const MlaConfig& config, int block_m);
+
+}  // namespace mla
+}  // namespace mlakit

@@ -1,0 +1,112 @@
+#include "mla/mla_plan_build.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "plan/schedule_block.h"
+
+namespace mlakit {
+namespace mla {
+
+PlanBuilder::PlanBuilder(const MlaConfig& c, const MlaLayout& l, const cuda::KernelChoice& k)
+    : config_(c),
+      layout_(l),
+      // Every launch's queries are the step's new tokens; its keys at most the workspace rows.
+      scheduler_(c.max_batch, c.max_tokens, l.rows, k.block_m, k.block_n),
+      kind_(static_cast<plan::ScheduleKind>(k.schedule_kind)),
+      qo_(static_cast<size_t>(c.max_batch) + 1),
+      kv_(static_cast<size_t>(c.max_batch) + 1),
+      ctx_start_(static_cast<size_t>(c.max_batch) + 1) {}
+
+void PlanBuilder::build(const MlaBatch& b, const MlaPlanOptions& o, const BatchTotals& t,
+                        uint8_t* block, StepPlan* out) {
+  const MlaConfig& c = config_;
+  const MlaLayout& l = layout_;
+  const int n = b.batch_size;
+  const int64_t bs = c.block_size;
+  auto* counts = reinterpret_cast<int32_t*>(block + l.counts_offset);
+  auto* slots = reinterpret_cast<int32_t*>(block + l.slots_offset);
+  auto* gather = reinterpret_cast<int32_t*>(block + l.gather_offset);
+
+  // Cache slot of position p of request r.
+  auto slot_of = [&](int r, int64_t p) -> int32_t {
+    const int32_t blk = b.block_table[static_cast<int64_t>(r) * b.block_table_cols + p / bs];
+    return static_cast<int32_t>(blk * bs + p % bs);
+  };
+  qo_[0] = 0;
+  ctx_start_[0] = 0;
+  for (int r = 0; r < n; ++r) {
+    qo_[r + 1] = qo_[r] + b.query_lens[r];
+    ctx_start_[r + 1] = ctx_start_[r] + b.context_lens[r];
+  }
+  // New tokens: where the cache write puts them (and where launches read them back).
+  for (int r = 0; r < n; ++r) {
+    const int64_t ctx = b.context_lens[r];
+    for (int64_t j = 0; j < b.query_lens[r]; ++j) {
+      const int64_t i = qo_[r] + j;
+      slots[i] = b.slot_mapping ? static_cast<int32_t>(b.slot_mapping[i]) : slot_of(r, ctx + j);
+    }
+  }
+
+  PrefillOptions po;
+  po.sm_scale = o.sm_scale;
+  const int head_dim_qk = c.qk_nope_head_dim + c.qk_rope_head_dim;
+  out->totals = t;
+  out->launches.clear();
+  out->visible_pairs = 0;
+  int64_t used_gather = 0;
+
+  auto add_launch = [&](int64_t rows_used, int64_t rows_launched, bool causal) {
+    const int i = static_cast<int>(out->launches.size());
+    counts[i] = static_cast<int32_t>(rows_used);
+    po.causal = causal;
+    const plan::ScheduleResult r = plan::write_schedule_block(block + l.block_offset(i), l.schedule, scheduler_,
+                                                              qo_.data(), kv_.data(), n, po, head_dim_qk, kind_,
+                                                              c.num_heads);
+    out->visible_pairs += r.visible_pairs;
+    out->launches.push_back(LaunchPlan{used_gather, rows_launched, causal});
+    used_gather += rows_used;
+    out->used_bytes = l.block_offset(i) + plan::block_used_bytes(l.schedule, kind_, r);
+  };
+
+  if (!t.chunked) {
+    // [context; new] per request, one causal launch (bottom-right aligned).
+    kv_[0] = 0;
+    for (int r = 0; r < n; ++r) {
+      const int64_t len = static_cast<int64_t>(b.context_lens[r]) + b.query_lens[r];
+      kv_[r + 1] = static_cast<int32_t>(kv_[r] + len);
+      for (int64_t p = 0; p < b.context_lens[r]; ++p) gather[kv_[r] + p] = slot_of(r, p);
+      for (int64_t j = 0; j < b.query_lens[r]; ++j) gather[kv_[r] + b.context_lens[r] + j] = slots[qo_[r] + j];
+    }
+    const int64_t rows = kv_[n];
+    add_launch(rows, o.graph_rows > 0 ? o.graph_rows : rows, true);
+  } else {
+    // New tokens over themselves, causal.
+    std::copy(qo_.begin(), qo_.begin() + n + 1, kv_.begin());
+    std::memcpy(gather, slots, sizeof(int32_t) * static_cast<size_t>(t.total_q));
+    add_launch(t.total_q, t.total_q, true);
+    // Then the concatenated contexts in chunks of the workspace rows; every key precedes every
+    // new token, so no mask. A request with nothing in a chunk gets lse = -inf there.
+    for (int64_t c0 = 0; c0 < t.total_context; c0 += l.rows) {
+      const int64_t c1 = std::min(t.total_context, c0 + l.rows);
+      kv_[0] = 0;
+      int64_t w = used_gather;
+      for (int r = 0; r < n; ++r) {
+        const int64_t lo = std::max<int64_t>(ctx_start_[r], c0), hi = std::min<int64_t>(ctx_start_[r + 1], c1);
+        const int64_t len = std::max<int64_t>(0, hi - lo);
+        kv_[r + 1] = static_cast<int32_t>(kv_[r] + len);
+        for (int64_t p = lo; p < lo + len; ++p) gather[w++] = slot_of(r, p - ctx_start_[r]);
+      }
+      add_launch(c1 - c0, c1 - c0, false);
+    }
+  }
+
+  MlaHeader h{};
+  h.total_q = static_cast<int32_t>(t.total_q);
+  h.chunked = t.chunked ? 1 : 0;
+  h.num_chunks = static_cast<int32_t>(out->launches.size()) - 1;
+  std::memcpy(block, &h, sizeof(h));
+}
+
+}  // namespace mla
+}  // namespace mlakit

@@ -1,0 +1,51 @@
+// Building an MLA step's plan block in host staging: the cache-write slots of the new tokens,
+// the gather map of every launch (cache slot of each latent row the launch up-projects), the
+// rows of each launch, and one attention schedule per launch. Host-only, allocation-free after
+// construction, linear in the step's rows.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "mla/mla_checks.h"
+#include "cuda/prefill_launch.h"
+#include "mla/mla_layout.h"
+#include "mlakit/mla.h"
+#include "plan/scheduler.h"
+
+namespace mlakit {
+namespace mla {
+
+// What run() needs on the host for one launch (gather + up-projection + attention).
+struct LaunchPlan {
+  int64_t gather_begin = 0;  // first entry of its gather map
+  int64_t rows = 0;          // rows its gather and up-projection cover (>= the rows it uses)
+  bool causal = false;
+};
+
+struct StepPlan {
+  BatchTotals totals;
+  std::vector<LaunchPlan> launches;  // [0]: fused or new tokens; then context chunks
+  int64_t visible_pairs = 0;
+  size_t used_bytes = 0;  // prefix of the plan block to publish
+};
+
+class PlanBuilder {
+ public:
+  // `kernel`: the attention kernel the plan is for (its tile and the schedule kind it reads).
+  PlanBuilder(const MlaConfig& config, const MlaLayout& layout, const cuda::KernelChoice& kernel);
+
+  // Writes the plan block for a validated batch into `block` (layout.plan_bytes) and fills `out`.
+  void build(const MlaBatch& batch, const MlaPlanOptions& options, const BatchTotals& totals,
+             uint8_t* block, StepPlan* out);
+
+ private:
+  const MlaConfig& config_;
+  const MlaLayout& layout_;
+  plan::Scheduler scheduler_;
+  plan::ScheduleKind kind_;
+  std::vector<int32_t> qo_, kv_, ctx_start_;  // max_batch + 1 each
+};
+
+}  // namespace mla
+}  // namespace mlakit

@@ -1,0 +1,226 @@
+// MlaStep: the API glue of the MLA prefill step. Validation lives in mla_checks, the plan block in
+// mla_plan_build / mla_layout, device work behind three seams: attention (core/backend.h), cache
+// write and gather (mla_ops.h), the up-projection (blas.h).
+#include "mlakit/mla.h"
+
+#include <cstddef>
+#include <string>
+
+#include "core/backend.h"
+#include "core/plan_staging.h"
+#include "mla/blas.h"
+#include "mla/mla_checks.h"
+#include "mla/mla_layout.h"
+#include "mla/mla_ops.h"
+#include "mla/mla_plan_build.h"
+#include "mlakit/error.h"
+
+namespace mlakit {
+
+namespace {
+
+struct Setup {
+  std::unique_ptr<backend::Backend> backend;
+  cuda::KernelChoice choice{};
+  mla::MlaLayout layout;
+};
+
+Setup setup(const MlaConfig& c) {
+  mla::check_config(c);
+  Setup s;
+  s.backend = backend::make_backend(c.device, "config.device");
+  try {
+    s.choice = s.backend->choose_kernel(c.qk_nope_head_dim + c.qk_rope_head_dim, c.v_head_dim, c.dtype,
+                                        c.num_heads, c.kernel);
+  } catch (const Error& e) {
+    // The attention backend names its own config fields; name the MLA ones.
+    if (e.kind() != ErrorKind::kUnsupported || e.argument().rfind("config.head_dim", 0) != 0) throw;
+    throw Error(e.kind(), "config.qk_nope_head_dim",
+                "no attention kernel for qk_nope + qk_rope = " +
+                    std::to_string(c.qk_nope_head_dim + c.qk_rope_head_dim) + ", v = " +
+                    std::to_string(c.v_head_dim) + " on " + to_string(c.device));
+  }
+  s.layout = mla::make_layout(c, s.choice.block_m);
+  return s;
+}
+
+// A 3-D view [rows, heads, width] at `p` with token stride `tok` and head stride `head`.
+TensorView view3(void* p, DType t, int64_t rows, int64_t heads, int64_t width, int64_t tok,
+                 int64_t head, Device d) {
+  return TensorView(p, t, {rows, heads, width}, {tok, head, 1}, d);
+}
+
+TensorView first_rows(TensorView v, int64_t rows) {
+  v.shape[0] = rows;
+  return v;
+}
+
+}  // namespace
+
+struct MlaStep::Impl {
+  MlaConfig config;
+  std::unique_ptr<backend::Backend> backend;
+  std::unique_ptr<mla::MlaOps> ops;
+  cuda::KernelChoice choice{};
+  mla::MlaLayout layout;
+  std::unique_ptr<backend::PlanStaging> staging;
+  std::unique_ptr<mla::PlanBuilder> builder;
+  uint8_t* buffers = nullptr;
+
+  bool planned = false;
+  mla::StepPlan plan;
+  MlaPlanInfo info;
+
+  Impl(const MlaConfig& c, Setup s)
+      : config(c), backend(std::move(s.backend)), choice(s.choice), layout(s.layout) {
+    ops = mla::make_ops(c.device);
+    // cuBLAS allocates its handle on first use; do it here, never inside a graph capture.
+    if (c.device.is_cuda()) cuda::blas::init(c.device.index);
+    staging = std::make_unique<backend::PlanStaging>(*backend, layout.plan_bytes, choice.scratch_bytes);
+    builder = std::make_unique<mla::PlanBuilder>(config, layout, choice);
+    buffers = static_cast<uint8_t*>(backend->alloc_device(layout.buffer_bytes));
+    plan.launches.reserve(static_cast<size_t>(1 + layout.max_chunks));
+  }
+  ~Impl() {
+    backend->drain();
+    backend->free_device(buffers);
+  }
+
+  const uint8_t* ws() const { return staging->device(); }
+  const int32_t* ws_i32(size_t offset) const { return reinterpret_cast<const int32_t*>(ws() + offset); }
+
+  mla::CacheView cache_view(const TensorView& cache) const {
+    return mla::CacheView{cache.data, cache.strides[0], cache.strides[1], config.block_size, layout.latent_width};
+  }
+
+  // One gather + up-projection + attention launch.
+  void launch(int i, const MlaLayer& y, const TensorView& out, const TensorView* lse, Stream s) const {
+    const mla::LaunchPlan& lp = plan.launches[static_cast<size_t>(i)];
+    const MlaConfig& c = config;
+    const DType t = c.dtype;
+    const size_t es = dtype_size(t);
+    uint8_t* latent = buffers + layout.latent_offset;
+    uint8_t* kv = buffers + layout.kv_offset;
+
+    mla::GatherArgs g{};
+    g.cache = cache_view(y.kv_cache);
+    g.map = ws_i32(layout.gather_offset) + lp.gather_begin;
+    g.count = ws_i32(layout.counts_offset) + i;
+    g.rows = lp.rows;
+    g.out = latent;
+    g.out_stride = layout.latent_width;
+    g.dtype = t;
+    ops->gather(g, s);
+
+    blas::GemmArgs m{};
+    m.m = lp.rows;
+    m.n = layout.kv_width;
+    m.k = c.kv_lora_rank;
+    m.a = latent;
+    m.lda = layout.latent_width;
+    m.b = y.kv_b_proj.data;
+    m.ldb = y.kv_b_proj.strides[0];
+    m.c = kv;
+    m.ldc = layout.kv_width;
+    m.dtype = t;
+    blas::gemm_nt(m, c.device, s);
+
+    // K nope and V interleaved per head in the up-projection output; the RoPE key is the tail of
+    // each latent row, one per token for every head (head stride 0).
+    const int64_t hd = c.qk_nope_head_dim + c.v_head_dim;
+    const TensorView k = view3(kv, t, layout.rows, c.num_heads, c.qk_nope_head_dim, layout.kv_width, hd, c.device);
+    const TensorView v = view3(kv + c.qk_nope_head_dim * es, t, layout.rows, c.num_heads, c.v_head_dim,
+                               layout.kv_width, hd, c.device);
+    const TensorView k_rope = view3(latent + c.kv_lora_rank * es, t, layout.rows, 1, c.qk_rope_head_dim,
+                                    layout.latent_width, 0, c.device);
+    backend::AttentionCall a;
+    a.q = &y.q;
+    a.k = &k;
+    a.k_rope = &k_rope;
+    a.v = &v;
+    a.out = &out;
+    a.lse = lse;
+    a.head_dim_qk = c.qk_nope_head_dim + c.qk_rope_head_dim;
+    a.head_dim_vo = c.v_head_dim;
+    a.num_qo_heads = a.num_kv_heads = c.num_heads;
+    a.dtype = t;
+    a.schedule = {ws() + layout.block_offset(i), layout.schedule};
+    a.scratch = staging->scratch();  // launches run in stream order, so they share it
+    backend->attention(choice, a, s);
+  }
+};
+
+WorkspaceSizes MlaStep::workspace_sizes(const MlaConfig& config) {
+  const Setup s = setup(config);
+  return {backend::PlanStaging::host_bytes(s.layout.plan_bytes),
+          backend::PlanStaging::device_bytes(s.layout.plan_bytes, s.choice.scratch_bytes) + s.layout.buffer_bytes};
+}
+
+MlaStep::MlaStep(const MlaConfig& config) : impl_(std::make_unique<Impl>(config, setup(config))) {}
+MlaStep::~MlaStep() = default;
+
+void MlaStep::plan(const MlaBatch& batch, const MlaPlanOptions& options, Stream stream) {
+  Impl& m = *impl_;
+  // Everything is checked before the staging buffer or the current plan is touched.
+  const mla::BatchTotals totals = mla::check_batch(m.config, m.layout, batch, options);
+  uint8_t* block = m.staging->begin();
+  m.builder->build(batch, options, totals, block, &m.plan);
+  m.staging->publish(m.plan.used_bytes, stream);
+  m.planned = true;
+  MlaPlanInfo& i = m.info;
+  i.batch_size = batch.batch_size;
+  i.total_q = totals.total_q;
+  i.total_context = totals.total_context;
+  i.chunked = totals.chunked;
+  i.num_context_chunks = static_cast<int>(m.plan.launches.size()) - 1;
+  i.launch_rows = m.plan.launches[0].rows;
+  i.visible_pairs = m.plan.visible_pairs;
+}
+
+void MlaStep::run(const MlaLayer& y, const TensorView& out, const TensorView* lse, Stream s) const {
+  const Impl& m = *impl_;
+  const MlaConfig& c = m.config;
+  if (!m.planned) throw Error(ErrorKind::kInvalidArgument, "plan", "run() called before plan()");
+  const int64_t tq = m.plan.totals.total_q;
+  mla::check_layer(c, y, out, lse, mla::TensorRules{tq, c.device.is_cuda()});
+
+  // 1. The new tokens into the cache; every launch reads them back from there.
+  mla::CacheWriteArgs w{};
+  w.cache = m.cache_view(y.kv_cache);
+  w.kv_c = y.kv_c.data;
+  w.kv_c_stride = y.kv_c.strides[0];
+  w.k_pe = y.k_pe.data;
+  w.k_pe_stride = y.k_pe.strides[0];
+  w.latent_dim = c.kv_lora_rank;
+  w.rope_dim = c.qk_rope_head_dim;
+  w.slots = m.ws_i32(m.layout.slots_offset);
+  w.count = m.ws_i32(offsetof(mla::MlaHeader, total_q));
+  w.rows = y.kv_c.shape[0];
+  w.dtype = c.dtype;
+  m.ops->write_cache(w, s);
+
+  if (!m.plan.totals.chunked) {
+    // 2-3. One launch over [context; new] per request.
+    m.launch(0, y, out, lse, s);
+    return;
+  }
+  // Chunked: the new tokens first, then each context chunk merged into (out, lse) by LSE.
+  const int64_t H = c.num_heads;
+  TensorView lse_run = lse ? first_rows(*lse, tq)
+                           : TensorView(m.buffers + m.layout.lse_offset, DType::kFP32, {tq, H}, c.device);
+  const TensorView out_q = first_rows(out, tq);
+  m.launch(0, y, out, &lse_run, s);
+  const TensorView chunk_out = view3(m.buffers + m.layout.chunk_out_offset, c.dtype, tq, H, c.v_head_dim,
+                                     H * c.v_head_dim, c.v_head_dim, c.device);
+  const TensorView chunk_lse(m.buffers + m.layout.chunk_lse_offset, DType::kFP32, {tq, H}, c.device);
+  for (size_t i = 1; i < m.plan.launches.size(); ++i) {
+    m.launch(static_cast<int>(i), y, chunk_out, &chunk_lse, s);
+    m.backend->merge(out_q, lse_run, chunk_out, chunk_lse, out_q, &lse_run, s);
+  }
+}
+
+const MlaConfig& MlaStep::config() const { return impl_->config; }
+MlaPlanInfo MlaStep::info() const { return impl_->info; }
+bool MlaStep::planned() const { return impl_->planned; }
+
+}  // namespace mlakit

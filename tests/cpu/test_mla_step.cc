@@ -1,0 +1,266 @@
+// The MLA step on the CPU backend against the float64 reference of the whole step: context
+// lengths 0, 1, not a multiple of the block size and larger than the workspace chunk, block sizes
+// 16 and 64, shuffled block tables, chunk-size independence, the cache write/read round trip,
+// bucket-sized tensors, plan reuse across layers, and rejected inputs (named, nothing written).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "mlakit/mlakit.h"
+#include "util/mla_case.h"
+#include "util/test_util.h"
+
+namespace mlakit {
+namespace test {
+namespace {
+
+// Real per-head dims (128 + 64, 128) with a small latent and few heads, so the float64 reference
+// stays fast; the DeepSeek shapes run in their own test.
+MlaConfig small_dims(int heads = 4, int lora = 64, int block_size = 16) {
+  MlaConfig c;
+  c.num_heads = heads;
+  c.kv_lora_rank = lora;
+  c.block_size = block_size;
+  c.dtype = DType::kBF16;
+  return c;
+}
+
+struct StepResult {
+  HostTensor out, lse;
+  MlaPlanInfo info;
+};
+
+// Plans and runs one layer of `m` on a copy of its cache (returned through *cache_after).
+StepResult run_step(const MlaCase& m, const MlaConfig& cfg, HostTensor* cache_after = nullptr,
+                    const MlaPlanOptions& opts = {}, bool use_slot_mapping = false) {
+  MlaStep step(cfg);
+  step.plan(m.batch(use_slot_mapping), opts);
+  const int64_t rows = m.q.shape()[0];
+  StepResult r{HostTensor(cfg.dtype, {rows, cfg.num_heads, cfg.v_head_dim}),
+               HostTensor(DType::kFP32, {rows, cfg.num_heads}), step.info()};
+  r.out.fill_bytes(0xFF);  // NaN poison
+  r.lse.fill_bytes(0xFF);
+  HostTensor cache = m.cache;
+  MlaLayer y = m.layer();
+  y.kv_cache = cache.view();
+  TensorView lse = r.lse.view();
+  step.run(y, r.out.view(), &lse);
+  if (cache_after) *cache_after = cache;
+  return r;
+}
+
+// The first total_q rows against the reference: written (no NaN), within bf16 tolerance.
+void expect_matches(const StepResult& r, const MlaCase& m, const MlaRef& ref) {
+  const int64_t tq = m.total_q();
+  std::vector<double> out = r.out.to_doubles(), lse = r.lse.to_doubles();
+  out.resize(static_cast<size_t>(tq * m.cfg.num_heads * m.cfg.v_head_dim));
+  lse.resize(static_cast<size_t>(tq * m.cfg.num_heads));
+  EXPECT_LE(relative_error(out, ref.out.to_doubles()), 1e-2);
+  // K and V are rounded to bf16 after the up-projection (the reference keeps them in double),
+  // which moves scores by ~1e-3: the LSE gets the same 1e-2 relative budget as the output.
+  EXPECT_LE(lse_error(lse, ref.lse.to_doubles()), 1e-2);
+}
+
+struct Lens {
+  std::vector<int32_t> q, ctx;
+};
+
+class CpuMlaStep : public ::testing::TestWithParam<int> {};  // block size
+
+TEST_P(CpuMlaStep, MatchesReferenceAndWritesCache) {
+  const int bs = GetParam();
+  // Context 0, 1, not a multiple of the block size, several blocks; a request with no new token.
+  const Lens l{{5, 1, 30, 0, 17}, {0, 1, 37, 9, 130}};
+  const MlaCase m = make_mla_case(small_dims(4, 64, bs), l.q, l.ctx, 100 + bs);
+  HostTensor cache_after;
+  const StepResult r = run_step(m, m.cfg, &cache_after);
+  EXPECT_FALSE(r.info.chunked);
+  EXPECT_EQ(r.info.total_q, m.total_q());
+  EXPECT_EQ(r.info.total_context, m.total_ctx());
+  expect_matches(r, m, mla_reference(m));
+  // Round trip: the new tokens' latents at their slots, every other cache row untouched.
+  EXPECT_EQ(cache_after.bytes(), expected_cache(m).bytes());
+}
+
+INSTANTIATE_TEST_SUITE_P(BlockSizes, CpuMlaStep, ::testing::Values(16, 64));
+
+TEST(CpuMlaStep, DeepSeekShapes) {
+  // DeepSeek-Coder-V2-Lite's attention dims (16 heads, latent 512) at small lengths.
+  const MlaCase m = make_mla_case(small_dims(16, 512, 64), {40, 3}, {70, 0}, 5);
+  expect_matches(run_step(m, m.cfg), m, mla_reference(m));
+}
+
+TEST(CpuMlaStep, ChunkSizeIndependence) {
+  // Contexts larger than the workspace: chunks of 40, 57 and 100 rows, merged by LSE, agree with
+  // the single launch and with the reference.
+  const Lens l{{20, 1, 15}, {150, 1, 63}};
+  const MlaCase m = make_mla_case(small_dims(), l.q, l.ctx, 9);
+  const MlaRef ref = mla_reference(m);
+  const StepResult fused = run_step(m, m.cfg);
+  EXPECT_FALSE(fused.info.chunked);
+  expect_matches(fused, m, ref);
+  for (int rows : {40, 57, 100}) {
+    SCOPED_TRACE("workspace_rows " + std::to_string(rows));
+    MlaConfig cfg = m.cfg;
+    cfg.workspace_rows = rows;
+    HostTensor cache_after;
+    const StepResult r = run_step(m, cfg, &cache_after);
+    ASSERT_TRUE(r.info.chunked);
+    EXPECT_EQ(r.info.num_context_chunks, (m.total_ctx() + rows - 1) / rows);
+    expect_matches(r, m, ref);
+    // Beyond rounding, the result does not depend on the chunking.
+    std::vector<double> a = r.out.to_doubles(), b = fused.out.to_doubles();
+    EXPECT_LE(relative_error(a, b), 1e-2);
+    EXPECT_EQ(cache_after.bytes(), expected_cache(m).bytes());
+  }
+}
+
+TEST(CpuMlaStep, ExplicitSlotMappingEqualsBlockTable) {
+  const MlaCase m = make_mla_case(small_dims(), {9, 20}, {3, 16}, 13);
+  HostTensor c1, c2;
+  const StepResult a = run_step(m, m.cfg, &c1, {}, false);
+  const StepResult b = run_step(m, m.cfg, &c2, {}, true);
+  EXPECT_EQ(a.out.bytes(), b.out.bytes());
+  EXPECT_EQ(c1.bytes(), c2.bytes());
+}
+
+TEST(CpuMlaStep, BucketSizedTensorsAndGraphRows) {
+  // Layer tensors with more rows than the step (a token bucket) and launches padded to
+  // graph_rows: same results, rows past the step untouched.
+  const MlaCase m = make_mla_case(small_dims(), {12, 7}, {20, 0}, 17, 3, /*extra_q_rows=*/13);
+  MlaConfig cfg = m.cfg;
+  cfg.max_tokens = 64;
+  cfg.workspace_rows = 128;
+  MlaPlanOptions o;
+  o.graph_rows = 100;
+  const StepResult r = run_step(m, cfg, nullptr, o);
+  EXPECT_EQ(r.info.launch_rows, 100);
+  expect_matches(r, m, mla_reference(m));
+  const int64_t per_row = cfg.num_heads * cfg.v_head_dim;
+  for (int64_t i = m.total_q() * per_row; i < r.out.numel(); ++i) ASSERT_TRUE(std::isnan(r.out.get(i))) << i;
+}
+
+TEST(CpuMlaStep, OnePlanManyLayers) {
+  MlaCase m = make_mla_case(small_dims(), {10, 33}, {5, 40}, 21);
+  MlaStep step(m.cfg);
+  step.plan(m.batch());
+  std::mt19937_64 rng(3);
+  for (int layer = 0; layer < 3; ++layer) {
+    SCOPED_TRACE("layer " + std::to_string(layer));
+    m.q.fill_normal(rng);
+    m.kv_c.fill_normal(rng);
+    m.w.fill_normal(rng, 0.125);
+    m.cache.fill_normal(rng);
+    const MlaRef ref = mla_reference(m);
+    HostTensor out(m.cfg.dtype, {m.total_q(), m.cfg.num_heads, m.cfg.v_head_dim});
+    out.fill_bytes(0xFF);
+    step.run(m.layer(), out.view());
+    EXPECT_LE(relative_error(out, ref.out), 1e-2);
+  }
+}
+
+TEST(CpuMlaStep, ReplanAfterRejectedPlanKeepsPrevious) {
+  const MlaCase m = make_mla_case(small_dims(), {8, 8}, {4, 30}, 23);
+  MlaStep step(m.cfg);
+  step.plan(m.batch());
+  // A block table with an id past the cache: rejected, the previous plan stays.
+  std::vector<int32_t> bad = m.block_table;
+  bad[0] = static_cast<int32_t>(m.cfg.num_blocks);
+  MlaBatch b = m.batch();
+  b.block_table = bad.data();
+  EXPECT_TRUE(throws_error([&] { step.plan(b); }, ErrorKind::kInvalidArgument, "block_table"));
+  HostTensor out(m.cfg.dtype, {m.total_q(), m.cfg.num_heads, m.cfg.v_head_dim});
+  out.fill_bytes(0xFF);
+  step.run(m.layer(), out.view());
+  EXPECT_LE(relative_error(out, mla_reference(m).out), 1e-2);
+}
+
+TEST(CpuMlaStep, BadInputsRejectedByNameNothingWritten) {
+  const MlaCase m = make_mla_case(small_dims(), {6, 3}, {10, 0}, 29);
+  MlaStep step(m.cfg);
+  EXPECT_TRUE(throws_error([&] { step.run(m.layer(), m.q.view()); }, ErrorKind::kInvalidArgument, "plan"));
+
+  // plan(): slot out of range, block table too short, a length past the capacity, graph rows.
+  MlaBatch b = m.batch(true);
+  std::vector<int64_t> slots = m.slot_mapping;
+  slots[2] = m.cfg.num_blocks * m.cfg.block_size;
+  b.slot_mapping = slots.data();
+  EXPECT_TRUE(throws_error([&] { step.plan(b); }, ErrorKind::kInvalidArgument, "slot_mapping"));
+  b = m.batch();
+  b.block_table_cols = 0;
+  EXPECT_TRUE(throws_error([&] { step.plan(b); }, ErrorKind::kInvalidArgument, "block_table_cols"));
+  std::vector<int32_t> long_ctx = m.ctx_lens;
+  long_ctx[0] += m.cols * m.cfg.block_size;  // more blocks than the row has
+  b = m.batch();
+  b.context_lens = long_ctx.data();
+  EXPECT_TRUE(throws_error([&] { step.plan(b); }, ErrorKind::kInvalidArgument, "block_table"));
+  std::vector<int32_t> many_q = m.q_lens;
+  many_q[1] += static_cast<int32_t>(m.cfg.max_tokens);
+  b = m.batch();
+  b.query_lens = many_q.data();
+  EXPECT_TRUE(throws_error([&] { step.plan(b); }, ErrorKind::kInvalidArgument, "query_lens"));
+  MlaPlanOptions o;
+  o.graph_rows = 3;  // fewer rows than the step's context + new tokens
+  EXPECT_TRUE(throws_error([&] { step.plan(m.batch(), o); }, ErrorKind::kInvalidArgument, "options.graph_rows"));
+  EXPECT_FALSE(step.planned());
+
+  // run(): a weight of the wrong shape, a cache of the wrong shape, too few rows, wrong dtype.
+  step.plan(m.batch());
+  HostTensor cache = m.cache;
+  HostTensor out(m.cfg.dtype, {m.total_q(), m.cfg.num_heads, m.cfg.v_head_dim});
+  out.fill_bytes(0xAB);
+  const std::vector<uint8_t> out_before = out.bytes(), cache_before = cache.bytes();
+  MlaLayer y = m.layer();
+  y.kv_cache = cache.view();
+  auto expect_rejected = [&](MlaLayer bad, const TensorView& o2, ErrorKind kind, const std::string& name) {
+    EXPECT_TRUE(throws_error([&] { step.run(bad, o2); }, kind, name));
+    EXPECT_EQ(out.bytes(), out_before);
+    EXPECT_EQ(cache.bytes(), cache_before);
+  };
+  HostTensor w_t(m.cfg.dtype, {m.cfg.kv_lora_rank, m.w.shape()[0]});  // transposed weight
+  MlaLayer bad = y;
+  bad.kv_b_proj = w_t.view();
+  expect_rejected(bad, out.view(), ErrorKind::kInvalidArgument, "kv_b_proj");
+  HostTensor small_cache(m.cfg.dtype, {m.cfg.num_blocks - 1, m.cfg.block_size, m.cache.shape()[2]});
+  bad = y;
+  bad.kv_cache = small_cache.view();
+  expect_rejected(bad, out.view(), ErrorKind::kInvalidArgument, "kv_cache");
+  bad = y;
+  bad.kv_c.shape[0] = m.total_q() - 1;
+  expect_rejected(bad, out.view(), ErrorKind::kInvalidArgument, "kv_c");
+  HostTensor k_pe_fp16(DType::kFP16, {m.total_q(), m.cfg.qk_rope_head_dim});
+  bad = y;
+  bad.k_pe = k_pe_fp16.view();
+  expect_rejected(bad, out.view(), ErrorKind::kTypeMismatch, "k_pe");
+  HostTensor out32(DType::kFP32, {m.total_q(), m.cfg.num_heads, m.cfg.v_head_dim});
+  expect_rejected(y, out32.view(), ErrorKind::kTypeMismatch, "out");
+  expect_rejected(y, TensorView(out.data(), m.cfg.dtype, {m.total_q(), m.cfg.num_heads, 64}), ErrorKind::kInvalidArgument, "out");
+}
+
+TEST(CpuMlaStep, BadConfigsRejectedByName) {
+  MlaConfig c = small_dims();
+  c.num_blocks = 10;
+  c.max_batch = 2;
+  c.max_tokens = 100;
+  MlaConfig bad = c;
+  bad.workspace_rows = 50;  // a workspace too small for the new tokens
+  EXPECT_TRUE(throws_error([&] { MlaStep s(bad); }, ErrorKind::kInvalidArgument, "config.workspace_rows"));
+  bad = c;
+  bad.kv_lora_rank = 60;
+  EXPECT_TRUE(throws_error([&] { MlaStep s(bad); }, ErrorKind::kInvalidArgument, "config.kv_lora_rank"));
+  bad = c;
+  bad.num_blocks = 0;
+  EXPECT_TRUE(throws_error([&] { MlaStep s(bad); }, ErrorKind::kInvalidArgument, "config.num_blocks"));
+  bad = c;
+  bad.dtype = DType::kFP32;
+  EXPECT_TRUE(throws_error([&] { MlaStep s(bad); }, ErrorKind::kTypeMismatch, "config.dtype"));
+  const WorkspaceSizes ws = MlaStep::workspace_sizes(c);
+  EXPECT_GT(ws.host_bytes, 0u);
+  EXPECT_GT(ws.device_bytes, ws.host_bytes / 2);
+}
+
+}  // namespace
+}  // namespace test
+}  // namespace mlakit

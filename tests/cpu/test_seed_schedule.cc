@@ -1,0 +1,71 @@
+// The seed workload's chunked-prefill schedule (tools/seed_schedule): step counts of the seed's
+// cases, budgets respected, requests cut at the budget continuing with their first part as
+// context, and every prompt token processed exactly once.
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "seed_schedule.h"
+
+namespace mlakit_bench {
+namespace {
+
+void check_invariants(const std::vector<SeedStep>& steps, int n, int prompt, int budget) {
+  std::vector<int32_t> done(static_cast<size_t>(n), 0);
+  std::vector<int> finished(static_cast<size_t>(n), 0);
+  for (const SeedStep& s : steps) {
+    int64_t tokens = 0, ctx = 0;
+    for (const SeedEntry& e : s.entries) {
+      EXPECT_EQ(e.context, done[e.request]) << "context = what earlier steps processed";
+      EXPECT_GT(e.new_tokens, 0);
+      done[e.request] += e.new_tokens;
+      EXPECT_EQ(e.finishes, done[e.request] == prompt);
+      finished[e.request] += e.finishes ? 1 : 0;
+      tokens += e.new_tokens;
+      ctx += e.context;
+    }
+    EXPECT_EQ(tokens, s.tokens);
+    EXPECT_EQ(ctx, s.context);
+    EXPECT_LE(s.tokens, budget);
+  }
+  for (int r = 0; r < n; ++r) {
+    EXPECT_EQ(done[r], prompt) << r;
+    EXPECT_EQ(finished[r], 1) << r;
+  }
+}
+
+TEST(SeedSchedule, SeedCases) {
+  // 100 x 999 tokens: 13 steps at 8192 (12 full), 49 at 2048; one request: one step.
+  const auto a = seed_schedule(100, 999, 8192);
+  EXPECT_EQ(a.size(), 13u);
+  for (size_t i = 0; i + 1 < a.size(); ++i) EXPECT_EQ(a[i].tokens, 8192);
+  EXPECT_EQ(a.back().tokens, 99900 - 12 * 8192);
+  check_invariants(a, 100, 999, 8192);
+  const auto b = seed_schedule(100, 999, 2048);
+  EXPECT_EQ(b.size(), 49u);
+  check_invariants(b, 100, 999, 2048);
+  const auto c = seed_schedule(1, 999, 8192);
+  ASSERT_EQ(c.size(), 1u);
+  EXPECT_EQ(c[0].tokens, 999);
+  EXPECT_EQ(c[0].context, 0);
+}
+
+TEST(SeedSchedule, CutRequestContinuesWithContext) {
+  // Budget 2048 over 999-token prompts: step 0 = requests 0, 1 and 50 tokens of request 2, which
+  // continues next step with 50 tokens of context.
+  const auto s = seed_schedule(5, 999, 2048);
+  ASSERT_EQ(s[0].entries.size(), 3u);
+  EXPECT_EQ(s[0].entries[2].new_tokens, 50);
+  EXPECT_FALSE(s[0].entries[2].finishes);
+  EXPECT_EQ(s[1].entries[0].request, 2);
+  EXPECT_EQ(s[1].entries[0].context, 50);
+  EXPECT_EQ(s[1].entries[0].new_tokens, 949);
+  check_invariants(s, 5, 999, 2048);
+  // A prompt longer than the budget spans several steps.
+  const auto l = seed_schedule(2, 5000, 2048, 1);
+  check_invariants(l, 2, 5000, 2048);
+  EXPECT_EQ(l[2].entries[0].context, 4096);
+}
+
+}  // namespace
+}  // namespace mlakit_bench

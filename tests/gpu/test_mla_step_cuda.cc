@@ -1,0 +1,263 @@
+// The MLA step on CUDA: against the float64 reference and the CPU backend (DeepSeek-Coder-V2-Lite
+// and DeepSeek-V3 head counts, block sizes 16 and 64, shuffled blocks, contexts 0 / 1 / not a
+// block multiple / larger than the workspace chunk), the cache write/read round trip, chunk-size
+// independence, and CUDA-graph capture of one layer and of a layer loop, replayed after
+// re-planning. Outputs are NaN-poisoned before every run.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "mlakit/mlakit.h"
+#include "util/mla_case.h"
+#include "util/test_util.h"
+
+#if MLAKIT_WITH_CUDA
+#include <cuda_runtime.h>
+#endif
+
+namespace mlakit {
+namespace test {
+namespace {
+
+MlaConfig dims(int heads, int block_size, int lora = 512) {
+  MlaConfig c;
+  c.num_heads = heads;
+  c.kv_lora_rank = lora;
+  c.block_size = block_size;
+  c.dtype = DType::kBF16;
+  return c;
+}
+
+// A device copy of an MlaCase's layer tensors; out/lse poisoned.
+struct DeviceLayer {
+  std::unique_ptr<DeviceTensor> q, kv_c, k_pe, w, cache, out, lse;
+  DeviceLayer(const MlaCase& m, Device d) {
+    q = std::make_unique<DeviceTensor>(m.q, d);
+    kv_c = std::make_unique<DeviceTensor>(m.kv_c, d);
+    k_pe = std::make_unique<DeviceTensor>(m.k_pe, d);
+    w = std::make_unique<DeviceTensor>(m.w, d);
+    cache = std::make_unique<DeviceTensor>(m.cache, d);
+    HostTensor o(m.cfg.dtype, {m.q.shape()[0], m.cfg.num_heads, m.cfg.v_head_dim});
+    HostTensor l(DType::kFP32, {m.q.shape()[0], m.cfg.num_heads});
+    o.fill_bytes(0xFF);
+    l.fill_bytes(0xFF);
+    out = std::make_unique<DeviceTensor>(o, d);
+    lse = std::make_unique<DeviceTensor>(l, d);
+  }
+  MlaLayer layer() const { return MlaLayer{q->view(), kv_c->view(), k_pe->view(), w->view(), cache->view()}; }
+};
+
+struct Fetched {
+  HostTensor out, lse, cache;
+};
+
+Fetched fetch(const DeviceLayer& d, const MlaCase& m) {
+  Fetched f{HostTensor(m.cfg.dtype, {m.q.shape()[0], m.cfg.num_heads, m.cfg.v_head_dim}),
+            HostTensor(DType::kFP32, {m.q.shape()[0], m.cfg.num_heads}), HostTensor(m.cache.dtype(), m.cache.shape())};
+  d.out->copy_to(f.out);
+  d.lse->copy_to(f.lse);
+  d.cache->copy_to(f.cache);
+  return f;
+}
+
+// Rows [0, total_q) written and within bf16 tolerance of the reference.
+void expect_matches(const Fetched& f, const MlaCase& m, const MlaRef& ref) {
+  const int64_t tq = m.total_q();
+  std::vector<double> out = f.out.to_doubles(), lse = f.lse.to_doubles();
+  out.resize(static_cast<size_t>(tq * m.cfg.num_heads * m.cfg.v_head_dim));
+  lse.resize(static_cast<size_t>(tq * m.cfg.num_heads));
+  int64_t nan = 0;
+  for (double x : out) nan += std::isnan(x) ? 1 : 0;
+  EXPECT_EQ(nan, 0) << "unwritten (poisoned) or NaN outputs";
+  EXPECT_LE(relative_error(out, ref.out.to_doubles()), 1e-2);
+  EXPECT_LE(lse_error(lse, ref.lse.to_doubles()), 1e-2);
+}
+
+struct GpuMlaCase {
+  int heads, block_size;
+  std::vector<int32_t> q, ctx;
+  int64_t workspace_rows;  // 0 = one launch
+};
+
+std::string name_of(const ::testing::TestParamInfo<GpuMlaCase>& i) {
+  return "h" + std::to_string(i.param.heads) + "_bs" + std::to_string(i.param.block_size) + "_ws" +
+         std::to_string(i.param.workspace_rows) + "_" + std::to_string(i.index);
+}
+
+class CudaMlaStep : public ::testing::TestWithParam<GpuMlaCase> {
+ protected:
+  void SetUp() override { MLAKIT_SKIP_IF_NO_GPU(); }
+};
+
+TEST_P(CudaMlaStep, MatchesReferenceAndCpuBackend) {
+  const GpuMlaCase gc = GetParam();
+  MlaConfig cfg = dims(gc.heads, gc.block_size);
+  cfg.workspace_rows = gc.workspace_rows;
+  const MlaCase m = make_mla_case(cfg, gc.q, gc.ctx, 31 + gc.heads + gc.block_size);
+  const MlaRef ref = mla_reference(m);
+
+  MlaConfig gcfg = m.cfg;
+  gcfg.device = Device::cuda(0);
+  MlaStep step(gcfg);
+  step.plan(m.batch());
+  EXPECT_EQ(step.info().chunked, gc.workspace_rows > 0);
+  DeviceLayer d(m, gcfg.device);
+  TensorView lse = d.lse->view();
+  step.run(d.layer(), d.out->view(), &lse);
+  synchronize(gcfg.device);
+  const Fetched f = fetch(d, m);
+  expect_matches(f, m, ref);
+  EXPECT_EQ(f.cache.bytes(), expected_cache(m).bytes()) << "cache write/read round trip";
+
+  // The CPU backend on the same inputs agrees within rounding (different GEMMs, same step).
+  MlaStep cpu(m.cfg);
+  cpu.plan(m.batch());
+  HostTensor cpu_out(m.cfg.dtype, {m.q.shape()[0], m.cfg.num_heads, m.cfg.v_head_dim});
+  HostTensor cache = m.cache;
+  MlaLayer y = m.layer();
+  y.kv_cache = cache.view();
+  cpu.run(y, cpu_out.view());
+  std::vector<double> a = f.out.to_doubles(), b = cpu_out.to_doubles();
+  const size_t n = static_cast<size_t>(m.total_q() * m.cfg.num_heads * m.cfg.v_head_dim);
+  a.resize(n);
+  b.resize(n);
+  EXPECT_LE(relative_error(a, b), 1e-2);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, CudaMlaStep,
+    ::testing::Values(
+        // DeepSeek-Coder-V2-Lite: 16 heads. Contexts 0, 1, not a block multiple, several blocks.
+        GpuMlaCase{16, 16, {300, 1, 77, 0, 129}, {0, 1, 37, 300, 200}, 0},
+        GpuMlaCase{16, 64, {300, 1, 77, 0, 129}, {0, 1, 37, 300, 200}, 0},
+        // Context larger than the workspace: chunks merged by LSE.
+        GpuMlaCase{16, 16, {200, 64, 3}, {700, 1, 450}, 512},
+        GpuMlaCase{16, 64, {200, 64, 3}, {700, 1, 450}, 300},
+        // DeepSeek-V3: 128 heads.
+        GpuMlaCase{128, 64, {64, 31}, {60, 0}, 0},
+        GpuMlaCase{128, 16, {64, 31}, {200, 0}, 100}),
+    name_of);
+
+TEST(CudaMlaChunks, ChunkSizeIndependence) {
+  MLAKIT_SKIP_IF_NO_GPU();
+  const MlaCase m = make_mla_case(dims(16, 16), {128, 5, 40}, {900, 33, 300}, 41);
+  const MlaRef ref = mla_reference(m);
+  std::vector<double> first;
+  for (int64_t rows : {int64_t{0}, int64_t{173}, int64_t{256}, int64_t{1000}}) {
+    SCOPED_TRACE("workspace_rows " + std::to_string(rows));
+    MlaConfig cfg = m.cfg;
+    cfg.device = Device::cuda(0);
+    cfg.workspace_rows = rows;
+    MlaStep step(cfg);
+    step.plan(m.batch());
+    DeviceLayer d(m, cfg.device);
+    TensorView lse = d.lse->view();
+    step.run(d.layer(), d.out->view(), &lse);
+    synchronize(cfg.device);
+    const Fetched f = fetch(d, m);
+    expect_matches(f, m, ref);
+    std::vector<double> o = f.out.to_doubles();
+    if (first.empty()) first = o;
+    else EXPECT_LE(relative_error(o, first), 1e-2);
+  }
+}
+
+#if MLAKIT_WITH_CUDA
+// Host data of a case into the same device buffers (a graph keeps reading them).
+void upload(const HostTensor& h, const DeviceTensor& d) {
+  copy_bytes(d.view().data, d.view().device, h.data(), Device::cpu(), h.nbytes());
+}
+#endif
+
+TEST(CudaMlaGraph, CaptureLayerLoopThenReplanAndReplay) {
+  MLAKIT_SKIP_IF_NO_GPU();
+#if MLAKIT_WITH_CUDA
+  // One token bucket (256 new tokens, 512 rows of context + new) for every step; 3 layers.
+  const int layers = 3;
+  const int64_t bucket = 256, graph_rows = 512;
+  MlaConfig cfg = dims(16, 16);
+  cfg.device = Device::cuda(0);
+  cfg.max_batch = 8;
+  cfg.max_tokens = bucket;
+  cfg.max_context_tokens = graph_rows;
+  cfg.workspace_rows = graph_rows;
+  cfg.num_blocks = 200;
+  const std::vector<std::vector<int32_t>> q_sets = {{150, 1, 60}, {256}, {7, 100, 0, 90, 50}};
+  const std::vector<std::vector<int32_t>> ctx_sets = {{0, 17, 100}, {250}, {1, 0, 33, 64, 150}};
+  auto case_for = [&](size_t s, int layer) {
+    int64_t tq = 0;
+    for (int32_t x : q_sets[s]) tq += x;
+    MlaConfig c = cfg;
+    c.device = Device::cpu();
+    return make_mla_case(c, q_sets[s], ctx_sets[s], 1000 * s + layer, 0, static_cast<int>(bucket - tq));
+  };
+
+  // Device buffers at the bucket size, one set per layer, allocated once.
+  std::vector<MlaCase> cases;
+  std::vector<std::unique_ptr<DeviceLayer>> dev;
+  for (int l = 0; l < layers; ++l) {
+    cases.push_back(case_for(0, l));
+    dev.push_back(std::make_unique<DeviceLayer>(cases.back(), cfg.device));
+  }
+  MlaStep step(cfg);
+  MlaPlanOptions opts;
+  opts.graph_rows = graph_rows;
+  cudaStream_t stream;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+  step.plan(cases[0].batch(), opts, stream);
+  ASSERT_EQ(step.info().launch_rows, graph_rows);
+
+  // Warm-up run (kernels' one-time attribute setup), then restore the caches and capture.
+  for (int l = 0; l < layers; ++l) {
+    TensorView lse = dev[l]->lse->view();
+    step.run(dev[l]->layer(), dev[l]->out->view(), &lse, stream);
+  }
+  ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+  cudaGraph_t graph;
+  ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+  for (int l = 0; l < layers; ++l) {
+    TensorView lse = dev[l]->lse->view();
+    step.run(dev[l]->layer(), dev[l]->out->view(), &lse, stream);
+  }
+  ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
+  cudaGraphExec_t exec;
+  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+
+  for (size_t s = 0; s < q_sets.size(); ++s) {
+    SCOPED_TRACE("step " + std::to_string(s));
+    for (int l = 0; l < layers; ++l) {
+      cases[l] = case_for(s, l);
+      upload(cases[l].q, *dev[l]->q);
+      upload(cases[l].kv_c, *dev[l]->kv_c);
+      upload(cases[l].k_pe, *dev[l]->k_pe);
+      upload(cases[l].w, *dev[l]->w);
+      upload(cases[l].cache, *dev[l]->cache);
+      fill_bytes(dev[l]->out->view().data, cfg.device, 0xFF, dev[l]->out->view().numel() * 2);
+      fill_bytes(dev[l]->lse->view().data, cfg.device, 0xFF, dev[l]->lse->view().numel() * 4);
+    }
+    synchronize(cfg.device);
+    step.plan(cases[0].batch(), opts, stream);  // every layer shares the step's block table
+    ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
+    ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+    for (int l = 0; l < layers; ++l) {
+      SCOPED_TRACE("layer " + std::to_string(l));
+      MlaCase& m = cases[l];
+      m.block_table = cases[0].block_table;  // the step's table, as planned
+      m.slot_mapping = cases[0].slot_mapping;
+      const Fetched f = fetch(*dev[l], m);
+      expect_matches(f, m, mla_reference(m));
+      EXPECT_EQ(f.cache.bytes(), expected_cache(m).bytes());
+    }
+  }
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  cudaStreamDestroy(stream);
+#endif
+}
+
+}  // namespace
+}  // namespace test
+}  // namespace mlakit

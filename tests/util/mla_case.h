@@ -1,0 +1,144 @@
+// An MLA step problem for the tests: random layer tensors, a paged latent cache whose context
+// rows are random, and a block table of shuffled blocks; the float64 reference of the step and
+// the cache expected after it.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <numeric>
+#include <random>
+#include <vector>
+
+#include "mlakit/mla.h"
+#include "util/test_util.h"
+
+namespace mlakit {
+namespace test {
+
+struct MlaCase {
+  MlaConfig cfg;
+  std::vector<int32_t> q_lens, ctx_lens, block_table;
+  std::vector<int64_t> slot_mapping;  // filled by with_slot_mapping()
+  int cols = 0;
+  HostTensor q, kv_c, k_pe, w, cache;
+
+  int64_t total_q() const { return std::accumulate(q_lens.begin(), q_lens.end(), int64_t{0}); }
+  int64_t total_ctx() const { return std::accumulate(ctx_lens.begin(), ctx_lens.end(), int64_t{0}); }
+  MlaBatch batch(bool use_slot_mapping = false) const {
+    MlaBatch b;
+    b.batch_size = static_cast<int>(q_lens.size());
+    b.query_lens = q_lens.data();
+    b.context_lens = ctx_lens.data();
+    b.block_table = block_table.data();
+    b.block_table_cols = cols;
+    b.slot_mapping = use_slot_mapping ? slot_mapping.data() : nullptr;
+    return b;
+  }
+  // Host views of the layer tensors.
+  MlaLayer layer() const { return MlaLayer{q.view(), kv_c.view(), k_pe.view(), w.view(), cache.view()}; }
+  int64_t slot(int r, int64_t p) const {
+    return static_cast<int64_t>(block_table[static_cast<size_t>(r * cols + p / cfg.block_size)]) * cfg.block_size +
+           p % cfg.block_size;
+  }
+};
+
+// cfg gives the dims, dtype, block size and device; capacities are raised to fit the lengths.
+// `spare_blocks` unused blocks are mixed into the cache (unless cfg.num_blocks is set);
+// `extra_q_rows` rows past the step's tokens are added to q / kv_c / k_pe (a token bucket).
+inline MlaCase make_mla_case(MlaConfig cfg, const std::vector<int32_t>& q_lens,
+                             const std::vector<int32_t>& ctx_lens, uint64_t seed, int spare_blocks = 3,
+                             int extra_q_rows = 0) {
+  std::mt19937_64 rng(seed);
+  MlaCase m;
+  m.q_lens = q_lens;
+  m.ctx_lens = ctx_lens;
+  const int n = static_cast<int>(q_lens.size());
+  const int bs = cfg.block_size;
+  int64_t blocks = 0;
+  for (int r = 0; r < n; ++r) {
+    const int64_t need = (ctx_lens[r] + q_lens[r] + bs - 1) / bs;
+    m.cols = std::max<int>(m.cols, static_cast<int>(need));
+    blocks += need;
+  }
+  m.cols = std::max(m.cols, 1) + 1;  // one unused column: tables are padded in engines too
+  // A given num_blocks is kept (it must cover the blocks needed), e.g. one cache for several steps.
+  cfg.num_blocks = cfg.num_blocks > 0 ? cfg.num_blocks : blocks + spare_blocks;
+  // Shuffled block ids: request r's blocks are scattered over the cache.
+  std::vector<int32_t> ids(static_cast<size_t>(cfg.num_blocks));
+  std::iota(ids.begin(), ids.end(), 0);
+  std::shuffle(ids.begin(), ids.end(), rng);
+  m.block_table.assign(static_cast<size_t>(n * m.cols), -1);
+  size_t next = 0;
+  for (int r = 0; r < n; ++r) {
+    const int64_t need = (ctx_lens[r] + q_lens[r] + bs - 1) / bs;
+    for (int64_t i = 0; i < need; ++i) m.block_table[static_cast<size_t>(r * m.cols + i)] = ids[next++];
+  }
+  cfg.max_batch = std::max(cfg.max_batch, n);
+  const int64_t tq = std::accumulate(q_lens.begin(), q_lens.end(), int64_t{0});
+  const int64_t tc = std::accumulate(ctx_lens.begin(), ctx_lens.end(), int64_t{0});
+  cfg.max_tokens = std::max<int64_t>(cfg.max_tokens, std::max<int64_t>(tq, 1));
+  cfg.max_context_tokens = std::max<int64_t>(cfg.max_context_tokens, tc);
+  m.cfg = cfg;
+
+  const int64_t H = cfg.num_heads, L = cfg.kv_lora_rank, R = cfg.qk_rope_head_dim;
+  const int64_t rows = tq + extra_q_rows;
+  m.q = HostTensor(cfg.dtype, {rows, H, cfg.qk_nope_head_dim + R});
+  m.kv_c = HostTensor(cfg.dtype, {rows, L});
+  m.k_pe = HostTensor(cfg.dtype, {rows, R});
+  m.w = HostTensor(cfg.dtype, {H * (cfg.qk_nope_head_dim + cfg.v_head_dim), L});
+  m.cache = HostTensor(cfg.dtype, {cfg.num_blocks, bs, L + R});
+  m.q.fill_normal(rng);
+  m.kv_c.fill_normal(rng);
+  m.k_pe.fill_normal(rng);
+  m.w.fill_normal(rng, 1.0 / std::sqrt(static_cast<double>(L)));  // K and V come out ~N(0, 1)
+  m.cache.fill_normal(rng);
+  for (int r = 0, t = 0; r < n; ++r)
+    for (int j = 0; j < q_lens[r]; ++j, ++t) m.slot_mapping.push_back(m.slot(r, ctx_lens[r] + j));
+  return m;
+}
+
+// The cache after the step: the new tokens' [kv_c, k_pe] at their slots, the rest unchanged.
+inline HostTensor expected_cache(const MlaCase& m) {
+  HostTensor c = m.cache;
+  const int64_t L = m.cfg.kv_lora_rank, R = m.cfg.qk_rope_head_dim;
+  for (size_t t = 0; t < m.slot_mapping.size(); ++t) {
+    const int64_t s = m.slot_mapping[t];
+    for (int64_t x = 0; x < L; ++x) c.set(s * (L + R) + x, m.kv_c.get(static_cast<int64_t>(t) * L + x));
+    for (int64_t x = 0; x < R; ++x) c.set(s * (L + R) + L + x, m.k_pe.get(static_cast<int64_t>(t) * R + x));
+  }
+  return c;
+}
+
+struct MlaRef {
+  HostTensor out, lse;  // fp64 [total_q, H, Dv], [total_q, H]
+};
+
+inline MlaRef mla_reference(const MlaCase& m, float sm_scale = 0.0f) {
+  const int64_t tq = m.total_q();
+  MlaRef r{HostTensor(DType::kFP64, {tq, m.cfg.num_heads, m.cfg.v_head_dim}),
+           HostTensor(DType::kFP64, {tq, m.cfg.num_heads})};
+  MlaLayer y = m.layer();
+  // Only the first total_q rows belong to the step.
+  y.q.shape[0] = y.kv_c.shape[0] = y.k_pe.shape[0] = tq;
+  TensorView lse = r.lse.view();
+  reference::mla_step(m.cfg, m.batch(), y, sm_scale, r.out.view(), &lse);
+  return r;
+}
+
+// Max |a - b| / (1 + |b|) over LSE values; +inf on NaN or an infinity mismatch.
+inline double lse_error(const std::vector<double>& got, const std::vector<double>& want) {
+  double e = 0.0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    if (std::isnan(got[i])) return INFINITY;
+    if (std::isinf(want[i]) || std::isinf(got[i])) {
+      if (got[i] != want[i]) return INFINITY;
+      continue;
+    }
+    e = std::max(e, std::fabs(got[i] - want[i]) / (1.0 + std::fabs(want[i])));
+  }
+  return e;
+}
+
+}  // namespace test
+}  // namespace mlakit

@@ -1,0 +1,28 @@
+// The few CUDA runtime services mlakit-bench's seed workload needs beyond the public API: a
+// stream, events for device time, and graph capture/replay. bench_gpu_cuda.cc implements them
+// with the CUDA runtime; bench_gpu_none.cc (builds without CUDA) reports them unavailable.
+#pragma once
+
+#include "mlakit/tensor.h"
+
+namespace mlakit_bench {
+namespace gpu {
+
+bool available();  // false in builds without CUDA
+mlakit::Stream stream_create();
+void stream_destroy(mlakit::Stream s);
+void stream_sync(mlakit::Stream s);
+
+void* event_create();
+void event_record(void* e, mlakit::Stream s);
+float event_elapsed_ms(void* start, void* end);  // both recorded and completed
+void event_destroy(void* e);
+
+// Everything enqueued on `s` between begin and end becomes one graph; end returns its executable.
+void capture_begin(mlakit::Stream s);
+void* capture_end(mlakit::Stream s);
+void graph_launch(void* exec, mlakit::Stream s);
+void graph_destroy(void* exec);
+
+}  // namespace gpu
+}  // namespace mlakit_bench

@@ -1,0 +1,301 @@
+#include "bench_seed.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <memory>
+#include <numeric>
+#include <random>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "bench_gpu.h"
+#include "bench_json.h"
+#include "mlakit/mlakit.h"
+#include "seed_check.h"
+#include "seed_model.h"
+#include "seed_report.h"
+#include "seed_schedule.h"
+
+namespace mlakit_bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+const char* kSeedUsage = R"(usage: mlakit-bench seed [options]
+
+The seed's serving workload (N requests of P prompt tokens, chunked prefill under a token
+budget) through every layer's MLA step (cache write, up-projection, attention), eager and
+graph-replayed. Defaults: DeepSeek-Coder-V2-Lite (27 layers, 16 heads, latent 512, 128/64/128).
+
+  --requests N[,N...]   requests per case (default 1,100 on cuda; 1 on cpu)
+  --budgets B[,B...]    token budget per step (default 8192,2048)
+  --prompt P            prompt tokens per request (default 999)
+  --layers L            layers per step (default 27 on cuda, 2 on cpu)
+  --heads H             attention heads (16; DeepSeek-V3: 128)
+  --block-size S        paged cache block size (default 16)
+  --modes M[,M...]      eager, graph (default both on cuda; eager on cpu)
+  --reps R              timed passes over the whole schedule, median per step (default 3 cuda, 1 cpu)
+  --device cpu|cuda|auto
+  --per-step            also print every step's timings
+  --no-check            skip the correctness check against the float64 reference
+  --json PATH           write all cases as JSON
+)";
+
+struct SeedArgs {
+  std::vector<int> requests, budgets;
+  int prompt = 999, layers = -1, heads = 16, block_size = 16, reps = -1;
+  std::vector<std::string> modes;
+  std::string device = "auto", json;
+  bool per_step = false, check = true;
+};
+
+[[noreturn]] void usage(const std::string& msg) {
+  std::fprintf(stderr, "mlakit-bench seed: %s\n(see mlakit-bench seed --help)\n", msg.c_str());
+  std::exit(2);
+}
+
+std::vector<std::string> split(const std::string& s) {
+  std::vector<std::string> r;
+  std::stringstream ss(s);
+  std::string x;
+  while (std::getline(ss, x, ',')) if (!x.empty()) r.push_back(x);
+  return r;
+}
+
+int to_int(const std::string& s, const char* what) {
+  try {
+    size_t used = 0;
+    const long v = std::stol(s, &used);
+    if (used != s.size() || v <= 0) throw std::invalid_argument(s);
+    return static_cast<int>(v);
+  } catch (const std::exception&) {
+    usage(std::string("bad positive integer for ") + what + ": " + s);
+  }
+}
+
+SeedArgs parse(int argc, char** argv) {
+  SeedArgs a;
+  auto need = [&](int& i) -> std::string {
+    if (i + 1 >= argc) usage(std::string("missing value after ") + argv[i]);
+    return argv[++i];
+  };
+  for (int i = 1; i < argc; ++i) {
+    const std::string o = argv[i];
+    if (o == "--help" || o == "-h") {
+      std::fputs(kSeedUsage, stdout);
+      std::exit(0);
+    } else if (o == "--requests") {
+      for (const auto& x : split(need(i))) a.requests.push_back(to_int(x, "--requests"));
+    } else if (o == "--budgets") {
+      for (const auto& x : split(need(i))) a.budgets.push_back(to_int(x, "--budgets"));
+    } else if (o == "--prompt") a.prompt = to_int(need(i), "--prompt");
+    else if (o == "--layers") a.layers = to_int(need(i), "--layers");
+    else if (o == "--heads") a.heads = to_int(need(i), "--heads");
+    else if (o == "--block-size") a.block_size = to_int(need(i), "--block-size");
+    else if (o == "--modes") a.modes = split(need(i));
+    else if (o == "--reps") a.reps = to_int(need(i), "--reps");
+    else if (o == "--device") a.device = need(i);
+    else if (o == "--per-step") a.per_step = true;
+    else if (o == "--no-check") a.check = false;
+    else if (o == "--json") a.json = need(i);
+    else usage("unknown option " + o);
+  }
+  for (const auto& m : a.modes)
+    if (m != "eager" && m != "graph") usage("--modes takes eager and/or graph, got " + m);
+  if (a.device != "auto" && a.device != "cpu" && a.device != "cuda") usage("--device must be cpu, cuda or auto");
+  return a;
+}
+
+double ms_since(Clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+
+CaseResult run_case(const SeedArgs& a, Device dev, int n, int budget, const std::string& mode, int layers, int reps) {
+  CaseResult cr;
+  cr.requests = n;
+  cr.budget = budget;
+  cr.mode = mode;
+  cr.layers = layers;
+  cr.steps = seed_schedule(n, a.prompt, budget);
+  int64_t max_ctx = 0;
+  int max_batch = 1;
+  for (const SeedStep& s : cr.steps) {
+    max_ctx = std::max(max_ctx, s.context);
+    max_batch = std::max(max_batch, static_cast<int>(s.entries.size()));
+  }
+  const int bs = a.block_size;
+  const int blocks_per_req = (a.prompt + bs - 1) / bs;
+  mlakit::MlaConfig cfg = model_config(a.heads, bs, dev);
+  cfg.num_blocks = static_cast<int64_t>(n) * blocks_per_req;
+  cfg.max_batch = max_batch;
+  cfg.max_tokens = budget;
+  cfg.max_context_tokens = max_ctx;
+  cfg.workspace_rows = budget + max_ctx;  // [context; new] always fits: one launch per layer
+
+  // Each request owns blocks scattered over the cache.
+  std::mt19937_64 rng(1234 + n);
+  std::vector<int32_t> perm(static_cast<size_t>(cfg.num_blocks));
+  std::iota(perm.begin(), perm.end(), 0);
+  std::shuffle(perm.begin(), perm.end(), rng);
+  std::vector<StepInput> inputs;
+  for (const SeedStep& s : cr.steps) {
+    StepInput in;
+    in.cols = blocks_per_req;
+    for (const SeedEntry& e : s.entries) {
+      in.q_lens.push_back(e.new_tokens);
+      in.ctx_lens.push_back(e.context);
+      for (int i = 0; i < blocks_per_req; ++i) in.block_table.push_back(perm[static_cast<size_t>(e.request * blocks_per_req + i)]);
+    }
+    inputs.push_back(std::move(in));
+  }
+
+  Model model(cfg, layers, budget, rng);
+  mlakit::MlaStep step(cfg);
+  const bool cuda = dev.is_cuda();
+  mlakit::Stream stream = cuda ? gpu::stream_create() : nullptr;
+  void* e0 = cuda ? gpu::event_create() : nullptr;
+  void* e1 = cuda ? gpu::event_create() : nullptr;
+  mlakit::MlaPlanOptions opts;
+  const bool graph = mode == "graph";
+  if (graph) opts.graph_rows = budget + max_ctx;
+
+  auto run_layers = [&] {
+    for (int l = 0; l < layers; ++l) step.run(model.layer(l), model.output(l), nullptr, stream);
+  };
+  // Warm-up: one eager pass over the schedule (one-time kernel setup, caches filled).
+  for (const StepInput& in : inputs) {
+    step.plan(in.batch(), opts, stream);
+    run_layers();
+  }
+  if (cuda) gpu::stream_sync(stream);
+  void* exec = nullptr;
+  if (graph) {
+    step.plan(inputs[0].batch(), opts, stream);
+    gpu::capture_begin(stream);
+    run_layers();
+    exec = gpu::capture_end(stream);
+  }
+
+  std::vector<std::vector<StepTiming>> samples(cr.steps.size());
+  for (int rep = 0; rep < reps; ++rep) {
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      StepTiming t;
+      const Clock::time_point t0 = Clock::now();
+      if (cuda) gpu::event_record(e0, stream);
+      step.plan(inputs[i].batch(), opts, stream);
+      t.plan_us = 1000.0 * ms_since(t0);
+      if (graph) gpu::graph_launch(exec, stream);
+      else run_layers();
+      t.host_ms = ms_since(t0);  // planning + enqueueing every layer
+      if (cuda) {
+        gpu::event_record(e1, stream);
+        gpu::stream_sync(stream);
+      }
+      t.wall_ms = ms_since(t0);
+      t.device_ms = cuda ? gpu::event_elapsed_ms(e0, e1) : t.wall_ms;
+      samples[i].push_back(t);
+    }
+  }
+  for (auto& s : samples) {
+    StepTiming m;
+    std::vector<double> w, d, h, p;
+    for (const StepTiming& t : s) {
+      w.push_back(t.wall_ms);
+      d.push_back(t.device_ms);
+      h.push_back(t.host_ms);
+      p.push_back(t.plan_us);
+    }
+    m.wall_ms = stats_of(w).median;
+    m.device_ms = stats_of(d).median;
+    m.host_ms = stats_of(h).median;
+    m.plan_us = stats_of(p).median;
+    cr.timing.push_back(m);
+  }
+  // All requests arrive at t = 0: a request's first token waits for every step up to the one that
+  // completes its prompt.
+  cr.ttft_ms.assign(static_cast<size_t>(n), 0.0);
+  double clock_ms = 0.0;
+  for (size_t i = 0; i < cr.steps.size(); ++i) {
+    clock_ms += cr.timing[i].wall_ms;
+    for (const SeedEntry& e : cr.steps[i].entries)
+      if (e.finishes) cr.ttft_ms[static_cast<size_t>(e.request)] = clock_ms;
+  }
+  if (exec) gpu::graph_destroy(exec);
+  if (cuda) {
+    gpu::event_destroy(e0);
+    gpu::event_destroy(e1);
+    gpu::stream_destroy(stream);
+  }
+  return cr;
+}
+
+}  // namespace
+
+int run_seed(int argc, char** argv) {
+  SeedArgs a = parse(argc, argv);
+  Device dev = Device::cpu();
+  const int ncuda = mlakit::cuda_device_count();
+  if (a.device == "cuda" || (a.device == "auto" && ncuda > 0)) {
+    if (ncuda == 0 || !gpu::available()) {
+      std::fprintf(stderr, "mlakit-bench seed: CUDA unusable: %s\n", mlakit::cuda_unavailable_reason().c_str());
+      return 1;
+    }
+    dev = Device::cuda(0);
+  }
+  const bool cuda = dev.is_cuda();
+  if (a.requests.empty()) a.requests = cuda ? std::vector<int>{1, 100} : std::vector<int>{1};
+  if (a.budgets.empty()) a.budgets = {8192, 2048};
+  if (a.modes.empty()) a.modes = cuda ? std::vector<std::string>{"eager", "graph"} : std::vector<std::string>{"eager"};
+  if (!cuda && std::find(a.modes.begin(), a.modes.end(), "graph") != a.modes.end()) usage("--modes graph needs CUDA");
+  const int layers = a.layers > 0 ? a.layers : (cuda ? 27 : 2);
+  const int reps = a.reps > 0 ? a.reps : (cuda ? 3 : 1);
+  const std::string desc = mlakit::device_description(dev);
+  std::printf("device: %s (%s)\n", mlakit::to_string(dev).c_str(), desc.c_str());
+
+  int rc = 0;
+  if (a.check) {
+    double err = 0.0;
+    try {
+      const bool ok = seed_self_check(a.heads, a.block_size, dev, &err);
+      std::printf("check: one MLA step (2 requests, context + new tokens) vs the float64 reference: rel err %.2e %s\n",
+                  err, ok ? "ok" : "FAILED");
+      if (!ok) rc = 1;
+    } catch (const std::exception& e) {
+      std::printf("check: FAILED: %s\n", e.what());
+      rc = 1;
+    }
+  }
+  std::vector<std::string> json_cases;
+  for (int n : a.requests) {
+    for (int budget : a.budgets) {
+      // One request of P <= budget tokens schedules the same under every budget: run it once.
+      if (n == 1 && budget != a.budgets.front() && a.prompt <= std::min(budget, a.budgets.front())) continue;
+      for (const std::string& mode : a.modes) {
+        try {
+          const CaseResult c = run_case(a, dev, n, budget, mode, layers, reps);
+          print_case(c, a.prompt, a.heads, a.per_step, desc);
+          json_cases.push_back(case_json(c, a.prompt, a.heads));
+        } catch (const std::exception& e) {
+          std::printf("\nseed case N=%d budget=%d %s: FAILED: %s\n", n, budget, mode.c_str(), e.what());
+          rc = 1;
+        }
+      }
+    }
+  }
+  if (!a.json.empty()) {
+    std::ofstream f(a.json);
+    f << "{\"tool\": \"mlakit-bench seed\", \"device\": " << json_str(desc) << ", \"cases\": [";
+    for (size_t i = 0; i < json_cases.size(); ++i) f << (i ? ",\n  " : "\n  ") << json_cases[i];
+    f << "\n]}\n";
+    std::printf("\nwrote %s\n", a.json.c_str());
+  }
+  return rc;
+}
+
+}  // namespace mlakit_bench

@@ -1,0 +1,31 @@
+#include "seed_schedule.h"
+
+#include <algorithm>
+#include <stdexcept>
+
+namespace mlakit_bench {
+
+std::vector<SeedStep> seed_schedule(int requests, int prompt, int budget, int max_per_step) {
+  if (requests < 0 || prompt <= 0 || budget <= 0) throw std::invalid_argument("seed_schedule: bad sizes");
+  std::vector<int32_t> done(static_cast<size_t>(requests), 0);
+  std::vector<SeedStep> steps;
+  int first = 0;  // oldest unfinished request
+  while (first < requests) {
+    SeedStep s;
+    int64_t left = budget;
+    for (int r = first; r < requests && left > 0; ++r) {
+      if (max_per_step > 0 && static_cast<int>(s.entries.size()) == max_per_step) break;
+      const int32_t take = static_cast<int32_t>(std::min<int64_t>(left, prompt - done[r]));
+      s.entries.push_back(SeedEntry{r, done[r], take, done[r] + take == prompt});
+      s.tokens += take;
+      s.context += done[r];
+      done[r] += take;
+      left -= take;
+    }
+    while (first < requests && done[first] == prompt) ++first;
+    steps.push_back(std::move(s));
+  }
+  return steps;
+}
+
+}  // namespace mlakit_bench
