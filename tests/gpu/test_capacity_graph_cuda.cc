@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "gpu/gpu_case.h"
 #include "mlakit/mlakit.h"
 #include "util/test_util.h"
 
@@ -30,8 +31,13 @@ void nan_from_row(HostTensor& t, int64_t row) {
   for (int64_t i = row * per_row; i < t.numel(); ++i) t.set(i, std::nan(""));
 }
 
-TEST(CudaGraphCapacity, WholeBuffersHeadMajorLseReplanReplay) {
-  MLAKIT_SKIP_IF_NO_GPU();
+// Each kernel, selected explicitly.
+class CudaGraphCapacity : public ::testing::TestWithParam<KernelPreference> {
+ protected:
+  void SetUp() override { MLAKIT_SKIP_IF_KERNEL_UNAVAILABLE(GetParam(), kDqk, kDvo, DType::kBF16); }
+};
+
+TEST_P(CudaGraphCapacity, WholeBuffersHeadMajorLseReplanReplay) {
 #if MLAKIT_WITH_CUDA
   std::mt19937_64 rng(std::random_device{}());
   const DType t = DType::kBF16;
@@ -52,6 +58,7 @@ TEST(CudaGraphCapacity, WholeBuffersHeadMajorLseReplanReplay) {
   cfg.max_q_tokens = kCapQ;
   cfg.max_kv_tokens = kCapKV;
   cfg.device = dev;
+  cfg.kernel = GetParam();
   RaggedPrefill prefill(cfg);
   cudaStream_t stream;
   ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
@@ -136,6 +143,11 @@ TEST(CudaGraphCapacity, WholeBuffersHeadMajorLseReplanReplay) {
   cudaStreamDestroy(stream);
 #endif
 }
+
+INSTANTIATE_TEST_SUITE_P(Kernels, CudaGraphCapacity, ::testing::ValuesIn(kAllKernels),
+                         [](const ::testing::TestParamInfo<KernelPreference>& info) {
+                           return std::string(kernel_preference_name(info.param));
+                         });
 
 }  // namespace
 }  // namespace test

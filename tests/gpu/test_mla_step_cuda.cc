@@ -8,8 +8,10 @@
 #include <cmath>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <vector>
 
+#include "gpu/gpu_case.h"
 #include "mlakit/mlakit.h"
 #include "util/mla_case.h"
 #include "util/test_util.h"
@@ -82,18 +84,22 @@ struct GpuMlaCase {
   int64_t workspace_rows;  // 0 = one launch
 };
 
-std::string name_of(const ::testing::TestParamInfo<GpuMlaCase>& i) {
-  return "h" + std::to_string(i.param.heads) + "_bs" + std::to_string(i.param.block_size) + "_ws" +
-         std::to_string(i.param.workspace_rows) + "_" + std::to_string(i.index);
+// Each case against each attention kernel, selected explicitly.
+using GpuMlaParam = std::tuple<GpuMlaCase, KernelPreference>;
+
+std::string name_of(const ::testing::TestParamInfo<GpuMlaParam>& i) {
+  const GpuMlaCase& c = std::get<0>(i.param);
+  return std::string(kernel_preference_name(std::get<1>(i.param))) + "_h" + std::to_string(c.heads) + "_bs" +
+         std::to_string(c.block_size) + "_ws" + std::to_string(c.workspace_rows) + "_" + std::to_string(i.index);
 }
 
-class CudaMlaStep : public ::testing::TestWithParam<GpuMlaCase> {
+class CudaMlaStep : public ::testing::TestWithParam<GpuMlaParam> {
  protected:
-  void SetUp() override { MLAKIT_SKIP_IF_NO_GPU(); }
+  void SetUp() override { MLAKIT_SKIP_IF_KERNEL_UNAVAILABLE(std::get<1>(GetParam()), 192, 128, DType::kBF16); }
 };
 
 TEST_P(CudaMlaStep, MatchesReferenceAndCpuBackend) {
-  const GpuMlaCase gc = GetParam();
+  const GpuMlaCase gc = std::get<0>(GetParam());
   MlaConfig cfg = dims(gc.heads, gc.block_size);
   cfg.workspace_rows = gc.workspace_rows;
   const MlaCase m = make_mla_case(cfg, gc.q, gc.ctx, 31 + gc.heads + gc.block_size);
@@ -101,6 +107,7 @@ TEST_P(CudaMlaStep, MatchesReferenceAndCpuBackend) {
 
   MlaConfig gcfg = m.cfg;
   gcfg.device = Device::cuda(0);
+  gcfg.kernel = std::get<1>(GetParam());
   MlaStep step(gcfg);
   step.plan(m.batch());
   EXPECT_EQ(step.info().chunked, gc.workspace_rows > 0);
@@ -129,7 +136,7 @@ TEST_P(CudaMlaStep, MatchesReferenceAndCpuBackend) {
 
 INSTANTIATE_TEST_SUITE_P(
     Shapes, CudaMlaStep,
-    ::testing::Values(
+    ::testing::Combine(::testing::Values(
         // DeepSeek-Coder-V2-Lite: 16 heads. Contexts 0, 1, not a block multiple, several blocks.
         GpuMlaCase{16, 16, {300, 1, 77, 0, 129}, {0, 1, 37, 300, 200}, 0},
         GpuMlaCase{16, 64, {300, 1, 77, 0, 129}, {0, 1, 37, 300, 200}, 0},
@@ -139,6 +146,7 @@ INSTANTIATE_TEST_SUITE_P(
         // DeepSeek-V3: 128 heads.
         GpuMlaCase{128, 64, {64, 31}, {60, 0}, 0},
         GpuMlaCase{128, 16, {64, 31}, {200, 0}, 100}),
+                       ::testing::ValuesIn(kAllKernels)),
     name_of);
 
 TEST(CudaMlaChunks, ChunkSizeIndependence) {

@@ -5,8 +5,10 @@
 
 #include <cmath>
 #include <string>
+#include <tuple>
 #include <vector>
 
+#include "gpu/gpu_case.h"
 #include "mlakit/mlakit.h"
 #include "util/split_k_case.h"
 #include "util/test_util.h"
@@ -21,20 +23,26 @@ struct SplitCase {
   bool causal;
 };
 
-std::string name_of(const ::testing::TestParamInfo<SplitCase>& i) {
-  const SplitCase& c = i.param;
-  return "h" + std::to_string(c.heads) + "_" + std::to_string(c.kv_heads) + "_d" + std::to_string(c.dn) +
+// Each case against each kernel, selected explicitly.
+using SplitParam = std::tuple<SplitCase, KernelPreference>;
+
+std::string name_of(const ::testing::TestParamInfo<SplitParam>& i) {
+  const SplitCase& c = std::get<0>(i.param);
+  return std::string(kernel_preference_name(std::get<1>(i.param))) + "_h" + std::to_string(c.heads) + "_" + std::to_string(c.kv_heads) + "_d" + std::to_string(c.dn) +
          "r" + std::to_string(c.rope) + "v" + std::to_string(c.dvo) + "_" + dtype_name(c.dtype) +
          (c.causal ? "_causal" : "_full");
 }
 
-class CudaSplitK : public ::testing::TestWithParam<SplitCase> {
+class CudaSplitK : public ::testing::TestWithParam<SplitParam> {
  protected:
-  void SetUp() override { MLAKIT_SKIP_IF_NO_GPU(); }
+  void SetUp() override {
+    const SplitCase& c = std::get<0>(GetParam());
+    MLAKIT_SKIP_IF_KERNEL_UNAVAILABLE(std::get<1>(GetParam()), c.dn + c.rope, c.dvo, c.dtype);
+  }
 };
 
 TEST_P(CudaSplitK, EqualsConcatenatedKAndReference) {
-  const SplitCase sc = GetParam();
+  const SplitCase sc = std::get<0>(GetParam());
   const DType t = sc.dtype;
   const SplitKProblem p = make_split_k_problem(t, sc.heads, sc.kv_heads, sc.dn, sc.rope, sc.dvo,
                                                512 + sc.rope, {300, 1, 0, 129, 64},
@@ -50,6 +58,7 @@ TEST_P(CudaSplitK, EqualsConcatenatedKAndReference) {
   cfg.max_q_tokens = p.qo.back();
   cfg.max_kv_tokens = p.kv.back();
   cfg.device = dev;
+  cfg.kernel = std::get<1>(GetParam());
   RaggedPrefill attn(cfg);
   PrefillOptions o;
   o.causal = sc.causal;
@@ -88,12 +97,13 @@ TEST_P(CudaSplitK, EqualsConcatenatedKAndReference) {
 
 INSTANTIATE_TEST_SUITE_P(
     Shapes, CudaSplitK,
-    ::testing::Values(SplitCase{16, 16, 128, 64, 128, DType::kBF16, true},
+    ::testing::Combine(::testing::Values(SplitCase{16, 16, 128, 64, 128, DType::kBF16, true},
                       SplitCase{16, 16, 128, 64, 128, DType::kFP16, true},
                       SplitCase{16, 16, 128, 64, 128, DType::kBF16, false},
                       SplitCase{4, 2, 128, 64, 128, DType::kBF16, true},  // grouped heads
                       SplitCase{4, 4, 64, 64, 128, DType::kBF16, true},   // (128, 128) kernel
                       SplitCase{4, 4, 56, 8, 64, DType::kFP16, true}),    // (64, 64), 8-wide RoPE
+                       ::testing::ValuesIn(kAllKernels)),
     name_of);
 
 }  // namespace
