@@ -37,6 +37,15 @@
 #include "cuda/prefill_launch.h"
 #include "cuda/sm90/ptx_sm90.cuh"
 
+// Pipeline-order variants measured against each other (docs/perf-notes.md):
+// K_AHEAD: the producer loads K one tile ahead of V; RESCALE_EARLY: O is rescaled while S runs.
+#ifndef MLAKIT_SM90_K_AHEAD
+#define MLAKIT_SM90_K_AHEAD 1
+#endif
+#ifndef MLAKIT_SM90_RESCALE_EARLY
+#define MLAKIT_SM90_RESCALE_EARLY 1
+#endif
+
 namespace mlakit {
 namespace cuda {
 namespace sm90 {
@@ -285,11 +294,18 @@ __device__ __forceinline__ void producer_warp(const Sm90Params& p, uint32_t sbas
           tma_load_3d(sv + c * Shape::kBoxBytesKV, &gmaps[3], bar(kBarVFull + s), c * 64, kv_head, row);
         }
       };
+#if MLAKIT_SM90_K_AHEAD
       load_k(0);
       for (int t = 0; t < ip.n_tiles; ++t) {
         if (t + 1 < ip.n_tiles) load_k(t + 1);
         load_v(t);
       }
+#else
+      for (int t = 0; t < ip.n_tiles; ++t) {
+        load_k(t);
+        load_v(t);
+      }
+#endif
     }
     ++q_iter;
     kv_iter += ip.n_tiles;
@@ -363,14 +379,20 @@ __device__ __forceinline__ void consumer(const Sm90Params& p, uint32_t sbase, un
   const int warp_row0 = cw * 64 + warp * 16;                          // inside the tile
   const ItemPlan* slot = item_slot<Shape>(a, 1);
 
-  named_barrier_arrive<kBarConsEmpty, kConsHop>();  // the producer's first slot is free
-  T* o_all = static_cast<T*>(a.out);
-  uint32_t q_iter = 0, kv_iter = 0;
-  while (true) {
+  // Takes the next item from the producer. Called for item i + 1 just before item i's epilogue,
+  // so the slot's L2 round trip overlaps the epilogue's stores instead of delaying S_0.
+  auto next_item = [&] {
     named_barrier_sync<kBarConsFull, kConsHop>();
     const ItemPlan ip = load_item(slot);
     named_barrier_arrive<kBarConsEmpty, kConsHop>();
-    if (!ip.valid) break;
+    return ip;
+  };
+  named_barrier_arrive<kBarConsEmpty, kConsHop>();  // the producer's first slot is free
+  T* o_all = static_cast<T*>(a.out);
+  uint32_t q_iter = 0, kv_iter = 0;
+  ItemPlan upcoming = next_item();
+  while (upcoming.valid) {
+    const ItemPlan ip = upcoming;
     const WorkItem& it = ip.it;
     const rule::MaskRule<int> mr{it.lq, it.lk, hdr.causal != 0, hdr.window_left};
     const int row_in_seq[2] = {it.row0 + warp_row0 + lane / 4, it.row0 + warp_row0 + lane / 4 + 8};
@@ -418,12 +440,21 @@ __device__ __forceinline__ void consumer(const Sm90Params& p, uint32_t sbase, un
         // off the path between P V's completion and the next S); then O += P_{t-1} V_{t-1}.
         // The softmax of S_t overlaps the P V.
         mbar_wait(bar(kBarKFull + stage), parity);
+#if !MLAKIT_SM90_K_AHEAD
+        mbar_wait(bar(kBarVFull + prev_stage), prev_parity);
+#endif
         wgmma_fence();
         issue_qk<T, Shape>(s_flat, q_rows_base, sbase + Shape::kOffK + stage * Shape::kKBytes);
         wgmma_commit();
+#if MLAKIT_SM90_RESCALE_EARLY
         rescale_rows(o, alpha);
+#endif
+#if MLAKIT_SM90_K_AHEAD
         mbar_wait(bar(kBarVFull + prev_stage), prev_parity);  // V_{t-1} is loaded after K_t
+#endif
+#if MLAKIT_SM90_RESCALE_EARLY
         wgmma_fence();  // O was just written by ordinary instructions
+#endif
         issue_pv<T, Shape>(o_flat, pf, sbase + Shape::kOffV + prev_stage * Shape::kVBytes);
         wgmma_commit();
         wgmma_wait<1>();
@@ -438,6 +469,9 @@ __device__ __forceinline__ void consumer(const Sm90Params& p, uint32_t sbase, un
         fence_regs(o_flat);
         fence_regs(pf_flat);  // P was read asynchronously until here: keep it live
         if (lane == 0) mbar_arrive(bar(kBarVEmpty + prev_stage));
+#if !MLAKIT_SM90_RESCALE_EARLY
+        rescale_rows(o, alpha);
+#endif
         pack_p<T, BN>(pf, s);
       }
 
@@ -459,7 +493,9 @@ __device__ __forceinline__ void consumer(const Sm90Params& p, uint32_t sbase, un
         fence_proxy_async_smem();
         named_barrier_sync<kBarVClear, 256>();
       }
+#if MLAKIT_SM90_RESCALE_EARLY
       rescale_rows(o, alpha);
+#endif
       wgmma_fence();
       issue_pv<T, Shape>(o_flat, pf, sbase + Shape::kOffV + stage * Shape::kVBytes);
       wgmma_commit();
@@ -470,6 +506,7 @@ __device__ __forceinline__ void consumer(const Sm90Params& p, uint32_t sbase, un
       ++kv_iter;
     }
 
+    upcoming = next_item();
     // Epilogue (also for tiles whose rows see no key: out = 0, lse = -inf).
     float l_total[2];
     sm.finish(l_total);
