@@ -7,8 +7,9 @@ next step with its first part as context; see bench/seed_schedule.py) through th
 27 layers of DeepSeek-Coder-V2-Lite (16 heads, kv_lora_rank 512, qk_nope 128, qk_rope 64, v_head
 128; random weights and latents, a paged latent cache [num_blocks, 16, 576]), once per "path"
 (bench/mla_paths.py): vLLM's FA2 path, the seed's FlashInfer path (fa3; fa2 too), and mlakit's
-(today's kernel in vLLM's path, eager and graph-replayed; mlakit's own MLA step when its binding
-exists, eager and graph-replayed).
+MLA step (mlakit.MlaStep: eager, and graph-replayed with one CUDA graph per token bucket, captured
+in the warm-up pass). On request (--paths), also mlakit's kernel dropped into vLLM's Python path
+(mlakit_kernel_in_vllm_path[_graph]).
 
 Cases (default): N=1 budget 8192, N=100 budget 8192, N=100 budget 2048.
 
@@ -26,7 +27,7 @@ the original latents (sampled rows), and a small case (all rows, all paths, one 
 
     python3 bench/compare_mla.py --smoke                    # seconds: tiny model, every path once
     python3 bench/compare_mla.py --json compare_mla.json    # the full run (a few minutes)
-    python3 bench/compare_mla.py --cases 100:8192 --paths fa2_vllm,mlakit_placeholder_graph
+    python3 bench/compare_mla.py --cases 100:8192 --paths fa2_vllm,mlakit_step_graph
     python3 bench/compare_mla.py --device cpu --smoke       # the harness on the CPU (FA2 emulated)
 """
 from __future__ import annotations
@@ -57,7 +58,8 @@ SEED_TTFT = {  # (N, budget) -> {path: (mean, median, p99) ms}
 TARGETS = [((100, 8192), "fa2_vllm", 4.0), ((100, 8192), "flashinfer_fa3", 3.0),
            ((1, 8192), "fa2_vllm", 2.5), ((1, 8192), "flashinfer_fa3", 2.5)]
 HOST_SHARE_TARGET = 0.10  # graph-replayed step
-MLAKIT_PATHS_PREF = ["mlakit_step_graph", "mlakit_step", "mlakit_placeholder_graph", "mlakit_placeholder"]
+MLAKIT_PATHS_PREF = ["mlakit_step_graph", "mlakit_step", "mlakit_kernel_in_vllm_path_graph",
+                     "mlakit_kernel_in_vllm_path"]
 
 
 def log(msg=""):
@@ -206,6 +208,7 @@ def measure_path(torch, M, path, steps, bufs, clock, model, args, refs):
         host = med([p[i][2] for p in passes])
         b = busy.get(st.index) if busy else None
         per_step.append({"index": st.index, "tokens": st.T, "batch": st.B, "context": st.ctx_total,
+                         "graph_rows": path.bucket(st) if hasattr(path, "bucket") else None,
                          "wall_ms": wall, "device_ms": dev, "host_ms": host, "busy_ms": b,
                          "host_share": (1.0 - b / wall) if (b is not None and wall) else None,
                          "wall_ms_all": [p[i][0] for p in passes]})
@@ -222,7 +225,10 @@ def measure_path(torch, M, path, steps, bufs, clock, model, args, refs):
     if res["total_busy_ms"] is not None and total_wall:
         res["host_share"] = 1.0 - res["total_busy_ms"] / total_wall
     if hasattr(path, "graphs"):
+        # Captures happen in the warm-up pass (first sight of a bucket/key), outside the timing.
         res["graphs_captured"] = len(path.graphs)
+        res["graph_keys"] = sorted(str(k) for k in path.graphs)
+        res["graph_mem_mb"] = getattr(path, "graph_bytes", 0) / 2**20
     return res
 
 
@@ -322,8 +328,9 @@ def main(argv=None):
     ap.add_argument("--layers", type=int, default=None, help="default 27 (--smoke 2)")
     ap.add_argument("--heads", type=int, default=16)
     ap.add_argument("--block-size", type=int, default=16)
-    ap.add_argument("--paths", default=",".join(["fa2_vllm", "flashinfer_fa3", "flashinfer_fa2", "mlakit_placeholder",
-                                                 "mlakit_placeholder_graph", "mlakit_step", "mlakit_step_graph"]))
+    ap.add_argument("--paths", default=None,
+                    help="comma-separated (default: fa2_vllm, flashinfer_fa3, flashinfer_fa2, mlakit_step, "
+                    "mlakit_step_graph; also mlakit_kernel_in_vllm_path[_graph])")
     ap.add_argument("--reps", type=int, default=None, help="timed passes over the schedule (default 5; --smoke 1)")
     ap.add_argument("--warmup-reps", type=int, default=1)
     ap.add_argument("--no-profile", action="store_true", help="skip the profiled pass (no busy time)")
@@ -347,7 +354,6 @@ def main(argv=None):
     args.layers = args.layers or (2 if args.smoke else 27)
     args.reps = args.reps or (1 if args.smoke else 5)
     cases = parse_cases(args.cases or ("1:8192,8:8192,8:2048" if args.smoke else "1:8192,100:8192,100:2048"))
-    args.paths = [p.strip() for p in args.paths.split(",") if p.strip()]
 
     try:
         import torch
@@ -356,6 +362,7 @@ def main(argv=None):
         return 1
     import mla_model as M
     import mla_paths as P
+    args.paths = [p.strip() for p in (args.paths or ",".join(P.DEFAULT_PATHS)).split(",") if p.strip()]
     for p in args.paths:
         if p not in P.PATH_NAMES:
             ap.error(f"unknown path {p!r}; known: {', '.join(P.PATH_NAMES)}")
@@ -431,7 +438,8 @@ def main(argv=None):
                     f"host share {fmt(100 * r['host_share'] if r.get('host_share') is not None else None, '.0f')}%, "
                     f"check {fmt(chk['max_relerr'], '.1e')} "
                     f"{'PASS' if chk['pass'] else ('FAIL' if chk['pass'] is False else '')}"
-                    + (f", {r['graphs_captured']} graphs" if "graphs_captured" in r else ""))
+                    + (f", {r['graphs_captured']} graphs so far ({r['graph_mem_mb']:.0f} MB)"
+                       if "graphs_captured" in r else ""))
             except Exception as ex:  # noqa: BLE001
                 case["paths"][name] = {"skipped": f"error: {short(ex)}"}
                 log(f"  {name:26s} failed: {short(ex)}")
@@ -522,7 +530,7 @@ def report_targets(cases):
                              "speedup": v, "target": want, "met": v >= want})
                 break
     for c in cases:
-        for m in ("mlakit_step_graph", "mlakit_placeholder_graph"):
+        for m in ("mlakit_step_graph", "mlakit_kernel_in_vllm_path_graph"):
             r = c["paths"].get(m, {})
             if r.get("host_share") is not None:
                 rows.append({"case": f"N={c['requests']} budget {c['budget']}", "mlakit_path": m,
@@ -531,7 +539,7 @@ def report_targets(cases):
                 break
     if rows:
         log("")
-        log("issue 7 targets (mlakit_placeholder* is today's kernel in vLLM's path, not the MLA step):")
+        log("issue 7 targets (mlakit_kernel_in_vllm_path* is mlakit's kernel in vLLM's path, not the MLA step):")
         for r in rows:
             if r["vs"] == "host share":
                 log(f"  {r['case']:22s} {r['mlakit_path']:26s} host share {100 * r['speedup']:.1f}% "

@@ -11,7 +11,9 @@ The interface (every path):
     graph_key(st)      (graph-capturable paths only) what fixes the shapes a captured graph saw:
                        steps with equal keys replay one graph after plan()
     run_step(st)       plan + every layer; returns layer 0's output
-GraphedPath(inner) captures inner's layer loop into one CUDA graph per graph_key and replays it.
+GraphedPath(inner) captures inner's layer loop into one CUDA graph per graph_key and replays it;
+MlakitStepGraphPath captures per token bucket itself (its plan depends on the bucket). Graph paths
+expose graphs (captured so far) and graph_bytes (device memory the captures took).
 
 Paths:
   fa2_vllm            vLLM's MLA prefill with FA2 (torch.ops.aten._flash_attention_forward): new
@@ -22,21 +24,26 @@ Paths:
   flashinfer_fa3/fa2  the seed's change: the same, with FlashInfer's ragged prefill wrapper (no V
                       pad) planned once per step (new tokens, and the context when there is one);
                       plan cost inside the step; device indptr as vLLM passes (--fi-indptr)
-  mlakit_placeholder  the same path with mlakit's RaggedPrefill kernel (no V pad, host plan) and
-                      mlakit.merge_states: what mlakit can do today (the anchors' "same path with
-                      mlakit's kernel"); _graph: its layer loop captured, one graph per (T, context)
-  mlakit_step         mlakit's own MLA step (issue 7), when the binding has it (see MlakitStepPath
-                      for the interface expected); _graph: one graph per T, replayed after plan()
+  mlakit_step         mlakit's own MLA step (mlakit.MlaStep, issue 7): one host plan per step, per
+                      layer one run() (cache write, gather of [context; new] latents through the
+                      block table, one up-projection GEMM, split-K attention, no merge)
+  mlakit_step_graph   the same, all layers captured into one CUDA graph per token bucket
+                      (seed_schedule.graph_bucket), re-planned per step and replayed
+  mlakit_kernel_in_vllm_path   vLLM's Python path above with only the kernel swapped: mlakit's
+                      RaggedPrefill (no V pad, host plan) and mlakit.merge_states (what the anchors
+                      call "the same path with mlakit's kernel"); _graph: its layer loop captured,
+                      one graph per (T, context). Extra rows, not in the default --paths
 """
 from __future__ import annotations
 
-import inspect
 import os
 import sys
+import time
 
 import torch
 
 import mla_model as M
+import seed_schedule as S
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 if HERE not in sys.path:
@@ -235,9 +242,9 @@ def _mlakit():
     return mlakit
 
 
-class MlakitPlaceholderPath(Path):
-    """vLLM's path with mlakit's ragged prefill kernel and merge_states (no V pad, host plan)."""
-    name = "mlakit_placeholder"
+class MlakitKernelInVllmPath(Path):
+    """vLLM's Python path with mlakit's ragged prefill kernel and merge_states (no V pad, host plan)."""
+    name = "mlakit_kernel_in_vllm_path"
 
     def setup(self):
         mlakit = _mlakit()
@@ -285,95 +292,134 @@ class MlakitPlaceholderPath(Path):
 
 # ------------------------------------------------------------------------------------------------
 
-MLA_STEP_CLASS_NAMES = ("MLAPrefillStep", "MLAPrefill", "MLAStep")
-
-
 class MlakitStepPath(Path):
-    """mlakit's own MLA prefill step (issue 7), through its Python binding.
-
-    Expected interface (names the adapter looks for; keyword arguments a signature lacks are
-    not passed, so block_table/slot_mapping may live in plan() or in run()):
-
-        step = mlakit.MLAPrefillStep(            # or MLAPrefill / MLAStep, in mlakit or mlakit.torch
-            num_heads=16, kv_lora_rank=512, qk_nope_head_dim=128, qk_rope_head_dim=64,
-            v_head_dim=128, block_size=16, dtype=torch.bfloat16, device="cuda",
-            max_batch=B, max_q_tokens=T, max_context_tokens=C, max_blocks_per_seq=M,
-            num_blocks=N)
-        step.plan(query_lens, context_lens, *, sm_scale=None)
-            # host int32 tensors [B]: new tokens and cached tokens per request; host only, no sync
-            # (block_table=, slot_mapping= accepted here too if the binding takes them at plan)
-        out = step.run(q, kv_c, k_pe, kv_cache, kv_b_proj, *, block_table, slot_mapping, out=None)
-            # q [T, H, 192] bf16 (RoPE applied); kv_c [T, 512]; k_pe [T, 64]; kv_cache
-            # [num_blocks, block_size, 576] (new latents written at slot_mapping, context read
-            # through block_table); kv_b_proj [H*(128+128), 512]; block_table int32 [>= B, >= M]
-            # (device, rows past B ignored); slot_mapping int64 [T] (device); out [T, H, 128]
-    One plan per step serves all layers; run() only launches, so the layer loop is captured into a
-    CUDA graph per token count T and replayed after plan() with other lengths.
-    """
+    """mlakit's MLA step (mlakit.MlaStep): plan once per step on the host, one run() per layer."""
     name = "mlakit_step"
+
+    # How the binding is driven (python/mlakit/mla.py, docs/mla.md):
+    #   step = mlakit.MlaStep(H, kv_lora_rank, qk_nope, qk_rope, v_head, dtype=, device=, block_size=,
+    #                         num_blocks=, max_batch=, max_tokens=, max_context_tokens=, workspace_rows=)
+    #   step.plan(query_lens, context_lens, block_table, sm_scale=, graph_rows=)   # host arrays
+    #   step.run(q, kv_c, k_pe, kv_b_proj, kv_cache, out=)                         # per layer
+    # run() writes the new latents into the cache, gathers [context; new] latents through the block
+    # table, up-projects them in one GEMM and attends with K split into K_nope and the shared k_pe:
+    # every piece of the engines' layer loop below in one call.
 
     def setup(self):
         mlakit = _mlakit()
-        cls = None
-        for mod_name in ("mlakit", "mlakit.torch"):
-            try:
-                mod = __import__(mod_name, fromlist=["_"])
-            except Exception:  # noqa: BLE001
-                continue
-            for n in MLA_STEP_CLASS_NAMES:
-                if hasattr(mod, n):
-                    cls = getattr(mod, n)
-                    self.binding = f"{mod_name}.{n}"
-                    break
-            if cls is not None:
-                break
-        if cls is None:
-            raise Skip("mlakit has no MLA step binding yet (issue 7; looked for "
-                       + ", ".join(MLA_STEP_CLASS_NAMES) + ")")
+        if not hasattr(mlakit, "MlaStep"):
+            raise Skip("this mlakit build has no MlaStep")
         if self.dev.type == "cuda" and mlakit.cuda_device_count() == 0:
             raise Skip(f"mlakit binding without usable CUDA: {mlakit.cuda_unavailable_reason()}")
         c, k = self.cfg, self.caps
-        self.step = cls(**_accepted(cls, dict(
-            num_heads=c.heads, kv_lora_rank=c.kv_lora_rank, qk_nope_head_dim=c.qk_nope,
-            qk_rope_head_dim=c.qk_rope, v_head_dim=c.v_head, block_size=c.block_size,
-            dtype=self.model.dtype, device="cuda" if self.dev.type == "cuda" else "cpu",
-            max_batch=k.max_batch, max_q_tokens=k.max_tokens, max_context_tokens=max(1, k.max_ctx_tokens),
-            max_blocks_per_seq=k.max_blocks, num_blocks=k.num_blocks)))
-        self.plan_kw = _param_names(self.step.plan)
-        self.run_kw = _param_names(self.step.run)
+        # workspace_rows = new + context capacity: every step of the schedule runs as one causal
+        # launch over [context; new] (no context chunks, which a graph could not replay either).
+        self.rows_cap = k.max_tokens + k.max_ctx_tokens
+        self.step = mlakit.MlaStep(c.heads, c.kv_lora_rank, c.qk_nope, c.qk_rope, c.v_head,
+                                   dtype=self.model.dtype, device="cuda" if self.dev.type == "cuda" else "cpu",
+                                   block_size=c.block_size, num_blocks=k.num_blocks, max_batch=k.max_batch,
+                                   max_tokens=k.max_tokens, max_context_tokens=k.max_ctx_tokens,
+                                   workspace_rows=self.rows_cap)
+        # Layer 0 writes its own output (checked against the reference after the step); the other
+        # layers share one buffer, as an engine's attention output is consumed by o_proj before the
+        # next layer runs. Fixed addresses, so a captured graph keeps writing the same buffers.
+        shape = (k.max_tokens, c.heads, c.v_head)
+        self.out0 = torch.empty(shape, dtype=self.model.dtype, device=self.dev)
+        self.out_rest = torch.empty(shape, dtype=self.model.dtype, device=self.dev)
+
+    def describe(self):
+        return f"{self.__doc__.strip().splitlines()[0]} ({self.step!r})"
+
+    def _plan(self, st, graph_rows=0):
+        # Host lists and the CPU block table as the engine's scheduler has them: no device sync.
+        self.step.plan(st.q_lens, st.ctx_lens, st.block_table_host, sm_scale=self.cfg.sm_scale,
+                       graph_rows=graph_rows)
+
+    def _run_layer(self, l, rows):
+        """Layer l on the first `rows` rows of the input buffers (>= the plan's new tokens)."""
+        L = self.model.layers[l]
+        out = self.out0 if l == 0 else self.out_rest
+        self.step.run(L.q[:rows], L.kv_c[:rows], L.k_pe[:rows], L.w_kvb, L.cache, out=out[:rows])
 
     def plan(self, st):
-        kw = {"sm_scale": self.cfg.sm_scale, "block_table": st.block_table, "slot_mapping": st.slot_mapping}
-        self.step.plan(torch.tensor(st.q_lens, dtype=torch.int32), torch.tensor(st.ctx_lens, dtype=torch.int32),
-                       **_only(kw, self.plan_kw))
+        self._plan(st)
 
     def layer(self, l, st):
-        L, T = self.model.layers[l], st.T
-        kw = {"block_table": st.block_table, "slot_mapping": st.slot_mapping}
-        out = self.step.run(L.q[:T], L.kv_c[:T], L.k_pe[:T], L.cache, L.w_kvb, **_only(kw, self.run_kw))
-        return out[0] if isinstance(out, tuple) else out
-
-    def graph_key(self, st):
-        return (st.T,)
+        self._run_layer(l, st.T)
+        return (self.out0 if l == 0 else self.out_rest)[:st.T]
 
 
-def _param_names(fn):
-    """Keyword names fn accepts; None when unknown (a native function without a signature)."""
-    try:
-        params = inspect.signature(fn).parameters.values()
-    except (TypeError, ValueError):
-        return None
-    if any(p.kind == p.VAR_KEYWORD for p in params):
-        return None
-    return {p.name for p in params}
+class _EmulatedGraph:
+    def __init__(self, fn):
+        self.replay = fn
 
 
-def _only(kw, names):
-    return dict(kw) if names is None else {k: v for k, v in kw.items() if k in names}
+class MlakitStepGraphPath(MlakitStepPath):
+    """mlakit's MLA step, re-planned per step, all layers replayed from one CUDA graph per token bucket."""
+    name = "mlakit_step_graph"
 
+    # The bucket of a step is seed_schedule.graph_bucket(context + new tokens, workspace rows), the
+    # rule mlakit-bench seed uses. A step is planned with graph_rows = its bucket, which sizes the
+    # host-sized launches (gather, up-projection GEMM) for that many rows; the inputs are views of
+    # the first min(bucket, capacity) rows of the fixed input buffers (the cache write's grid is
+    # sized by them). Graphs are captured lazily, the first time a bucket is seen: in
+    # bench/compare_mla.py that is the warm-up pass, so the timed passes only plan and replay.
 
-def _accepted(cls, kw):
-    return _only(kw, _param_names(cls))
+    def setup(self):
+        super().setup()
+        # On the CPU (the harness's self-test) a "graph" is the recorded layer loop re-run as
+        # captured (same rows, same buffers) after re-planning: it checks the bucket rule, the
+        # graph_rows plans and the row views on mlakit's CPU backend, not CUDA graph capture.
+        self.emulated = self.dev.type != "cuda"
+        self.graphs = {}        # bucket -> torch.cuda.CUDAGraph (or _EmulatedGraph)
+        self.graph_bytes = 0    # device memory the captures took (free memory before - after)
+        self.capture_s = 0.0
+
+    def bucket(self, st):
+        return S.graph_bucket(st.T + st.ctx_total, self.rows_cap)
+
+    def plan(self, st):
+        self._plan(st, self.bucket(st))
+
+    def layer(self, l, st):
+        raise RuntimeError("mlakit_step_graph runs whole steps")
+
+    def run_step(self, st):
+        g_rows = self.bucket(st)
+        self._plan(st, g_rows)  # the plan every replay reads (published to the device workspace)
+        g = self.graphs.get(g_rows)
+        if g is None:
+            g = self.graphs[g_rows] = self._capture(g_rows)
+        g.replay()
+        return self.out0[:st.T]
+
+    def describe(self):
+        return super().describe() + (" [CPU: graph replay emulated]" if self.emulated else "")
+
+    def _capture(self, g_rows):
+        rows = min(g_rows, self.caps.max_tokens)
+        if self.emulated:
+            return _EmulatedGraph(lambda: [self._run_layer(l, rows) for l in range(self.cfg.layers)])
+        t0 = time.perf_counter()
+        torch.cuda.synchronize()
+        free0 = torch.cuda.mem_get_info()[0]
+        # One eager pass under the current plan first (cuBLAS handle and workspace, kernel
+        # attributes), on a side stream as PyTorch asks before a capture. It rewrites the step's
+        # own latents into the cache: harmless.
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            for l in range(self.cfg.layers):
+                self._run_layer(l, rows)
+        torch.cuda.current_stream().wait_stream(side)
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            for l in range(self.cfg.layers):
+                self._run_layer(l, rows)
+        torch.cuda.synchronize()
+        self.graph_bytes += max(0, free0 - torch.cuda.mem_get_info()[0])
+        self.capture_s += time.perf_counter() - t0
+        return g
 
 
 # ------------------------------------------------------------------------------------------------
@@ -388,6 +434,7 @@ class GraphedPath(Path):
         self.inner = inner
         self.name = inner.name + "_graph"
         self.graphs = {}
+        self.graph_bytes = 0  # device memory the captures took (intermediates in the graphs' pools)
 
     def setup(self):
         if self.dev.type != "cuda":
@@ -411,6 +458,8 @@ class GraphedPath(Path):
 
     def _capture(self, st):
         layers = self.cfg.layers
+        torch.cuda.synchronize()
+        free0 = torch.cuda.mem_get_info()[0]
         side = torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(side):  # warm-up outside capture (cuBLAS handles, allocator)
@@ -424,11 +473,15 @@ class GraphedPath(Path):
                 o = self.inner.layer(l, st)
                 if l == 0:
                     out0 = o
+        torch.cuda.synchronize()
+        self.graph_bytes += max(0, free0 - torch.cuda.mem_get_info()[0])
         return g, out0
 
 
-PATH_NAMES = ["fa2_vllm", "flashinfer_fa3", "flashinfer_fa2", "mlakit_placeholder",
-              "mlakit_placeholder_graph", "mlakit_step", "mlakit_step_graph"]
+PATH_NAMES = ["fa2_vllm", "flashinfer_fa3", "flashinfer_fa2", "mlakit_step", "mlakit_step_graph",
+              "mlakit_kernel_in_vllm_path", "mlakit_kernel_in_vllm_path_graph"]
+# What bench/compare_mla.py runs unless --paths says otherwise: the engines' paths and mlakit's step.
+DEFAULT_PATHS = ["fa2_vllm", "flashinfer_fa3", "flashinfer_fa2", "mlakit_step", "mlakit_step_graph"]
 
 
 def make_path(name, cfg, model, caps, fi_indptr="device"):
@@ -436,13 +489,12 @@ def make_path(name, cfg, model, caps, fi_indptr="device"):
         return FA2Path(cfg, model, caps)
     if name.startswith("flashinfer_"):
         return FlashInferPath(cfg, model, caps, backend=name.split("_", 1)[1], indptr=fi_indptr)
-    if name == "mlakit_placeholder":
-        return MlakitPlaceholderPath(cfg, model, caps)
-    if name == "mlakit_placeholder_graph":
-        return GraphedPath(MlakitPlaceholderPath(cfg, model, caps))
     if name == "mlakit_step":
         return MlakitStepPath(cfg, model, caps)
     if name == "mlakit_step_graph":
-        return GraphedPath(MlakitStepPath(cfg, model, caps))
+        return MlakitStepGraphPath(cfg, model, caps)
+    if name == "mlakit_kernel_in_vllm_path":
+        return MlakitKernelInVllmPath(cfg, model, caps)
+    if name == "mlakit_kernel_in_vllm_path_graph":
+        return GraphedPath(MlakitKernelInVllmPath(cfg, model, caps))
     raise ValueError(f"unknown path {name!r}; known: {', '.join(PATH_NAMES)}")
-

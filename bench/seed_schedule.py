@@ -108,6 +108,27 @@ class BlockTables:
         return [self.slot(req, p) for p in range(start, start + count)]
 
 
+# CUDA-graph buckets. A graph-replayed MLA step (mlakit.MlaStep plan(..., graph_rows=G)) sizes its
+# gather and up-projection launches for G rows on the host, so one captured graph serves every
+# step with context + new tokens <= G; a G far above the step's rows wastes up-projection work
+# (N=1 at budget 8192 planned with G = budget + context ran 2x slower than eager on the H200).
+# Engines therefore capture one graph per bucket of token counts (vLLM: 1, 2, 4, multiples of 8 to
+# 256, then of 16 to 512, for decode; larger steps run eagerly). Prefill steps are large, so the
+# buckets here are coarser: multiples of 256 rows up to 1024, then multiples of 1024, never above
+# the cap (the step's workspace rows = budget + largest context, where every step fits). Padding
+# is < 256 rows below 1024 and < 1024 above; a budget-8192 schedule needs at most ~13 graphs.
+# The same rule is in tools/seed_schedule.cc (graph_bucket), so C++ and Python replay alike.
+GRAPH_BUCKET_FINE, GRAPH_BUCKET_FINE_UNTIL, GRAPH_BUCKET_COARSE = 256, 1024, 1024
+
+
+def graph_bucket(rows: int, cap: int) -> int:
+    """The graph_rows bucket of a step attending `rows` rows (context + new tokens), <= cap."""
+    if rows > cap:
+        raise ValueError(f"step rows {rows} exceed the graph cap {cap}")
+    unit = GRAPH_BUCKET_FINE if rows <= GRAPH_BUCKET_FINE_UNTIL else GRAPH_BUCKET_COARSE
+    return min(cap, max(unit, -(-rows // unit) * unit))
+
+
 def percentile(values: Sequence[float], q: float) -> float:
     """Linear interpolation between closest ranks (NumPy's default), as vLLM's benchmark."""
     v = sorted(values)
@@ -156,6 +177,9 @@ def main():
     steps = build_schedule([args.prompt] * args.requests, args.budget)
     print(f"{args.requests} x {args.prompt} tokens, budget {args.budget}: {len(steps)} steps")
     print(describe(steps))
+    cap = args.budget + max(st.context_tokens for st in steps)
+    buckets = sorted({graph_bucket(st.tokens + st.context_tokens, cap) for st in steps})
+    print(f"CUDA-graph buckets (graph_rows, cap {cap}): {buckets}")
 
 
 if __name__ == "__main__":

@@ -18,6 +18,9 @@ void event_record(void* e, mlakit::Stream s);
 float event_elapsed_ms(void* start, void* end);  // both recorded and completed
 void event_destroy(void* e);
 
+// Free device memory (cudaMemGetInfo): what graph captures take shows as the drop around them.
+size_t device_free_bytes();
+
 // Everything enqueued on `s` between begin and end becomes one graph; end returns its executable.
 void capture_begin(mlakit::Stream s);
 void* capture_end(mlakit::Stream s);

@@ -37,6 +37,12 @@ float event_elapsed_ms(void* a, void* b) {
 }
 void event_destroy(void* e) { cudaEventDestroy(static_cast<cudaEvent_t>(e)); }
 
+size_t device_free_bytes() {
+  size_t free_b = 0, total_b = 0;
+  check(cudaMemGetInfo(&free_b, &total_b), "cudaMemGetInfo");
+  return free_b;
+}
+
 void capture_begin(mlakit::Stream s) {
   check(cudaStreamBeginCapture(cs(s), cudaStreamCaptureModeThreadLocal), "cudaStreamBeginCapture");
 }

@@ -16,6 +16,7 @@ void* event_create() { none(); }
 void event_record(void*, mlakit::Stream) { none(); }
 float event_elapsed_ms(void*, void*) { none(); }
 void event_destroy(void*) {}
+size_t device_free_bytes() { none(); }
 void capture_begin(mlakit::Stream) { none(); }
 void* capture_end(mlakit::Stream) { none(); }
 void graph_launch(void*, mlakit::Stream) { none(); }

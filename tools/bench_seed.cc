@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <numeric>
 #include <random>
@@ -39,7 +40,10 @@ graph-replayed. Defaults: DeepSeek-Coder-V2-Lite (27 layers, 16 heads, latent 51
   --layers L            layers per step (default 27 on cuda, 2 on cpu)
   --heads H             attention heads (16; DeepSeek-V3: 128)
   --block-size S        paged cache block size (default 16)
-  --modes M[,M...]      eager, graph (default both on cuda; eager on cpu)
+  --modes M[,M...]      eager, graph (default both on cuda; eager on cpu). graph: one CUDA graph
+                        per bucket of context + new rows (256-row steps to 1024, then 1024-row
+                        steps, capped at budget + largest context), captured before the timed
+                        passes; each step re-planned with graph_rows = its bucket, then replayed
   --reps R              timed passes over the whole schedule, median per step (default 3 cuda, 1 cpu)
   --device cpu|cuda|auto
   --per-step            also print every step's timings
@@ -161,26 +165,50 @@ CaseResult run_case(const SeedArgs& a, Device dev, int n, int budget, const std:
   mlakit::Stream stream = cuda ? gpu::stream_create() : nullptr;
   void* e0 = cuda ? gpu::event_create() : nullptr;
   void* e1 = cuda ? gpu::event_create() : nullptr;
-  mlakit::MlaPlanOptions opts;
   const bool graph = mode == "graph";
-  if (graph) opts.graph_rows = budget + max_ctx;
-
-  auto run_layers = [&] {
-    for (int l = 0; l < layers; ++l) step.run(model.layer(l), model.output(l), nullptr, stream);
+  // Per step: its rows in the layer tensors, and (graph mode) its bucket, planned as graph_rows.
+  std::vector<int64_t> bucket(inputs.size(), 0), rows(inputs.size(), 0);
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const SeedStep& s = cr.steps[i];
+    bucket[i] = graph ? graph_bucket(s.tokens + s.context, cfg.workspace_rows) : 0;
+    rows[i] = graph ? std::min<int64_t>(bucket[i], budget) : s.tokens;
+  }
+  auto options = [&](size_t i) {
+    mlakit::MlaPlanOptions o;
+    o.graph_rows = bucket[i];
+    return o;
+  };
+  auto run_layers = [&](int64_t n) {
+    for (int l = 0; l < layers; ++l) step.run(model.layer(l, n), model.output(l, n), nullptr, stream);
   };
   // Warm-up: one eager pass over the schedule (one-time kernel setup, caches filled).
-  for (const StepInput& in : inputs) {
-    step.plan(in.batch(), opts, stream);
-    run_layers();
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    step.plan(inputs[i].batch(), {}, stream);
+    run_layers(cr.steps[i].tokens);
   }
   if (cuda) gpu::stream_sync(stream);
-  void* exec = nullptr;
+  // Graph mode: one graph per bucket the schedule uses, captured here, before the timed passes
+  // (an engine captures its buckets at start-up). Each capture follows one eager run under the
+  // bucket's plan, so nothing is set up for the first time inside the capture.
+  std::map<int64_t, void*> graphs;
   if (graph) {
-    step.plan(inputs[0].batch(), opts, stream);
-    gpu::capture_begin(stream);
-    run_layers();
-    exec = gpu::capture_end(stream);
+    const size_t free0 = gpu::device_free_bytes();
+    const Clock::time_point t0 = Clock::now();
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      if (graphs.count(bucket[i])) continue;
+      step.plan(inputs[i].batch(), options(i), stream);
+      run_layers(rows[i]);
+      gpu::capture_begin(stream);
+      run_layers(rows[i]);
+      graphs[bucket[i]] = gpu::capture_end(stream);
+      gpu::stream_sync(stream);
+    }
+    cr.capture_ms = ms_since(t0);
+    const size_t free1 = gpu::device_free_bytes();
+    cr.graph_mem_mb = free0 > free1 ? static_cast<double>(free0 - free1) / (1 << 20) : 0.0;
+    for (const auto& g : graphs) cr.graph_buckets.push_back(g.first);
   }
+  cr.graph_rows = bucket;
 
   std::vector<std::vector<StepTiming>> samples(cr.steps.size());
   for (int rep = 0; rep < reps; ++rep) {
@@ -188,10 +216,10 @@ CaseResult run_case(const SeedArgs& a, Device dev, int n, int budget, const std:
       StepTiming t;
       const Clock::time_point t0 = Clock::now();
       if (cuda) gpu::event_record(e0, stream);
-      step.plan(inputs[i].batch(), opts, stream);
+      step.plan(inputs[i].batch(), options(i), stream);
       t.plan_us = 1000.0 * ms_since(t0);
-      if (graph) gpu::graph_launch(exec, stream);
-      else run_layers();
+      if (graph) gpu::graph_launch(graphs.at(bucket[i]), stream);
+      else run_layers(rows[i]);
       t.host_ms = ms_since(t0);  // planning + enqueueing every layer
       if (cuda) {
         gpu::event_record(e1, stream);
@@ -226,7 +254,7 @@ CaseResult run_case(const SeedArgs& a, Device dev, int n, int budget, const std:
     for (const SeedEntry& e : cr.steps[i].entries)
       if (e.finishes) cr.ttft_ms[static_cast<size_t>(e.request)] = clock_ms;
   }
-  if (exec) gpu::graph_destroy(exec);
+  for (const auto& g : graphs) gpu::graph_destroy(g.second);
   if (cuda) {
     gpu::event_destroy(e0);
     gpu::event_destroy(e1);

@@ -78,17 +78,20 @@ struct Model {
     mlakit::synchronize(d);
   }
 
-  mlakit::MlaLayer layer(int l) const {
+  // Layer l's tensors over the first `n` rows of its buffers (n <= rows; 0 = all). A graph for a
+  // token bucket captures views of bucket rows: run() sizes the cache write's grid by them.
+  mlakit::MlaLayer layer(int l, int64_t n = 0) const {
     const Device d = cfg.device;
-    const int64_t H = cfg.num_heads;
-    return mlakit::MlaLayer{TensorView(q[l]->p, DType::kBF16, {rows, H, 192}, d),
-                            TensorView(kv_c[l]->p, DType::kBF16, {rows, 512}, d),
-                            TensorView(k_pe[l]->p, DType::kBF16, {rows, 64}, d),
+    const int64_t H = cfg.num_heads, r = n > 0 ? std::min(n, rows) : rows;
+    return mlakit::MlaLayer{TensorView(q[l]->p, DType::kBF16, {r, H, 192}, d),
+                            TensorView(kv_c[l]->p, DType::kBF16, {r, 512}, d),
+                            TensorView(k_pe[l]->p, DType::kBF16, {r, 64}, d),
                             TensorView(w[l]->p, DType::kBF16, {H * 256, 512}, d),
                             TensorView(cache[l]->p, DType::kBF16, {cfg.num_blocks, cfg.block_size, 576}, d)};
   }
-  TensorView output(int l) const {
-    return TensorView(out[l]->p, DType::kBF16, {rows, cfg.num_heads, 128}, cfg.device);
+  TensorView output(int l, int64_t n = 0) const {
+    const int64_t r = n > 0 ? std::min(n, rows) : rows;
+    return TensorView(out[l]->p, DType::kBF16, {r, cfg.num_heads, 128}, cfg.device);
   }
 };
 

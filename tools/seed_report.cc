@@ -66,6 +66,12 @@ void print_case(const CaseResult& c, int prompt, int heads, bool per_step, const
   print_line("Token budget per step:", std::to_string(c.budget));
   print_line("Steps:", std::to_string(c.steps.size()));
   print_line("Total input tokens:", std::to_string(tokens));
+  if (c.mode == "graph") {
+    std::string b;
+    for (size_t i = 0; i < c.graph_buckets.size(); ++i) b += (i ? "," : "") + std::to_string(c.graph_buckets[i]);
+    print_line("CUDA graphs (one per bucket of rows):", std::to_string(c.graph_buckets.size()) + " [" + b + "]");
+    print_line("  captured in (ms) / device memory (MB):", fmt(c.capture_ms, 1) + " / " + fmt(c.graph_mem_mb, 1));
+  }
   print_line("Total step time, wall (ms):", fmt(total_wall));
   print_line("Total step time, device (ms):", fmt(total_dev));
   print_line("Host share of total wall time (%):", fmt(100.0 * total_host / total_wall, 1));
@@ -77,12 +83,13 @@ void print_case(const CaseResult& c, int prompt, int heads, bool per_step, const
   print_stats("------Time to First Token, attention share (ms)------", "TTFT (ms)", stats_of(c.ttft_ms));
   std::printf("==================================================\n");
   if (per_step) {
-    std::printf("%5s %5s %7s %8s %10s %10s %9s %9s\n", "step", "reqs", "tokens", "context", "wall_ms", "device_ms",
-                "host_ms", "plan_us");
+    std::printf("%5s %5s %7s %8s %10s %10s %10s %9s %9s\n", "step", "reqs", "tokens", "context", "graph_rows",
+                "wall_ms", "device_ms", "host_ms", "plan_us");
     for (size_t i = 0; i < c.steps.size(); ++i)
-      std::printf("%5zu %5zu %7lld %8lld %10.3f %10.3f %9.3f %9.1f\n", i, c.steps[i].entries.size(),
+      std::printf("%5zu %5zu %7lld %8lld %10lld %10.3f %10.3f %9.3f %9.1f\n", i, c.steps[i].entries.size(),
                   static_cast<long long>(c.steps[i].tokens), static_cast<long long>(c.steps[i].context),
-                  c.timing[i].wall_ms, c.timing[i].device_ms, c.timing[i].host_ms, c.timing[i].plan_us);
+                  static_cast<long long>(i < c.graph_rows.size() ? c.graph_rows[i] : 0), c.timing[i].wall_ms,
+                  c.timing[i].device_ms, c.timing[i].host_ms, c.timing[i].plan_us);
   }
 }
 
@@ -109,6 +116,13 @@ std::string case_json(const CaseResult& c, int prompt, int heads) {
     << ", \"device_ms\": " << arr([&](size_t i) { return c.timing[i].device_ms; })
     << ", \"host_ms\": " << arr([&](size_t i) { return c.timing[i].host_ms; })
     << ", \"plan_us\": " << arr([&](size_t i) { return c.timing[i].plan_us; })
+    << ", \"graph_rows\": " << arr([&](size_t i) { return i < c.graph_rows.size() ? static_cast<double>(c.graph_rows[i]) : 0.0; })
+    << ", \"graph_buckets\": [" << [&] {
+         std::string b;
+         for (size_t i = 0; i < c.graph_buckets.size(); ++i) b += (i ? ", " : "") + std::to_string(c.graph_buckets[i]);
+         return b;
+       }() << "]"
+    << ", \"graph_mem_mb\": " << json_num(c.graph_mem_mb) << ", \"capture_ms\": " << json_num(c.capture_ms)
     << ", \"total_wall_ms\": " << json_num(std::accumulate(wall.begin(), wall.end(), 0.0))
     << ", \"total_device_ms\": " << json_num(std::accumulate(dev.begin(), dev.end(), 0.0))
     << ", \"total_host_ms\": " << json_num(std::accumulate(host.begin(), host.end(), 0.0))

@@ -24,6 +24,12 @@ struct CaseResult {
   std::vector<SeedStep> steps;
   std::vector<StepTiming> timing;  // per step, median over reps
   std::vector<double> ttft_ms;     // per request: wall time of the steps until its prompt is done
+  // Graph mode: per step the bucket it was planned with (graph_rows; 0 in eager mode), the
+  // buckets captured (one graph each, before the timed passes), the device memory the captures
+  // took (drop of free memory) and the time they took.
+  std::vector<int64_t> graph_rows;
+  std::vector<int64_t> graph_buckets;
+  double graph_mem_mb = 0, capture_ms = 0;
 };
 
 // Prints the case's block (and, with per_step, every step's timings).

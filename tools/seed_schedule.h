@@ -26,4 +26,17 @@ struct SeedStep {
 std::vector<SeedStep> seed_schedule(int requests, int prompt_tokens, int budget,
                                     int max_requests_per_step = 0);
 
+// CUDA-graph buckets. A graph-replayed MlaStep (MlaPlanOptions::graph_rows = G) sizes its gather
+// and up-projection launches for G rows on the host, so one captured graph serves every step with
+// context + new tokens <= G, and a G far above the step's rows wastes up-projection work (N = 1 at
+// budget 8192 planned with G = budget + context took 2.63 ms per step on the H200, eager 1.31).
+// Engines capture one graph per bucket of token counts (vLLM: 1, 2, 4, multiples of 8 to 256,
+// then of 16 to 512, for decode). Prefill steps are large, so these buckets are coarser:
+// multiples of 256 rows up to 1024, then multiples of 1024, never above `cap` (the workspace rows,
+// budget + largest context, where every step fits as one launch). Padding stays under 256 rows
+// below 1024 and under 1024 above; a budget-8192 schedule needs at most 13 graphs.
+// bench/seed_schedule.py (graph_bucket) has the same rule, so bench/compare_mla.py replays alike.
+// Throws std::invalid_argument when rows > cap.
+int64_t graph_bucket(int64_t rows, int64_t cap);
+
 }  // namespace mlakit_bench

@@ -3,6 +3,9 @@
 // context, and every prompt token processed exactly once.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <set>
+#include <stdexcept>
 #include <vector>
 
 #include "seed_schedule.h"
@@ -65,6 +68,36 @@ TEST(SeedSchedule, CutRequestContinuesWithContext) {
   const auto l = seed_schedule(2, 5000, 2048, 1);
   check_invariants(l, 2, 5000, 2048);
   EXPECT_EQ(l[2].entries[0].context, 4096);
+}
+
+// Graph buckets (the rule bench/seed_schedule.py's graph_bucket repeats): 256-row steps to 1024,
+// 1024-row steps above, capped; every step of the seed's schedules fits its bucket.
+TEST(SeedSchedule, GraphBuckets) {
+  EXPECT_EQ(graph_bucket(1, 8192), 256);
+  EXPECT_EQ(graph_bucket(256, 8192), 256);
+  EXPECT_EQ(graph_bucket(257, 8192), 512);
+  EXPECT_EQ(graph_bucket(999, 8192), 1024);
+  EXPECT_EQ(graph_bucket(1025, 8192), 2048);
+  EXPECT_EQ(graph_bucket(8192, 8993), 8192);
+  EXPECT_EQ(graph_bucket(8193, 8993), 8993);  // capped at the workspace rows
+  EXPECT_EQ(graph_bucket(100, 200), 200);
+  EXPECT_THROW(graph_bucket(9000, 8993), std::invalid_argument);
+  struct Case {
+    int n, budget;
+    std::set<int64_t> want;  // as `python3 bench/seed_schedule.py` prints them
+  };
+  for (const Case& c : {Case{1, 8192, {1024}}, Case{100, 8192, {2048, 8192, 8993}}, Case{100, 2048, {2048, 2999}}}) {
+    const auto steps = seed_schedule(c.n, 999, c.budget);
+    int64_t max_ctx = 0;
+    for (const SeedStep& s : steps) max_ctx = std::max(max_ctx, s.context);
+    std::set<int64_t> got;
+    for (const SeedStep& s : steps) {
+      const int64_t b = graph_bucket(s.tokens + s.context, c.budget + max_ctx);
+      EXPECT_GE(b, s.tokens + s.context);
+      got.insert(b);
+    }
+    EXPECT_EQ(got, c.want) << "N=" << c.n << " budget " << c.budget;
+  }
 }
 
 }  // namespace
