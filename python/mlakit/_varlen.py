@@ -176,9 +176,20 @@ def varlen_replan(cu_seqlens_q: Tensor, cu_seqlens_k: Tensor, cu_seqlens_q_cpu: 
     lengths = (_host_values(_as_host(cu_seqlens_q_cpu), "cu_seqlens_q_cpu"),
                _host_values(_as_host(cu_seqlens_k_cpu), "cu_seqlens_k_cpu"))
     ptrs = (cu_seqlens_q.data_ptr(), cu_seqlens_k.data_ptr())
+    need = (len(lengths[0]) - 1, lengths[0][-1], lengths[1][-1])
     n = 0
-    for key, plan in _plans.items():
+    for key, plan in list(_plans.items()):
         if key[-2:] != ptrs:
+            continue
+        if any(w > c for w, c in zip(need, plan.capacity)):
+            # Plans are found by the cu_seqlens addresses, which the caching allocator hands out
+            # again once a tensor is freed: a plan too small for these lengths was made for
+            # other, smaller buffers. Unless a graph captured it, it is stale: drop it.
+            if plan.captured:
+                raise ValueError(
+                    f"mlakit: cu_seqlens_q: {need[0]} sequences, {need[1]} q and {need[2]} kv tokens exceed the "
+                    f"capacity {plan.capacity} of a plan a CUDA graph captured")
+            del _plans[key]
             continue
         _device, _dtype, _h, _hkv, _dqk, _dvo, causal, window_left, scale, softcap = key[:10]
         if lengths != plan.lengths:
