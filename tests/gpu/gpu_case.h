@@ -2,6 +2,8 @@
 // poisoned before the run, then compared with the float64 CPU reference.
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <cmath>
 #include <cstdint>
 #include <random>
@@ -45,6 +47,10 @@ bool kernel_available(KernelPreference kernel, int dqk, int dvo, DType dtype, st
 
 // Every kernel a test must cover, selected explicitly.
 inline const KernelPreference kAllKernels[] = {KernelPreference::kSm80, KernelPreference::kSm90};
+// Test-name suffix for suites parameterized over kAllKernels ("sm80", "sm90").
+inline std::string kernel_param_name(const ::testing::TestParamInfo<KernelPreference>& info) {
+  return kernel_preference_name(info.param);
+}
 
 }  // namespace test
 }  // namespace mlakit

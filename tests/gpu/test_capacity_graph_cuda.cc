@@ -145,9 +145,7 @@ TEST_P(CudaGraphCapacity, WholeBuffersHeadMajorLseReplanReplay) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Kernels, CudaGraphCapacity, ::testing::ValuesIn(kAllKernels),
-                         [](const ::testing::TestParamInfo<KernelPreference>& info) {
-                           return std::string(kernel_preference_name(info.param));
-                         });
+                         kernel_param_name);
 
 }  // namespace
 }  // namespace test

@@ -127,9 +127,7 @@ TEST_P(CudaGraph, CaptureThenReplanAndReplay) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Kernels, CudaGraph, ::testing::ValuesIn(kAllKernels),
-                         [](const ::testing::TestParamInfo<KernelPreference>& info) {
-                           return std::string(kernel_preference_name(info.param));
-                         });
+                         kernel_param_name);
 
 TEST(CudaPlanReuse, OnePlanManyLayers) {
   MLAKIT_SKIP_IF_NO_GPU();

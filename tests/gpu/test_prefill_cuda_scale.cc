@@ -254,9 +254,7 @@ TEST_P(CudaScale, SixtyFourBitOffsets) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Kernels, CudaScale, ::testing::ValuesIn(kAllKernels),
-                         [](const ::testing::TestParamInfo<KernelPreference>& info) {
-                           return std::string(kernel_preference_name(info.param));
-                         });
+                         kernel_param_name);
 
 }  // namespace
 }  // namespace test
