@@ -29,18 +29,24 @@ TensorView narrow_last(const TensorView& full, int64_t width) {
 
 }  // namespace
 
-bool kernel_available(KernelPreference kernel, int dqk, int dvo, DType dtype, std::string* why) {
+PrefillConfig cuda_config(int heads, int kv_heads, int dqk, int dvo, DType dtype, int max_batch, int64_t max_q,
+                          int64_t max_kv, KernelPreference kernel) {
   PrefillConfig cfg;
-  cfg.num_qo_heads = 1;
-  cfg.num_kv_heads = 1;
+  cfg.num_qo_heads = heads;
+  cfg.num_kv_heads = kv_heads;
   cfg.head_dim_qk = dqk;
   cfg.head_dim_vo = dvo;
   cfg.dtype = dtype;
-  cfg.max_batch = 1;
-  cfg.max_q_tokens = 1;
-  cfg.max_kv_tokens = 1;
+  cfg.max_batch = max_batch > 0 ? max_batch : 1;
+  cfg.max_q_tokens = max_q > 0 ? max_q : 1;
+  cfg.max_kv_tokens = max_kv > 0 ? max_kv : 1;
   cfg.device = Device::cuda(0);
   cfg.kernel = kernel;
+  return cfg;
+}
+
+bool kernel_available(KernelPreference kernel, int dqk, int dvo, DType dtype, std::string* why) {
+  const PrefillConfig cfg = cuda_config(1, 1, dqk, dvo, dtype, 1, 1, 1, kernel);
   try {
     RaggedPrefill::workspace_sizes(cfg);
   } catch (const Error& e) {
@@ -81,18 +87,7 @@ CaseResult run_gpu_case(const GpuCase& c, int repeats) {
   lse.fill_bytes(0xFF);
   DeviceTensor dout(out, dev), dlse(lse, dev);
 
-  PrefillConfig cfg;
-  cfg.num_qo_heads = c.heads;
-  cfg.num_kv_heads = c.kv_heads;
-  cfg.head_dim_qk = c.dqk;
-  cfg.head_dim_vo = c.dvo;
-  cfg.dtype = c.dtype;
-  cfg.max_batch = batch > 0 ? batch : 1;
-  cfg.max_q_tokens = total_q > 0 ? total_q : 1;
-  cfg.max_kv_tokens = total_kv > 0 ? total_kv : 1;
-  cfg.device = dev;
-  cfg.kernel = c.kernel;
-  RaggedPrefill prefill(cfg);
+  RaggedPrefill prefill(cuda_config(c.heads, c.kv_heads, c.dqk, c.dvo, c.dtype, batch, total_q, total_kv, c.kernel));
   if (c.kernel != KernelPreference::kAuto) {
     // The kernel asked for is the one that runs.
     EXPECT_EQ(prefill.info().kernel_arch, c.kernel == KernelPreference::kSm90 ? 90 : 80);

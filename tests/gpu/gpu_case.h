@@ -42,6 +42,10 @@ CaseResult run_gpu_case(const GpuCase& c, int repeats = 1);
 
 std::string describe(const GpuCase& c);
 
+// A config on CUDA device 0 running `kernel`; capacities below 1 become 1 (empty batches).
+PrefillConfig cuda_config(int heads, int kv_heads, int dqk, int dvo, DType dtype, int max_batch, int64_t max_q,
+                          int64_t max_kv, KernelPreference kernel);
+
 // True when `kernel` can run (dqk, dvo, dtype) on CUDA device 0 in this build; else *why says why.
 bool kernel_available(KernelPreference kernel, int dqk, int dvo, DType dtype, std::string* why);
 

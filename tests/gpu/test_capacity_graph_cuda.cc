@@ -48,18 +48,7 @@ TEST_P(CudaGraphCapacity, WholeBuffersHeadMajorLseReplanReplay) {
   // [T, H] view of the [H, T] buffer: what flash_attn_varlen_func returns as softmax_lse.
   TensorView lse_view(dlse.view().data, DType::kFP32, {kCapQ, kHeads}, {1, kCapQ}, dev);
 
-  PrefillConfig cfg;
-  cfg.num_qo_heads = kHeads;
-  cfg.num_kv_heads = kHeads;
-  cfg.head_dim_qk = kDqk;
-  cfg.head_dim_vo = kDvo;
-  cfg.dtype = t;
-  cfg.max_batch = 8;
-  cfg.max_q_tokens = kCapQ;
-  cfg.max_kv_tokens = kCapKV;
-  cfg.device = dev;
-  cfg.kernel = GetParam();
-  RaggedPrefill prefill(cfg);
+  RaggedPrefill prefill(cuda_config(kHeads, kHeads, kDqk, kDvo, t, 8, kCapQ, kCapKV, GetParam()));
   cudaStream_t stream;
   ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
   PrefillOptions opts;

@@ -72,18 +72,7 @@ TEST_P(CudaGraph, CaptureThenReplanAndReplay) {
   out_init.fill_bytes(0xFF);
   DeviceTensor dout(out_init, dev);
 
-  PrefillConfig cfg;
-  cfg.num_qo_heads = h;
-  cfg.num_kv_heads = h;
-  cfg.head_dim_qk = dqk;
-  cfg.head_dim_vo = dvo;
-  cfg.dtype = t;
-  cfg.max_batch = 8;
-  cfg.max_q_tokens = max_q;
-  cfg.max_kv_tokens = max_kv;
-  cfg.device = dev;
-  cfg.kernel = GetParam();
-  RaggedPrefill prefill(cfg);
+  RaggedPrefill prefill(cuda_config(h, h, dqk, dvo, t, 8, max_q, max_kv, GetParam()));
 
   cudaStream_t stream;
   ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);

@@ -16,22 +16,6 @@ namespace mlakit {
 namespace test {
 namespace {
 
-PrefillConfig config_for(int h, int hkv, int dqk, int dvo, DType t, int max_batch, int64_t max_q,
-                         int64_t max_kv, KernelPreference k) {
-  PrefillConfig cfg;
-  cfg.num_qo_heads = h;
-  cfg.num_kv_heads = hkv;
-  cfg.head_dim_qk = dqk;
-  cfg.head_dim_vo = dvo;
-  cfg.dtype = t;
-  cfg.max_batch = max_batch;
-  cfg.max_q_tokens = max_q > 0 ? max_q : 1;
-  cfg.max_kv_tokens = max_kv > 0 ? max_kv : 1;
-  cfg.device = Device::cuda(0);
-  cfg.kernel = k;
-  return cfg;
-}
-
 // Relative error of sampled (row, head) outputs against reference::attention_row, plus NaN count.
 struct SampleCheck {
   double max_rel = 0;
@@ -81,7 +65,7 @@ TEST_P(CudaScale, SixtyFourThousandTokenSequence) {
   HostTensor out(DType::kBF16, {n, h, 128});
   out.fill_bytes(0xFF);
   DeviceTensor dout(out, dev);
-  RaggedPrefill p(config_for(h, h, 192, 128, DType::kBF16, 1, n, n, GetParam()));
+  RaggedPrefill p(cuda_config(h, h, 192, 128, DType::kBF16, 1, n, n, GetParam()));
   for (bool causal : {true, false}) {
     PrefillOptions o;
     o.causal = causal;
@@ -153,7 +137,7 @@ std::vector<uint8_t> run_probe_in_batch(const Placed& b, const HostTensor& pq, c
   out.fill_bytes(0xFF);
   DeviceTensor dout(out, dev);
   const int batch = static_cast<int>(b.q_lens.size());
-  RaggedPrefill p(config_for(h, h, 192, 128, DType::kBF16, batch, qo.back(), kv.back(), kern));
+  RaggedPrefill p(cuda_config(h, h, 192, 128, DType::kBF16, batch, qo.back(), kv.back(), kern));
   p.plan(qo.data(), kv.data(), batch, o);
   p.run(dq.view(), dk.view(), dv.view(), dout.view());
   synchronize(dev);
@@ -222,7 +206,7 @@ TEST_P(CudaScale, SixtyFourBitOffsets) {
   fill_bytes(dk, dev, 0xFF, (kv_rows - lk) * h * 192 * es);
   fill_bytes(dv, dev, 0xFF, (kv_rows - lk) * h * 128 * es);
   {
-    RaggedPrefill p(config_for(h, h, 192, 128, t, 3, q_rows, kv_rows, GetParam()));
+    RaggedPrefill p(cuda_config(h, h, 192, 128, t, 3, q_rows, kv_rows, GetParam()));
     PrefillOptions o;
     o.causal = true;
     p.plan(qo.data(), kv.data(), 3, o);
