@@ -151,7 +151,6 @@ void RaggedPrefill::plan(const int32_t* qo_indptr, const int32_t* kv_indptr, int
   info.block_m = m.choice.block_m;
   info.block_n = m.choice.block_n;
   info.grid_blocks = m.choice.grid_blocks;
-  info.kernel_arch = m.choice.arch;
   info.visible_pairs = r.visible_pairs;
 }
 
