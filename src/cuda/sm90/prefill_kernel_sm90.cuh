@@ -531,7 +531,9 @@ __global__ void __launch_bounds__(Shape::kThreads, 1) prefill_sm90_kernel(const 
 
   const ScheduleView sched = ScheduleView::from(p.args);
   const plan::ScheduleHeader hdr = *sched.header;
-  const int wg = threadIdx.x / 128;
+  // Broadcast from lane 0 so the compiler knows the warpgroup index is warp-uniform: the wgmma
+  // descriptors derived from it then live in uniform registers (no R2UR per wgmma, no spills).
+  const int wg = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x / 128), 0);
 
   if (threadIdx.x == 0) {
     // The plan must have been built for this kernel's tile, or rows would be skipped or repeated.
