@@ -33,6 +33,18 @@ struct RowSoftmax {
                                          const ScoreTransform& tf, const rule::MaskRule<int>& mp,
                                          const int (&row)[2], int col0, int lane) {
     float mx[2] = {-INFINITY, -INFINITY};
+    // Masking: each row's visible keys [lo, hi) once, relative to this lane's first column, so
+    // each element costs two compares against a compile-time offset (not the whole rule).
+    int lo[2] = {0, 0}, hi[2] = {0, 0};
+    if (kMask) {
+      const int lane_col0 = col0 + (lane & 3) * 2;
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const rule::KvRange<int> vis = mp.row_range(row[r]);
+        lo[r] = vis.lo - lane_col0;
+        hi[r] = vis.hi - lane_col0;
+      }
+    }
 #pragma unroll
     for (int n = 0; n < NT; ++n) {
 #pragma unroll
@@ -40,8 +52,8 @@ struct RowSoftmax {
         float x = s[n][e];
         if (kSoftCap) x = tf.cap_log2(x);
         if (kMask) {
-          const int col = col0 + n * 8 + (lane & 3) * 2 + (e & 1);
-          if (!mp.visible(row[e >> 1], col)) x = -INFINITY;
+          const int c = n * 8 + (e & 1);  // column offset from lane_col0
+          if (c < lo[e >> 1] || c >= hi[e >> 1]) x = -INFINITY;
         }
         s[n][e] = x;
         mx[e >> 1] = fmaxf(mx[e >> 1], x);
