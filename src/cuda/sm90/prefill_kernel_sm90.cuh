@@ -45,6 +45,15 @@
 #ifndef MLAKIT_SM90_RESCALE_EARLY
 #define MLAKIT_SM90_RESCALE_EARLY 1
 #endif
+// PINGPONG: the two consumer warpgroups take turns issuing their matrix products (a pair of named
+// barriers passes the turn), so one's softmax runs while the other's products keep the tensor
+// cores busy. SOFTMAX_AFTER_PV: the softmax of S_t waits for P_{t-1} V_{t-1} as well.
+#ifndef MLAKIT_SM90_PINGPONG
+#define MLAKIT_SM90_PINGPONG 0
+#endif
+#ifndef MLAKIT_SM90_SOFTMAX_AFTER_PV
+#define MLAKIT_SM90_SOFTMAX_AFTER_PV 0
+#endif
 
 namespace mlakit {
 namespace cuda {
@@ -111,7 +120,7 @@ template <int BM, int BN>
 __device__ __forceinline__ ItemPlan plan_item(const ScheduleView& sched, const plan::ScheduleHeader& hdr, int w) {
   ItemPlan ip;
   ip.valid = 1;
-  ip.it = sched.run_item(w, hdr.num_runs, BM);
+  ip.it = sched.run_item(w, hdr.num_runs, hdr.head_group, BM);
   ip.rows = min(BM, ip.it.lq - ip.it.row0);
   const rule::MaskRule<int> mr{ip.it.lq, ip.it.lk, hdr.causal != 0, hdr.window_left};
   const rule::KvRange<int> span = mr.tile_range(ip.it.row0, ip.rows);
@@ -126,6 +135,7 @@ enum : int {
   kBarVClear = 1,   // the two consumer warpgroups, around clearing V rows past a sequence
   kBarConsFull = 2, kBarConsEmpty = 3,    // producer warp (32) <-> consumers (256)
   kBarSchedFull = 4, kBarSchedEmpty = 5,  // scheduler warp (32) <-> producer warp (32)
+  kBarTurn0 = 6, kBarTurn1 = 7,           // consumer warpgroup 0 / 1 may issue (256: both)
 };
 constexpr int kConsHop = 32 + 256;
 constexpr int kSchedHop = 64;
@@ -364,6 +374,20 @@ __device__ __forceinline__ void softmax_step(RowSoftmax<BN / 8>& sm, float (&s)[
   }
 }
 
+// The issue turn of consumer warpgroup `cw` (MLAKIT_SM90_PINGPONG): wait for it, pass it on.
+__device__ __forceinline__ void turn_wait(int cw) {
+#if MLAKIT_SM90_PINGPONG
+  if (cw == 0) named_barrier_sync<kBarTurn0, 256>();
+  else named_barrier_sync<kBarTurn1, 256>();
+#endif
+}
+__device__ __forceinline__ void turn_pass(int cw) {
+#if MLAKIT_SM90_PINGPONG
+  if (cw == 0) named_barrier_arrive<kBarTurn1, 256>();
+  else named_barrier_arrive<kBarTurn0, 256>();
+#endif
+}
+
 // Warpgroups 1 and 2: 64 query rows each of the item the producer hands over.
 template <typename T, typename Shape>
 __device__ __forceinline__ void consumer(const Sm90Params& p, uint32_t sbase, unsigned char* smem,
@@ -388,6 +412,7 @@ __device__ __forceinline__ void consumer(const Sm90Params& p, uint32_t sbase, un
     return ip;
   };
   named_barrier_arrive<kBarConsEmpty, kConsHop>();  // the producer's first slot is free
+  if (cw == 1) turn_pass(1);                        // warpgroup 0 issues first
   T* o_all = static_cast<T*>(a.out);
   uint32_t q_iter = 0, kv_iter = 0;
   ItemPlan upcoming = next_item();
@@ -417,9 +442,11 @@ __device__ __forceinline__ void consumer(const Sm90Params& p, uint32_t sbase, un
       // kv tile 0: S, softmax, P.
       uint32_t stage = kv_iter & 1, parity = (kv_iter >> 1) & 1;
       mbar_wait(bar(kBarKFull + stage), parity);
+      turn_wait(cw);
       wgmma_fence();
       issue_qk<T, Shape>(s_flat, q_rows_base, sbase + Shape::kOffK + stage * Shape::kKBytes);
       wgmma_commit();
+      turn_pass(cw);
       wgmma_wait<0>();
       fence_regs(s_flat);
       if (lane == 0) {
@@ -443,6 +470,7 @@ __device__ __forceinline__ void consumer(const Sm90Params& p, uint32_t sbase, un
 #if !MLAKIT_SM90_K_AHEAD
         mbar_wait(bar(kBarVFull + prev_stage), prev_parity);
 #endif
+        turn_wait(cw);
         wgmma_fence();
         issue_qk<T, Shape>(s_flat, q_rows_base, sbase + Shape::kOffK + stage * Shape::kKBytes);
         wgmma_commit();
@@ -457,18 +485,27 @@ __device__ __forceinline__ void consumer(const Sm90Params& p, uint32_t sbase, un
 #endif
         issue_pv<T, Shape>(o_flat, pf, sbase + Shape::kOffV + prev_stage * Shape::kVBytes);
         wgmma_commit();
+        turn_pass(cw);
         wgmma_wait<1>();
         fence_regs(s_flat);
         if (lane == 0) {
           mbar_arrive(bar(kBarKEmpty + stage));
           if (t == ip.n_tiles - 1) mbar_arrive(bar(kBarQEmpty));
         }
+#if MLAKIT_SM90_SOFTMAX_AFTER_PV
+        wgmma_wait<0>();
+        fence_regs(o_flat);
+        fence_regs(pf_flat);
+        if (lane == 0) mbar_arrive(bar(kBarVEmpty + prev_stage));
+#endif
         softmax_step<BN>(sm, s, alpha, tf, mr, row_in_seq, n0, mr.all_visible(it.row0 + cw * 64, 64, n0, BN),
                          lane);
+#if !MLAKIT_SM90_SOFTMAX_AFTER_PV
         wgmma_wait<0>();
         fence_regs(o_flat);
         fence_regs(pf_flat);  // P was read asynchronously until here: keep it live
         if (lane == 0) mbar_arrive(bar(kBarVEmpty + prev_stage));
+#endif
 #if !MLAKIT_SM90_RESCALE_EARLY
         rescale_rows(o, alpha);
 #endif
@@ -496,9 +533,11 @@ __device__ __forceinline__ void consumer(const Sm90Params& p, uint32_t sbase, un
 #if MLAKIT_SM90_RESCALE_EARLY
       rescale_rows(o, alpha);
 #endif
+      turn_wait(cw);
       wgmma_fence();
       issue_pv<T, Shape>(o_flat, pf, sbase + Shape::kOffV + stage * Shape::kVBytes);
       wgmma_commit();
+      turn_pass(cw);
       wgmma_wait<0>();
       fence_regs(o_flat);
       fence_regs(pf_flat);
@@ -518,6 +557,7 @@ __device__ __forceinline__ void consumer(const Sm90Params& p, uint32_t sbase, un
     store_rows<DVO>(o, sm.m, l_total, out_tile, a.o_stride_tok, lse_tile, a.lse_stride_tok, warp_row0, ip.rows,
                     lane);
   }
+  if (cw == 0) turn_wait(0);  // takes warpgroup 1's last pass, so no barrier is left half-arrived
 }
 
 template <typename T, typename Shape>
