@@ -1,5 +1,7 @@
 #include "plan/schedule_block.h"
 
+#include "plan/run_order.h"
+
 #include <cmath>
 #include <cstring>
 
@@ -36,6 +38,7 @@ ScheduleResult write_schedule_block(uint8_t* block, const ScheduleLayout& l, Sch
   h.schedule_kind = static_cast<int32_t>(kind);
   h.num_runs = r.num_runs;
   h.num_items = static_cast<int32_t>(static_cast<int64_t>(r.num_tiles) * num_qo_heads);
+  h.head_group = run_head_group(num_qo_heads, o.causal, o.window_left);
   std::memcpy(block, &h, sizeof(h));
   const size_t indptr_bytes = sizeof(int32_t) * (static_cast<size_t>(batch) + 1);
   std::memcpy(block + l.qo_indptr_offset, qo, indptr_bytes);

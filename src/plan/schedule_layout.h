@@ -26,7 +26,8 @@ struct ScheduleHeader {
   int32_t schedule_kind;   // ScheduleKind: what the work array holds
   int32_t num_runs;        // kSequenceRuns: valid entries in runs[]
   int32_t num_items;       // work items = num_tiles * num_qo_heads
-  int32_t reserved[2];
+  int32_t head_group;      // kSequenceRuns: heads per group inside a run (plan/run_order.h)
+  int32_t reserved[1];
 };
 static_assert(sizeof(ScheduleHeader) == 64, "header is 64 bytes");
 
@@ -36,9 +37,10 @@ enum class ScheduleKind : int32_t {
   // WorkTile[num_tiles], longest tile first; item w is tile w / H for head w % H (the sm80
   // kernel's static round-robin, and the CPU backend).
   kTilesLongestFirst = 0,
-  // SeqRun[num_runs], one per sequence with q rows, longest sequence first; a sequence's items
-  // are head-major, q tiles longest first, so the items in flight at any time share a few
-  // (sequence, head) K/V streams in L2 (the sm90 kernel's dynamic scheduler).
+  // SeqRun[num_runs], one per sequence with q rows, longest sequence first; inside a run, groups
+  // of heads, each q tiles longest first (plan/run_order.h), so the items in flight at any time
+  // share a few (sequence, head) K/V streams in L2 and the longest start first (the sm90
+  // kernel's dynamic scheduler).
   kSequenceRuns = 1,
 };
 

@@ -6,6 +6,7 @@
 #include <utility>
 #include <vector>
 
+#include "plan/run_order.h"
 #include "plan/scheduler.h"
 #include "util/test_util.h"
 
@@ -232,6 +233,50 @@ TEST(SchedulerRuns, LongestSequenceFirstAndItemRangesTile) {
   EXPECT_EQ(runs[0].cost, 44);
   EXPECT_EQ(runs[2].seq, 5);
   EXPECT_EQ(runs[2].cost, 33);
+}
+
+TEST(RunOrder, HeadGroupIsTheLargestDivisorUpToTheCap) {
+  EXPECT_EQ(plan::run_head_group(1), 1);
+  EXPECT_EQ(plan::run_head_group(16), 16);
+  EXPECT_EQ(plan::run_head_group(128), 16);
+  EXPECT_EQ(plan::run_head_group(24), 12);
+  EXPECT_EQ(plan::run_head_group(20), 10);
+  EXPECT_EQ(plan::run_head_group(17), 1);  // prime: one head per group
+  EXPECT_EQ(plan::run_head_group(3), 3);
+  // Tiles of equal cost (no causal mask, no window): head-major.
+  EXPECT_EQ(plan::run_head_group(16, false, -1), 1);
+  EXPECT_EQ(plan::run_head_group(16, true, -1), 16);
+  EXPECT_EQ(plan::run_head_group(16, false, 100), 16);
+}
+
+// Every (head, q tile) of a run exactly once; inside a group of heads the q tiles never get
+// longer (the last tile is the longest under causal masking); groups in head order.
+TEST(RunOrder, EachItemOnceLongestTilesFirstWithinAGroup) {
+  for (int heads : {1, 3, 16, 24, 128}) {
+    for (int tiles : {1, 2, 7, 64}) {
+      const int g = plan::run_head_group(heads);
+      std::vector<int> seen(static_cast<size_t>(heads * tiles), 0);
+      int prev_group = 0, prev_tile = tiles;
+      for (int local = 0; local < heads * tiles; ++local) {
+        const plan::RunSlot s = plan::run_slot(local, tiles, g);
+        ASSERT_GE(s.head, 0);
+        ASSERT_LT(s.head, heads);
+        ASSERT_GE(s.q_tile, 0);
+        ASSERT_LT(s.q_tile, tiles);
+        ++seen[static_cast<size_t>(s.head * tiles + s.q_tile)];
+        const int group = s.head / g;
+        if (group == prev_group) {
+          EXPECT_LE(s.q_tile, prev_tile) << "heads " << heads << " tiles " << tiles << " item " << local;
+        } else {
+          EXPECT_EQ(group, prev_group + 1);
+          EXPECT_EQ(s.q_tile, tiles - 1);
+        }
+        prev_group = group;
+        prev_tile = s.q_tile;
+      }
+      for (int c : seen) EXPECT_EQ(c, 1) << "heads " << heads << " tiles " << tiles;
+    }
+  }
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "cuda/prefill_launch.h"
+#include "plan/run_order.h"
 #include "plan/schedule_layout.h"
 
 namespace mlakit {
@@ -48,8 +49,8 @@ struct ScheduleView {
   }
 
   // Item w of a kSequenceRuns schedule: the run holding it by binary search over item_begin
-  // (ascending), then head-major, q tiles longest (last) first inside the run.
-  __device__ __forceinline__ WorkItem run_item(int w, int num_runs, int block_m) const {
+  // (ascending), then its (head, q tile) in the run's order (plan/run_order.h).
+  __device__ __forceinline__ WorkItem run_item(int w, int num_runs, int head_group, int block_m) const {
     int lo = 0, hi = num_runs - 1;
     while (lo < hi) {
       const int mid = (lo + hi + 1) >> 1;
@@ -57,10 +58,10 @@ struct ScheduleView {
       else hi = mid - 1;
     }
     const plan::SeqRun r = runs[lo];
-    const int local = w - r.item_begin;
+    const plan::RunSlot slot = plan::run_slot(w - r.item_begin, r.num_tiles, head_group);
     WorkItem it;
-    it.head = local / r.num_tiles;
-    const int q_tile = r.num_tiles - 1 - (local - it.head * r.num_tiles);
+    it.head = slot.head;
+    const int q_tile = slot.q_tile;
     it.q_begin = qo_indptr[r.seq];
     it.lq = qo_indptr[r.seq + 1] - it.q_begin;
     it.kv_begin = kv_indptr[r.seq];
