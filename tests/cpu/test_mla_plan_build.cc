@@ -1,6 +1,8 @@
-// The MLA plan block (src/mla/mla_plan_build): cache-write slots from the block table or an
-// explicit slot mapping, gather maps of the one-launch and the chunked layouts, per-launch row
-// counts, graph_rows padding, and the header the kernels read.
+// The MLA plan block (src/mla/mla_plan_build): the new tokens' slots from the block table or an
+// explicit slot mapping, gather maps of the one-launch and the chunked layouts (context rows by
+// cache slot, new tokens by index: the first launch's gather writes them into the cache, so each
+// must be there exactly once and never be read back from a slot), per-launch row counts,
+// graph_rows padding and the header the kernels read.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -80,11 +82,14 @@ TEST(MlaPlanBuild, OneLaunchContextAheadOfNewTokens) {
   // New tokens: r0 positions 5, 6; r1 0, 1, 2; r2 6.
   const std::vector<int32_t> want_slots = {slot(0, 5), slot(0, 6), slot(1, 0), slot(1, 1), slot(1, 2), slot(2, 6)};
   for (size_t i = 0; i < want_slots.size(); ++i) EXPECT_EQ(b.i32(l.slots_offset)[i], want_slots[i]) << i;
-  // Gather: each request's positions 0 .. ctx + q - 1 in order.
+  // Gather: each request's context slots, then its new tokens by index (~t), not by slot.
   std::vector<int32_t> want;
-  for (int r = 0; r < 3; ++r)
-    for (int p = 0; p < kCtx[r] + kQ[r]; ++p) want.push_back(slot(r, p));
+  for (int r = 0, t = 0; r < 3; ++r) {
+    for (int p = 0; p < kCtx[r]; ++p) want.push_back(slot(r, p));
+    for (int j = 0; j < kQ[r]; ++j) want.push_back(~t++);
+  }
   for (size_t i = 0; i < want.size(); ++i) EXPECT_EQ(b.i32(l.gather_offset)[i], want[i]) << i;
+  EXPECT_TRUE(b.plan.launches[0].new_tokens);
   // The attention schedule: kv = [context; new] per request, causal.
   const uint8_t* blk = b.block.data() + l.block_offset(0);
   const auto* kv = reinterpret_cast<const int32_t*>(blk + l.schedule.kv_indptr_offset);
@@ -107,6 +112,11 @@ TEST(MlaPlanBuild, ChunkedContextAndGraphRows) {
   EXPECT_EQ(b.i32(l.counts_offset)[1], 8);
   EXPECT_EQ(b.i32(l.counts_offset)[2], 3);
   EXPECT_FALSE(b.plan.launches[1].causal);
+  // Launch 0: the new tokens alone, by index (its gather writes them); the chunks read the cache.
+  EXPECT_TRUE(b.plan.launches[0].new_tokens);
+  EXPECT_FALSE(b.plan.launches[1].new_tokens);
+  EXPECT_FALSE(b.plan.launches[2].new_tokens);
+  for (int t = 0; t < 6; ++t) EXPECT_EQ(b.i32(l.gather_offset)[t], ~t) << t;
   // Concatenated contexts: r0 0-4, r2 0-5; chunk 0 = r0 0-4 + r2 0-2, chunk 1 = r2 3-5.
   const int32_t* g = b.i32(l.gather_offset);
   EXPECT_EQ(b.plan.launches[1].gather_begin, 6);
@@ -135,9 +145,10 @@ TEST(MlaPlanBuild, ExplicitSlotMapping) {
   const std::vector<int64_t> sm = {40, 41, 60, 61, 62, 79};
   const Built b = build(c, {}, sm.data());
   for (size_t i = 0; i < sm.size(); ++i) EXPECT_EQ(b.i32(l.slots_offset)[i], sm[i]);
-  // The new tokens are read back from where they were written.
-  EXPECT_EQ(b.i32(l.gather_offset)[5], 40);
-  EXPECT_EQ(b.i32(l.gather_offset)[16], 79);
+  // The gather takes new tokens from kv_c / k_pe (by index) and writes them to these slots.
+  EXPECT_EQ(b.i32(l.gather_offset)[5], ~0);
+  EXPECT_EQ(b.i32(l.gather_offset)[16], ~5);
+  EXPECT_EQ(b.i32(l.gather_offset)[4], slot(0, 4));  // context rows still by the block table
 }
 
 }  // namespace
