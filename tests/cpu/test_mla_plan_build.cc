@@ -2,8 +2,8 @@
 // explicit slot mapping, gather maps of the one-launch and the chunked layouts (context rows by
 // cache slot, new tokens by index: the first launch's gather writes them into the cache, so each
 // must be there exactly once and never be read back from a slot), per-launch row counts,
-// graph_rows padding and the header the kernels read; a simulation of the fused gather on
-// random steps.
+// graph_rows padding, the header the kernels read, a simulation of the fused gather on random
+// steps, and no allocation.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "alloc_count.h"
 #include "mla/gather_entry.h"
 #include "mla/mla_checks.h"
 #include "mlakit/error.h"
@@ -303,6 +304,32 @@ TEST(MlaPlanBuild, FusedCacheWriteSimulatedOverRandomSteps) {
       }
     }
   }
+}
+
+TEST(MlaPlanBuild, BuildAllocatesNothing) {
+  // The plan runs on the host every engine step: after construction (and a StepPlan reserved
+  // for the launches, as MlaStep does) building it must not touch the heap.
+  const MlaConfig c = tiny(8);
+  const MlaLayout l = make_layout(c, 64);
+  MlaBatch b;
+  b.batch_size = 3;
+  b.query_lens = kQ.data();
+  b.context_lens = kCtx.data();
+  b.block_table = kTable.data();
+  b.block_table_cols = 3;
+  const BatchTotals t = check_batch(c, l, b, {});
+  std::vector<uint8_t> block(l.plan_bytes);
+  cuda::KernelChoice k{};
+  k.block_m = k.block_n = 64;
+  PlanBuilder pb(c, l, k);
+  StepPlan plan;
+  plan.launches.reserve(static_cast<size_t>(1 + l.max_chunks));
+  test::AllocCounter allocs;
+  const BatchTotals t2 = check_batch(c, l, b, {});
+  pb.build(b, {}, t2, block.data(), &plan);
+  EXPECT_EQ(allocs.count(), 0);
+  EXPECT_EQ(t2.chunked, t.chunked);
+  EXPECT_EQ(plan.launches.size(), 3u);
 }
 
 }  // namespace

@@ -1,13 +1,15 @@
 // The MLA step on the CPU backend against the float64 reference of the whole step: context
 // lengths 0, 1, not a multiple of the block size and larger than the workspace chunk, block sizes
 // 16 and 64, shuffled block tables, chunk-size independence, the cache write/read round trip,
-// bucket-sized tensors, plan reuse across layers, and rejected inputs (named, nothing written).
+// bucket-sized tensors, plan reuse across layers, an allocation-free re-plan, and rejected inputs
+// (named, nothing written).
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <string>
 #include <vector>
 
+#include "alloc_count.h"
 #include "mlakit/mlakit.h"
 #include "util/mla_case.h"
 #include "util/test_util.h"
@@ -140,6 +142,25 @@ TEST(CpuMlaStep, BucketSizedTensorsAndGraphRows) {
   expect_matches(r, m, mla_reference(m));
   const int64_t per_row = cfg.num_heads * cfg.v_head_dim;
   for (int64_t i = m.total_q() * per_row; i < r.out.numel(); ++i) ASSERT_TRUE(std::isnan(r.out.get(i))) << i;
+}
+
+TEST(CpuMlaStep, ReplanAllocatesNothing) {
+  // plan() runs every engine step on the host: once the step exists, re-planning (one launch or
+  // chunked) must not touch the heap.
+  const MlaCase a = make_mla_case(small_dims(), {9, 20, 4}, {3, 16, 40}, 67);
+  for (int64_t ws : {int64_t{0}, int64_t{40}}) {
+    SCOPED_TRACE("workspace_rows " + std::to_string(ws));
+    MlaConfig cfg = a.cfg;
+    cfg.workspace_rows = ws;
+    MlaStep step(cfg);
+    step.plan(a.batch());  // the first plan may set things up
+    const MlaBatch b = a.batch(true);
+    AllocCounter allocs;
+    step.plan(b);
+    step.plan(a.batch());
+    EXPECT_EQ(allocs.count(), 0);
+    EXPECT_EQ(step.info().chunked, ws > 0);
+  }
 }
 
 TEST(CpuMlaStep, OnePlanManyLayers) {
