@@ -2,10 +2,11 @@
 // leaves behind: request r starts with start_ctx[r] tokens in the cache, then step s brings
 // steps[s][r] new tokens, which later steps attend as context. All steps share one block table
 // (sized for the final lengths, shuffled), one weight and one cache. Case s carries its own
-// q / kv_c / k_pe (plus extra_q_rows bucket rows) and, as its cache, the cache as it must be
-// before step s: run the steps on one cache, never reset, and compare it with
-// expected_cache(cases[s]) after step s; a step that failed to write a new token fails the
-// next step's attention and this comparison.
+// q / kv_c / k_pe with max(its tokens + extra_q_rows, bucket_rows) rows (the rows past its
+// tokens are a token bucket's padding) and, as its cache, the cache as it must be before step s:
+// run the steps on one cache, never reset, and compare it with expected_cache(cases[s]) after
+// step s; a step that failed to write a new token fails the next step's attention and this
+// comparison.
 #pragma once
 
 #include <algorithm>
@@ -21,7 +22,7 @@ namespace test {
 
 inline std::vector<MlaCase> make_prefill_steps(MlaConfig cfg, const std::vector<int32_t>& start_ctx,
                                                const std::vector<std::vector<int32_t>>& steps, uint64_t seed,
-                                               int extra_q_rows = 0) {
+                                               int extra_q_rows = 0, int64_t bucket_rows = 0) {
   const size_t n = start_ctx.size();
   std::vector<int32_t> final_len = start_ctx, ctx = start_ctx;
   int64_t max_q = 1, max_ctx = 0;
@@ -48,7 +49,7 @@ inline std::vector<MlaCase> make_prefill_steps(MlaConfig cfg, const std::vector<
     MlaCase m = base;
     m.q_lens = steps[s];
     m.ctx_lens = ctx;
-    const int64_t rows = m.total_q() + extra_q_rows;
+    const int64_t rows = std::max<int64_t>(m.total_q() + extra_q_rows, bucket_rows);
     m.q = HostTensor(c.dtype, {rows, c.num_heads, c.qk_nope_head_dim + c.qk_rope_head_dim});
     m.kv_c = HostTensor(c.dtype, {rows, c.kv_lora_rank});
     m.k_pe = HostTensor(c.dtype, {rows, c.qk_rope_head_dim});
