@@ -79,7 +79,7 @@ struct Model {
   }
 
   // Layer l's tensors over the first `n` rows of its buffers (n <= rows; 0 = all). A graph for a
-  // token bucket captures views of bucket rows: run() sizes the cache write's grid by them.
+  // token bucket captures views of bucket rows (run() checks them against the step's tokens).
   mlakit::MlaLayer layer(int l, int64_t n = 0) const {
     const Device d = cfg.device;
     const int64_t H = cfg.num_heads, r = n > 0 ? std::min(n, rows) : rows;

@@ -2,7 +2,8 @@
 // layer, under one plan per engine step:
 //
 //   1. cache write: the new tokens' latents kv_c [T, L] and RoPE'd keys k_pe [T, R] go into the
-//      paged latent cache [num_blocks, block_size, L + R] at their slots;
+//      paged latent cache [num_blocks, block_size, L + R] at their slots (inside the gather of
+//      step 2's first launch, which takes the new rows straight from kv_c / k_pe);
 //   2. up-projection of the latents with kv_b_proj [H * (Dn + Dv), L] (the checkpoint layout:
 //      per head Dn rows of K "nope", then Dv rows of V) into per-head K_nope and V, written where
 //      attention reads them (no copies, V never padded);
@@ -69,7 +70,10 @@ struct MlaBatch {
   const int32_t* block_table = nullptr;  // [batch_size, block_table_cols], row-major
   int block_table_cols = 0;
   // Optional [total new tokens] slots of the new tokens (vLLM's slot mapping); null = from the
-  // block table. When given, the new tokens are written to and read back from these slots.
+  // block table. When given, the new tokens are written to these slots. Either way the new
+  // tokens' slots must be distinct and none may be a context slot of a request of the step (as a
+  // paged-cache allocator guarantees; not checked): run() reads context and writes new tokens in
+  // one kernel.
   const int64_t* slot_mapping = nullptr;
 };
 

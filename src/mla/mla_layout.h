@@ -1,7 +1,8 @@
 // Where everything of an MLA step lives in its device workspace. Two parts:
 //   * the plan block, staged on the host and published by plan(): a header, the row count of
-//     each gather launch, the cache-write slots, the gather maps and the attention schedules
-//     (launch 0: the fused or new-token launch; launches 1..: context chunks);
+//     each gather launch, the new tokens' cache slots, the gather maps (gather_entry.h) and the
+//     attention schedules (launch 0: the fused or new-token launch, whose gather also writes the
+//     new tokens into the cache; launches 1..: context chunks);
 //   * buffers that run() fills: gathered latents, up-projected K/V and, when the config allows
 //     context chunks, the chunk output and the LSEs they are merged with.
 // Offsets are fixed by the config, so a graph captured under one plan reads the next plan's data.
@@ -17,7 +18,7 @@ namespace mlakit {
 namespace mla {
 
 struct MlaHeader {
-  int32_t total_q;     // new tokens this step (cache-write rows)
+  int32_t total_q;     // new tokens this step (the entries of slots)
   int32_t chunked;     // 0: one fused launch; 1: new tokens, then context chunks
   int32_t num_chunks;
   int32_t reserved[13];
@@ -33,8 +34,8 @@ struct MlaLayout {
 
   // Plan block (bytes from its start).
   size_t counts_offset = 0;  // int32[1 + max_chunks]
-  size_t slots_offset = 0;   // int32[max_tokens]
-  size_t gather_offset = 0;  // int32[max_tokens + max_context_tokens]
+  size_t slots_offset = 0;   // int32[max_tokens]: cache slot of each new token
+  size_t gather_offset = 0;  // int32[max_tokens + max_context_tokens]: every launch's map
   size_t blocks_offset = 0;  // (1 + max_chunks) schedule blocks of schedule.total_bytes
   size_t plan_bytes = 0;
 

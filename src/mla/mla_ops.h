@@ -1,13 +1,16 @@
-// The MLA step's own device work besides attention (which goes through core/backend.h):
-// writing new latents into the paged cache and gathering latent rows out of it. One
-// implementation per device (mla_ops_cpu.cc; mla_ops_cuda.cc over src/cuda/mla). Row counts
-// that vary per step are read from the plan in the device workspace (`count`), so launches
-// captured in a CUDA graph follow a new plan; `rows` (the launch size) is fixed by the caller.
+// The MLA step's own device work besides attention (which goes through core/backend.h) and the
+// up-projection (blas.h): the gather of each launch's latent rows, which in the first launch of a
+// step also writes the new tokens into the paged cache (no separate cache-write kernel). One
+// implementation per device (mla_ops_cpu.cc; mla_ops_cuda.cc over src/cuda/mla), both with the
+// same semantics. Everything that varies per step (the row count, the map, the new tokens'
+// slots) is read from the plan in the device workspace, so launches captured in a CUDA graph
+// follow a new plan; `rows` (the launch size) is fixed by the caller.
 #pragma once
 
 #include <cstdint>
 #include <memory>
 
+#include "mla/gather_entry.h"
 #include "mlakit/tensor.h"
 
 namespace mlakit {
@@ -22,35 +25,37 @@ struct CacheView {
   int width;  // latent + rope
 };
 
-// cache[slots[r]] = [kv_c[r], k_pe[r]] for r < *count (rows >= *count untouched).
-struct CacheWriteArgs {
-  CacheView cache;
-  const void* kv_c;
-  int64_t kv_c_stride;
-  const void* k_pe;
-  int64_t k_pe_stride;
-  int latent_dim, rope_dim;
-  const int32_t* slots;  // workspace
-  const int32_t* count;  // workspace
-  int64_t rows;          // launch size, >= any *count it will see
-  DType dtype;
+// The step's new tokens as run() receives them: new token t is [kv_c[t], k_pe[t]] and belongs
+// in cache slot slots[t]. kv_c == nullptr: the launch has no new-token rows (context chunks).
+struct NewTokens {
+  const void* kv_c = nullptr;
+  int64_t kv_c_stride = 0;
+  const void* k_pe = nullptr;
+  int64_t k_pe_stride = 0;
+  int latent_dim = 0;              // kv_c's width; k_pe's is cache.width - latent_dim
+  const int32_t* slots = nullptr;  // workspace
 };
 
-// out[r] = cache[map[r]] for r < *count; zeros for *count <= r < rows.
+// For r < *count, by the map entry e = map[r] (gather_entry.h):
+//   e >= 0: out[r] = cache[e];
+//   e <  0: t = ~e, out[r] = [kv_c[t], k_pe[t]] and cache[slots[t]] = the same row.
+// Zeros for *count <= r < rows (a launch padded for a CUDA graph multiplies zeros, never stale
+// data). The plan puts every new token in the first launch's map exactly once, and never a slot
+// that one of them writes (see mla_plan_build.h), so rows read and rows written never overlap.
 struct GatherArgs {
   CacheView cache;
   const int32_t* map;    // workspace
   const int32_t* count;  // workspace
-  int64_t rows;
+  int64_t rows;          // launch size, >= any *count it will see
   void* out;
   int64_t out_stride;
+  NewTokens fresh;  // needed when the map has new-token entries
   DType dtype;
 };
 
 class MlaOps {
  public:
   virtual ~MlaOps() = default;
-  virtual void write_cache(const CacheWriteArgs& a, Stream stream) const = 0;
   virtual void gather(const GatherArgs& a, Stream stream) const = 0;
 };
 

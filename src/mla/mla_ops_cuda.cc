@@ -9,7 +9,6 @@ namespace {
 
 class CudaOps final : public MlaOps {
  public:
-  void write_cache(const CacheWriteArgs& a, Stream s) const override { cuda::mla::launch_cache_write(a, s); }
   void gather(const GatherArgs& a, Stream s) const override { cuda::mla::launch_gather(a, s); }
 };
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "mla/gather_entry.h"
 #include "plan/schedule_block.h"
 
 namespace mlakit {
@@ -39,7 +40,7 @@ void PlanBuilder::build(const MlaBatch& b, const MlaPlanOptions& o, const BatchT
     qo_[r + 1] = qo_[r] + b.query_lens[r];
     ctx_start_[r + 1] = ctx_start_[r] + b.context_lens[r];
   }
-  // New tokens: where the cache write puts them (and where launches read them back).
+  // New tokens: the slots the first launch's gather writes them to.
   for (int r = 0; r < n; ++r) {
     const int64_t ctx = b.context_lens[r];
     for (int64_t j = 0; j < b.query_lens[r]; ++j) {
@@ -56,7 +57,7 @@ void PlanBuilder::build(const MlaBatch& b, const MlaPlanOptions& o, const BatchT
   out->visible_pairs = 0;
   int64_t used_gather = 0;
 
-  auto add_launch = [&](int64_t rows_used, int64_t rows_launched, bool causal) {
+  auto add_launch = [&](int64_t rows_used, int64_t rows_launched, bool causal, bool new_tokens) {
     const int i = static_cast<int>(out->launches.size());
     counts[i] = static_cast<int32_t>(rows_used);
     po.causal = causal;
@@ -64,29 +65,33 @@ void PlanBuilder::build(const MlaBatch& b, const MlaPlanOptions& o, const BatchT
                                                               qo_.data(), kv_.data(), n, po, head_dim_qk, kind_,
                                                               c.num_heads);
     out->visible_pairs += r.visible_pairs;
-    out->launches.push_back(LaunchPlan{used_gather, rows_launched, causal});
+    out->launches.push_back(LaunchPlan{used_gather, rows_launched, causal, new_tokens});
     used_gather += rows_used;
     out->used_bytes = l.block_offset(i) + plan::block_used_bytes(l.schedule, kind_, r);
   };
 
   if (!t.chunked) {
-    // [context; new] per request, one causal launch (bottom-right aligned).
+    // [context; new] per request, one causal launch (bottom-right aligned). Context rows come
+    // from the cache, new tokens from kv_c / k_pe (written to the cache by the same gather).
     kv_[0] = 0;
     for (int r = 0; r < n; ++r) {
       const int64_t len = static_cast<int64_t>(b.context_lens[r]) + b.query_lens[r];
       kv_[r + 1] = static_cast<int32_t>(kv_[r] + len);
       for (int64_t p = 0; p < b.context_lens[r]; ++p) gather[kv_[r] + p] = slot_of(r, p);
-      for (int64_t j = 0; j < b.query_lens[r]; ++j) gather[kv_[r] + b.context_lens[r] + j] = slots[qo_[r] + j];
+      for (int64_t j = 0; j < b.query_lens[r]; ++j) {
+        gather[kv_[r] + b.context_lens[r] + j] = new_token_entry(static_cast<int32_t>(qo_[r] + j));
+      }
     }
     const int64_t rows = kv_[n];
-    add_launch(rows, o.graph_rows > 0 ? o.graph_rows : rows, true);
+    add_launch(rows, o.graph_rows > 0 ? o.graph_rows : rows, true, true);
   } else {
-    // New tokens over themselves, causal.
+    // New tokens over themselves, causal; this gather also writes them into the cache.
     std::copy(qo_.begin(), qo_.begin() + n + 1, kv_.begin());
-    std::memcpy(gather, slots, sizeof(int32_t) * static_cast<size_t>(t.total_q));
-    add_launch(t.total_q, t.total_q, true);
-    // Then the concatenated contexts in chunks of the workspace rows; every key precedes every
-    // new token, so no mask. A request with nothing in a chunk gets lse = -inf there.
+    for (int64_t i = 0; i < t.total_q; ++i) gather[i] = new_token_entry(static_cast<int32_t>(i));
+    add_launch(t.total_q, t.total_q, true, true);
+    // Then the concatenated contexts in chunks of the workspace rows, read from the cache only
+    // (after the write above, in stream order); every key precedes every new token, so no mask.
+    // A request with nothing in a chunk gets lse = -inf there.
     for (int64_t c0 = 0; c0 < t.total_context; c0 += l.rows) {
       const int64_t c1 = std::min(t.total_context, c0 + l.rows);
       kv_[0] = 0;
@@ -97,7 +102,7 @@ void PlanBuilder::build(const MlaBatch& b, const MlaPlanOptions& o, const BatchT
         kv_[r + 1] = static_cast<int32_t>(kv_[r] + len);
         for (int64_t p = lo; p < lo + len; ++p) gather[w++] = slot_of(r, p - ctx_start_[r]);
       }
-      add_launch(c1 - c0, c1 - c0, false);
+      add_launch(c1 - c0, c1 - c0, false, false);
     }
   }
 

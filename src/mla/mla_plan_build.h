@@ -1,7 +1,18 @@
-// Building an MLA step's plan block in host staging: the cache-write slots of the new tokens,
-// the gather map of every launch (cache slot of each latent row the launch up-projects), the
-// rows of each launch, and one attention schedule per launch. Host-only, allocation-free after
-// construction, linear in the step's rows.
+// Building an MLA step's plan block in host staging: the cache slots of the new tokens, the
+// gather map of every launch (per latent row: a context row's cache slot or a new token's index,
+// gather_entry.h), the rows of each launch, and one attention schedule per launch. Host-only,
+// allocation-free after construction, linear in the step's rows.
+//
+// The cache write is fused into the first launch's gather, whose map holds every new token
+// exactly once (one launch: [context; new] per request; chunked: the new tokens alone); later
+// launches (context chunks) only read the cache, in stream order after that write. Assumed of
+// the batch, as a paged-cache allocator guarantees (a slot is written once, by the token that
+// owns it; shared prefix blocks hold context only): the new tokens' slots are distinct and none
+// is a context slot of any request of the step. From the block table this holds within a request
+// unless its row repeats a block id (new positions follow the context positions); an explicit
+// slot_mapping and blocks shared across requests are the caller's to keep. A batch that breaks
+// it has a slot read and written by the same kernel: undefined context rows (the former separate
+// write kernel ran first, and such a step read the new rows as context, just as wrong).
 #pragma once
 
 #include <cstdint>
@@ -21,6 +32,7 @@ struct LaunchPlan {
   int64_t gather_begin = 0;  // first entry of its gather map
   int64_t rows = 0;          // rows its gather and up-projection cover (>= the rows it uses)
   bool causal = false;
+  bool new_tokens = false;   // its map holds the step's new tokens: its gather writes the cache
 };
 
 struct StepPlan {

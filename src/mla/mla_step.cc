@@ -1,6 +1,6 @@
 // MlaStep: the API glue of the MLA prefill step. Validation lives in mla_checks, the plan block in
-// mla_plan_build / mla_layout, device work behind three seams: attention (core/backend.h), cache
-// write and gather (mla_ops.h), the up-projection (blas.h).
+// mla_plan_build / mla_layout, device work behind three seams: attention (core/backend.h), the
+// gather with its fused cache write (mla_ops.h), the up-projection (blas.h).
 #include "mlakit/mla.h"
 
 #include <cstddef>
@@ -93,7 +93,8 @@ struct MlaStep::Impl {
     return mla::CacheView{cache.data, cache.strides[0], cache.strides[1], config.block_size, layout.latent_width};
   }
 
-  // One gather + up-projection + attention launch.
+  // One gather + up-projection + attention launch. The launch whose map holds the new tokens
+  // (the first) takes them from kv_c / k_pe and writes them into the cache in its gather.
   void launch(int i, const MlaLayer& y, const TensorView& out, const TensorView* lse, Stream s) const {
     const mla::LaunchPlan& lp = plan.launches[static_cast<size_t>(i)];
     const MlaConfig& c = config;
@@ -109,6 +110,14 @@ struct MlaStep::Impl {
     g.rows = lp.rows;
     g.out = latent;
     g.out_stride = layout.latent_width;
+    if (lp.new_tokens) {
+      g.fresh.kv_c = y.kv_c.data;
+      g.fresh.kv_c_stride = y.kv_c.strides[0];
+      g.fresh.k_pe = y.k_pe.data;
+      g.fresh.k_pe_stride = y.k_pe.strides[0];
+      g.fresh.latent_dim = c.kv_lora_rank;
+      g.fresh.slots = ws_i32(layout.slots_offset);
+    }
     g.dtype = t;
     ops->gather(g, s);
 
@@ -184,23 +193,10 @@ void MlaStep::run(const MlaLayer& y, const TensorView& out, const TensorView* ls
   const int64_t tq = m.plan.totals.total_q;
   mla::check_layer(c, y, out, lse, mla::TensorRules{tq, c.device.is_cuda()});
 
-  // 1. The new tokens into the cache; every launch reads them back from there.
-  mla::CacheWriteArgs w{};
-  w.cache = m.cache_view(y.kv_cache);
-  w.kv_c = y.kv_c.data;
-  w.kv_c_stride = y.kv_c.strides[0];
-  w.k_pe = y.k_pe.data;
-  w.k_pe_stride = y.k_pe.strides[0];
-  w.latent_dim = c.kv_lora_rank;
-  w.rope_dim = c.qk_rope_head_dim;
-  w.slots = m.ws_i32(m.layout.slots_offset);
-  w.count = m.ws_i32(offsetof(mla::MlaHeader, total_q));
-  w.rows = y.kv_c.shape[0];
-  w.dtype = c.dtype;
-  m.ops->write_cache(w, s);
-
+  // Per launch: gather (the first also writes the new tokens into the cache), up-projection,
+  // attention. No kernel of its own for the cache write.
   if (!m.plan.totals.chunked) {
-    // 2-3. One launch over [context; new] per request.
+    // One launch over [context; new] per request.
     m.launch(0, y, out, lse, s);
     return;
   }

@@ -1,15 +1,19 @@
 // The MLA step on the CPU backend against the float64 reference of the whole step: context
 // lengths 0, 1, not a multiple of the block size and larger than the workspace chunk, block sizes
-// 16 and 64, shuffled block tables, chunk-size independence, the cache write/read round trip,
-// bucket-sized tensors, plan reuse across layers, and rejected inputs (named, nothing written).
+// 16 and 64, shuffled block tables, chunk-size independence, the cache write (fused into the
+// first launch's gather) and its round trip through later steps, bucket-sized tensors (their
+// padding rows never written to the cache), plan reuse across layers, an allocation-free re-plan,
+// and rejected inputs (named, nothing written).
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <string>
 #include <vector>
 
+#include "alloc_count.h"
 #include "mlakit/mlakit.h"
 #include "util/mla_case.h"
+#include "util/mla_steps.h"
 #include "util/test_util.h"
 
 namespace mlakit {
@@ -135,11 +139,80 @@ TEST(CpuMlaStep, BucketSizedTensorsAndGraphRows) {
   cfg.workspace_rows = 128;
   MlaPlanOptions o;
   o.graph_rows = 100;
-  const StepResult r = run_step(m, cfg, nullptr, o);
+  HostTensor cache_after;
+  const StepResult r = run_step(m, cfg, &cache_after, o);
   EXPECT_EQ(r.info.launch_rows, 100);
   expect_matches(r, m, mla_reference(m));
+  // Only the step's tokens reach the cache: the bucket's padding rows of kv_c / k_pe do not.
+  EXPECT_EQ(cache_after.bytes(), expected_cache(m).bytes());
   const int64_t per_row = cfg.num_heads * cfg.v_head_dim;
   for (int64_t i = m.total_q() * per_row; i < r.out.numel(); ++i) ASSERT_TRUE(std::isnan(r.out.get(i))) << i;
+}
+
+// A prefill over three steps on one cache: each step's context is (partly) what the steps before
+// it wrote, so a new token missing from the cache, or written to the wrong slot, fails the next
+// step. Starting contexts 0, shorter and longer than a block; a request idle in a step; block
+// sizes 16 and 64; one launch per step, or context chunks smaller than the step's context; bucket
+// rows past each step's tokens (never written); one MlaStep re-planned every step.
+struct StepsParam {
+  int block_size;
+  int64_t workspace_rows;  // 0: one launch per step
+};
+
+class CpuMlaSteps : public ::testing::TestWithParam<StepsParam> {};
+
+TEST_P(CpuMlaSteps, LaterStepsReadWhatEarlierStepsWrote) {
+  const StepsParam p = GetParam();
+  MlaConfig cfg = small_dims(4, 64, p.block_size);
+  cfg.workspace_rows = p.workspace_rows;
+  const std::vector<MlaCase> cases =
+      make_prefill_steps(cfg, {0, 5, 70, 0}, {{37, 11, 3, 0}, {20, 0, 64, 1}, {1, 40, 9, 17}}, 61 + p.block_size,
+                         /*extra_q_rows=*/7);
+  MlaStep step(cases[0].cfg);
+  HostTensor cache = cases[0].cache;
+  for (size_t s = 0; s < cases.size(); ++s) {
+    SCOPED_TRACE("step " + std::to_string(s));
+    const MlaCase& m = cases[s];
+    step.plan(m.batch());
+    EXPECT_EQ(step.info().chunked, p.workspace_rows > 0);
+    HostTensor out(m.cfg.dtype, {m.q.shape()[0], m.cfg.num_heads, m.cfg.v_head_dim});
+    HostTensor lse(DType::kFP32, {m.q.shape()[0], m.cfg.num_heads});
+    out.fill_bytes(0xFF);
+    lse.fill_bytes(0xFF);
+    MlaLayer y = m.layer();
+    y.kv_cache = cache.view();
+    TensorView lse_v = lse.view();
+    step.run(y, out.view(), &lse_v);
+    expect_matches(StepResult{out, lse, step.info()}, m, mla_reference(m));
+    EXPECT_EQ(cache.bytes(), expected_cache(m).bytes()) << "cache after the step";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Layouts, CpuMlaSteps,
+                         ::testing::Values(StepsParam{16, 0}, StepsParam{64, 0}, StepsParam{16, 90},
+                                           StepsParam{64, 100}),
+                         [](const ::testing::TestParamInfo<StepsParam>& i) {
+                           return "bs" + std::to_string(i.param.block_size) + "_ws" +
+                                  std::to_string(i.param.workspace_rows);
+                         });
+
+TEST(CpuMlaStep, ReplanAllocatesNothing) {
+  // plan() runs every engine step on the host: once the step exists, re-planning (one launch or
+  // chunked) must not touch the heap.
+  const MlaCase a = make_mla_case(small_dims(), {9, 20, 4}, {3, 16, 40}, 67);
+  for (int64_t ws : {int64_t{0}, int64_t{40}}) {
+    SCOPED_TRACE("workspace_rows " + std::to_string(ws));
+    MlaConfig cfg = a.cfg;
+    cfg.workspace_rows = ws;
+    MlaStep step(cfg);
+    step.plan(a.batch());  // the first plan may set things up
+    const MlaBatch b = a.batch(true);
+    AllocCounter allocs;
+    step.plan(b);
+    step.plan(a.batch());
+    EXPECT_EQ(allocs.count(), 0);
+    EXPECT_EQ(step.info().chunked, ws > 0);
+  }
 }
 
 TEST(CpuMlaStep, OnePlanManyLayers) {

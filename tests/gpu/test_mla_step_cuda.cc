@@ -1,10 +1,13 @@
 // The MLA step on CUDA: against the float64 reference and the CPU backend (DeepSeek-Coder-V2-Lite
-// and DeepSeek-V3 head counts, block sizes 16 and 64, shuffled blocks, contexts 0 / 1 / not a
-// block multiple / larger than the workspace chunk), the cache write/read round trip, chunk-size
-// independence, and CUDA-graph capture of one layer and of a layer loop, replayed after
-// re-planning. Outputs are NaN-poisoned before every run.
+// and DeepSeek-V3 head counts, block sizes 16 and 64, shuffled blocks, contexts 0 / 1 / shorter
+// than a block / not a block multiple / larger than the workspace chunk, the seed's 999-token
+// prompt), the cache write (fused into the first launch's gather) and its round trip, a prefill
+// over several steps on one cache (eager and through one CUDA graph replayed after re-planning,
+// each step attending what the previous replays wrote), chunk-size independence, and CUDA-graph
+// capture of a layer loop, replayed after re-planning. Outputs are NaN-poisoned before every run.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <memory>
 #include <string>
@@ -14,6 +17,7 @@
 #include "gpu/gpu_case.h"
 #include "mlakit/mlakit.h"
 #include "util/mla_case.h"
+#include "util/mla_steps.h"
 #include "util/test_util.h"
 
 #if MLAKIT_WITH_CUDA
@@ -140,6 +144,11 @@ INSTANTIATE_TEST_SUITE_P(
         // DeepSeek-Coder-V2-Lite: 16 heads. Contexts 0, 1, not a block multiple, several blocks.
         GpuMlaCase{16, 16, {300, 1, 77, 0, 129}, {0, 1, 37, 300, 200}, 0},
         GpuMlaCase{16, 64, {300, 1, 77, 0, 129}, {0, 1, 37, 300, 200}, 0},
+        // The seed's request (context 0: the fused gather only copies kv_c / k_pe and writes the
+        // cache), and contexts shorter than a block next to new tokens in the same block.
+        GpuMlaCase{16, 16, {999}, {0}, 0},
+        GpuMlaCase{16, 64, {5, 63, 1, 70}, {3, 60, 0, 64}, 0},
+        GpuMlaCase{16, 64, {5, 63, 1, 70}, {3, 60, 0, 64}, 160},
         // Context larger than the workspace: chunks merged by LSE.
         GpuMlaCase{16, 16, {200, 64, 3}, {700, 1, 450}, 512},
         GpuMlaCase{16, 64, {200, 64, 3}, {700, 1, 450}, 300},
@@ -148,6 +157,63 @@ INSTANTIATE_TEST_SUITE_P(
         GpuMlaCase{128, 16, {64, 31}, {200, 0}, 100}),
                        ::testing::ValuesIn(kAllKernels)),
     name_of);
+
+// A device copy of a case's per-step tensors (q, kv_c, k_pe, weight, out, lse) over a cache that
+// the caller owns and never resets between steps.
+MlaLayer layer_over(const DeviceLayer& d, const DeviceTensor& cache) {
+  MlaLayer y = d.layer();
+  y.kv_cache = cache.view();
+  return y;
+}
+
+struct StepsParam {
+  int block_size;
+  int64_t workspace_rows;  // 0: one launch per step
+};
+
+std::string steps_name(const ::testing::TestParamInfo<StepsParam>& i) {
+  return "bs" + std::to_string(i.param.block_size) + "_ws" + std::to_string(i.param.workspace_rows);
+}
+
+// Three prefill steps of three requests on one device cache: starting contexts 0, shorter and
+// longer than a block; a request idle in a step; bucket rows past each step's tokens. Each step
+// attends what the steps before it wrote (a missing or misplaced write fails the next step), and
+// the cache is compared with the expected one after every step (padding rows never written).
+const std::vector<int32_t> kStartCtx = {0, 9, 300};
+const std::vector<std::vector<int32_t>> kSteps = {{200, 40, 3}, {150, 0, 64}, {1, 77, 10}};
+
+class CudaMlaSteps : public ::testing::TestWithParam<StepsParam> {};
+
+TEST_P(CudaMlaSteps, LaterStepsReadWhatEarlierStepsWrote) {
+  MLAKIT_SKIP_IF_NO_GPU();
+  const StepsParam p = GetParam();
+  MlaConfig cfg = dims(16, p.block_size);
+  cfg.workspace_rows = p.workspace_rows;
+  const std::vector<MlaCase> cases = make_prefill_steps(cfg, kStartCtx, kSteps, 71 + p.block_size, 9);
+  MlaConfig gcfg = cases[0].cfg;
+  gcfg.device = Device::cuda(0);
+  MlaStep step(gcfg);
+  const DeviceTensor cache(cases[0].cache, gcfg.device);
+  for (size_t s = 0; s < cases.size(); ++s) {
+    SCOPED_TRACE("step " + std::to_string(s));
+    const MlaCase& m = cases[s];
+    step.plan(m.batch());
+    EXPECT_EQ(step.info().chunked, p.workspace_rows > 0);
+    DeviceLayer d(m, gcfg.device);
+    TensorView lse = d.lse->view();
+    step.run(layer_over(d, cache), d.out->view(), &lse);
+    synchronize(gcfg.device);
+    Fetched f = fetch(d, m);
+    cache.copy_to(f.cache);
+    expect_matches(f, m, mla_reference(m));
+    EXPECT_EQ(f.cache.bytes(), expected_cache(m).bytes()) << "cache after the step";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Layouts, CudaMlaSteps,
+                         ::testing::Values(StepsParam{16, 0}, StepsParam{64, 0}, StepsParam{16, 256},
+                                           StepsParam{64, 300}),
+                         steps_name);
 
 TEST(CudaMlaChunks, ChunkSizeIndependence) {
   MLAKIT_SKIP_IF_NO_GPU();
@@ -258,6 +324,96 @@ TEST(CudaMlaGraph, CaptureLayerLoopThenReplanAndReplay) {
       const Fetched f = fetch(*dev[l], m);
       expect_matches(f, m, mla_reference(m));
       EXPECT_EQ(f.cache.bytes(), expected_cache(m).bytes());
+    }
+  }
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  cudaStreamDestroy(stream);
+#endif
+}
+
+TEST(CudaMlaGraph, ReplayedStepsChainThroughTheCache) {
+  MLAKIT_SKIP_IF_NO_GPU();
+#if MLAKIT_WITH_CUDA
+  // The prefill of CudaMlaSteps through one captured graph of two layers: every step re-plans
+  // (new lengths, new gather map, new slots) and replays, the caches are never re-uploaded, so
+  // each replay's fused gather must read the context that earlier replays wrote and write its
+  // own new tokens, never a bucket row.
+  const int layers = 2;
+  int64_t bucket = 0, graph_rows = 0;
+  {
+    std::vector<int32_t> ctx = kStartCtx;
+    for (const auto& q : kSteps) {
+      int64_t tq = 0, rows = 0;
+      for (size_t r = 0; r < q.size(); ++r) {
+        tq += q[r];
+        rows += ctx[r] + q[r];
+        ctx[r] += q[r];
+      }
+      bucket = std::max(bucket, tq);
+      graph_rows = std::max(graph_rows, rows);
+    }
+  }
+  MlaConfig cfg = dims(16, 16);
+  cfg.max_tokens = bucket;
+  cfg.max_context_tokens = graph_rows;
+  cfg.workspace_rows = graph_rows;
+  const std::vector<MlaCase> cases = make_prefill_steps(cfg, kStartCtx, kSteps, 83, 0, bucket);
+  MlaConfig gcfg = cases[0].cfg;
+  gcfg.device = Device::cuda(0);
+  MlaStep step(gcfg);
+  MlaPlanOptions opts;
+  opts.graph_rows = graph_rows;
+  std::vector<std::unique_ptr<DeviceLayer>> dev;
+  std::vector<std::unique_ptr<DeviceTensor>> caches;
+  for (int l = 0; l < layers; ++l) {
+    dev.push_back(std::make_unique<DeviceLayer>(cases[0], gcfg.device));
+    caches.push_back(std::make_unique<DeviceTensor>(cases[0].cache, gcfg.device));
+  }
+  cudaStream_t stream;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+  auto run_layers = [&] {
+    for (int l = 0; l < layers; ++l) {
+      TensorView lse = dev[l]->lse->view();
+      step.run(layer_over(*dev[l], *caches[l]), dev[l]->out->view(), &lse, stream);
+    }
+  };
+  // Warm-up (one-time kernel setup), then the caches as they were, then the capture.
+  step.plan(cases[0].batch(), opts, stream);
+  run_layers();
+  ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+  for (int l = 0; l < layers; ++l) upload(cases[0].cache, *caches[l]);
+  synchronize(gcfg.device);
+  cudaGraph_t graph;
+  ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+  run_layers();
+  ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
+  cudaGraphExec_t exec;
+  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+
+  for (size_t s = 0; s < cases.size(); ++s) {
+    SCOPED_TRACE("step " + std::to_string(s));
+    const MlaCase& m = cases[s];
+    for (int l = 0; l < layers; ++l) {
+      upload(m.q, *dev[l]->q);
+      upload(m.kv_c, *dev[l]->kv_c);
+      upload(m.k_pe, *dev[l]->k_pe);
+      fill_bytes(dev[l]->out->view().data, gcfg.device, 0xFF, dev[l]->out->view().numel() * 2);
+      fill_bytes(dev[l]->lse->view().data, gcfg.device, 0xFF, dev[l]->lse->view().numel() * 4);
+    }
+    synchronize(gcfg.device);
+    step.plan(m.batch(), opts, stream);
+    ASSERT_EQ(step.info().launch_rows, graph_rows);
+    ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
+    ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+    const MlaRef ref = mla_reference(m);
+    const HostTensor want_cache = expected_cache(m);
+    for (int l = 0; l < layers; ++l) {
+      SCOPED_TRACE("layer " + std::to_string(l));
+      Fetched f = fetch(*dev[l], m);
+      caches[l]->copy_to(f.cache);
+      expect_matches(f, m, ref);
+      EXPECT_EQ(f.cache.bytes(), want_cache.bytes()) << "cache after the replay";
     }
   }
   cudaGraphExecDestroy(exec);

@@ -8,8 +8,8 @@ namespace mlakit {
 namespace cuda {
 namespace mla {
 
-// Both throw mlakit::Error(kRuntime) on a launch failure. rows == 0 launches nothing.
-void launch_cache_write(const mlakit::mla::CacheWriteArgs& args, Stream stream);
+// The gather (with the fused cache write of the new tokens; mla_ops.h). Throws
+// mlakit::Error(kRuntime) on a launch failure. rows == 0 launches nothing.
 void launch_gather(const mlakit::mla::GatherArgs& args, Stream stream);
 
 }  // namespace mla

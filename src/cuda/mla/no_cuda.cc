@@ -11,7 +11,6 @@ namespace {
 
 namespace cuda {
 namespace mla {
-void launch_cache_write(const mlakit::mla::CacheWriteArgs&, Stream) { no_cuda(); }
 void launch_gather(const mlakit::mla::GatherArgs&, Stream) { no_cuda(); }
 }  // namespace mla
 namespace blas {

@@ -1,6 +1,6 @@
-// 16-byte pieces of 16-bit rows: what the MLA cache write and gather move. Rows are split into
-// pieces of 8 values, consecutive threads take consecutive pieces of a row (coalesced), and a
-// grid-stride loop covers rows * pieces.
+// 16-byte pieces of 16-bit rows: what the MLA gather (and its fused cache write) moves. Rows
+// are split into pieces of 8 values, consecutive threads take consecutive pieces of a row
+// (coalesced), and a grid-stride loop covers rows * pieces.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -22,9 +22,9 @@ __device__ __forceinline__ uint16_t* cache_row(const mlakit::mla::CacheView& c, 
   return static_cast<uint16_t*>(c.data) + blk * c.block_stride + off * c.row_stride;
 }
 
-__device__ __forceinline__ void copy16(uint16_t* dst, const uint16_t* src) {
-  *reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(src);
-}
+__device__ __forceinline__ uint4 load16(const uint16_t* src) { return *reinterpret_cast<const uint4*>(src); }
+__device__ __forceinline__ void store16(uint16_t* dst, uint4 v) { *reinterpret_cast<uint4*>(dst) = v; }
+__device__ __forceinline__ void copy16(uint16_t* dst, const uint16_t* src) { store16(dst, load16(src)); }
 
 inline int row_copy_blocks(int64_t pieces) {
   const int64_t b = (pieces + kRowCopyThreads - 1) / kRowCopyThreads;

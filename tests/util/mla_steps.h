@@ -1,0 +1,70 @@
+// A prefill spread over several engine steps (chunked prefill), for tests of the cache a step
+// leaves behind: request r starts with start_ctx[r] tokens in the cache, then step s brings
+// steps[s][r] new tokens, which later steps attend as context. All steps share one block table
+// (sized for the final lengths, shuffled), one weight and one cache. Case s carries its own
+// q / kv_c / k_pe with max(its tokens + extra_q_rows, bucket_rows) rows (the rows past its
+// tokens are a token bucket's padding) and, as its cache, the cache as it must be before step s:
+// run the steps on one cache, never reset, and compare it with expected_cache(cases[s]) after
+// step s; a step that failed to write a new token fails the next step's attention and this
+// comparison.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <numeric>
+#include <random>
+#include <vector>
+
+#include "util/mla_case.h"
+
+namespace mlakit {
+namespace test {
+
+inline std::vector<MlaCase> make_prefill_steps(MlaConfig cfg, const std::vector<int32_t>& start_ctx,
+                                               const std::vector<std::vector<int32_t>>& steps, uint64_t seed,
+                                               int extra_q_rows = 0, int64_t bucket_rows = 0) {
+  const size_t n = start_ctx.size();
+  std::vector<int32_t> final_len = start_ctx, ctx = start_ctx;
+  int64_t max_q = 1, max_ctx = 0;
+  for (const auto& q : steps) {
+    int64_t step_q = 0, step_ctx = 0;
+    for (size_t r = 0; r < n; ++r) {
+      step_q += q[r];
+      step_ctx += final_len[r];
+      final_len[r] += q[r];
+    }
+    max_q = std::max(max_q, step_q);
+    max_ctx = std::max(max_ctx, step_ctx);
+  }
+  // The block table, weight and starting cache of the final lengths; capacities for one step.
+  const std::vector<int32_t> none(n, 0);
+  MlaCase base = make_mla_case(cfg, final_len, none, seed);
+  base.cfg.max_tokens = std::max<int64_t>(cfg.max_tokens, max_q);
+  base.cfg.max_context_tokens = std::max<int64_t>(cfg.max_context_tokens, max_ctx);
+
+  std::mt19937_64 rng(seed ^ 0x5eedULL);
+  const MlaConfig& c = base.cfg;
+  std::vector<MlaCase> cases;
+  for (size_t s = 0; s < steps.size(); ++s) {
+    MlaCase m = base;
+    m.q_lens = steps[s];
+    m.ctx_lens = ctx;
+    const int64_t rows = std::max<int64_t>(m.total_q() + extra_q_rows, bucket_rows);
+    m.q = HostTensor(c.dtype, {rows, c.num_heads, c.qk_nope_head_dim + c.qk_rope_head_dim});
+    m.kv_c = HostTensor(c.dtype, {rows, c.kv_lora_rank});
+    m.k_pe = HostTensor(c.dtype, {rows, c.qk_rope_head_dim});
+    m.q.fill_normal(rng);
+    m.kv_c.fill_normal(rng);
+    m.k_pe.fill_normal(rng);
+    m.slot_mapping.clear();
+    for (size_t r = 0; r < n; ++r)
+      for (int32_t j = 0; j < steps[s][r]; ++j) m.slot_mapping.push_back(m.slot(static_cast<int>(r), ctx[r] + j));
+    if (s > 0) m.cache = expected_cache(cases.back());
+    for (size_t r = 0; r < n; ++r) ctx[r] += steps[s][r];
+    cases.push_back(std::move(m));
+  }
+  return cases;
+}
+
+}  // namespace test
+}  // namespace mlakit
