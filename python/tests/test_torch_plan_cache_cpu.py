@@ -1,7 +1,8 @@
 """The per-call path of mlakit.torch on CPU tensors (run in CI): eager calls skip the custom-op
 dispatch and give the same bits as the op and torch.compile; the plan cache re-plans exactly
-when the offsets' values change (in place, through NumPy views, in lists), and the
-version-counter rule for CUDA offsets (checked here on its own, CPU tensors standing in)."""
+when the offsets' values change (in place, through NumPy views, in lists); the
+version-counter rule for CUDA offsets without host copies, on its own and through the calls
+(CPU tensors that report is_cuda standing in for CUDA ones)."""
 
 import pytest
 
@@ -180,6 +181,56 @@ def test_version_rule(gen):
     src = V._source(cq, tmp)
     del tmp                                            # freed: a new tensor never matches it
     assert not V._same_source(src, cq, torch.arange(5, dtype=torch.int32))
+
+
+class _DeviceOffsets(torch.Tensor):
+    """CPU offsets that say they are on a CUDA device: the path for CUDA cu_seqlens without host
+    copies (plans keyed by address, version-counter rule, read-back) on a machine without a GPU.
+    The kernel never reads cu_seqlens (the plan holds the lengths), so the results are real."""
+
+    @property
+    def is_cuda(self):
+        return True
+
+
+def test_device_offsets_alone_cpu_stand_in(gen, calls, monkeypatch):
+    """CUDA cu_seqlens without host copies, the same tensors every call (CPU stand-ins; the GPU
+    suite has the real thing): unchanged -> no read-back; written in place through torch -> read
+    back, re-planned, right result; written behind the version counter (.data) -> not seen
+    until varlen_replan re-reads; the rule switched off -> read back every call; through the
+    custom op (torch.compile's path) -> read back every call."""
+    reads = []
+    monkeypatch.setattr(V, "_read_back", lambda a, b: reads.append(1) or (tuple(a.tolist()), tuple(b.tolist())))
+    q, k, v = qkv(gen, 100, 150)
+    cq = indptr([30, 70]).as_subclass(_DeviceOffsets)
+    ck = indptr([40, 90]).as_subclass(_DeviceOffsets)
+    out = torch.empty(100, 4, 16, dtype=torch.bfloat16)
+
+    def call(verify=True):
+        _, lse = fa(q, k, v, cq, ck, 90, 100, causal=True, out=out, return_softmax_lse=True)
+        if verify:
+            expect(out, lse, q, k, v, torch.Tensor(cq), torch.Tensor(ck))
+        return calls[-1][1]
+
+    assert call() == 1 and len(reads) == 1
+    assert call() == 0 and len(reads) == 1, "unchanged offsets were read back"
+    cq.copy_(indptr([90, 10]))
+    ck.copy_(indptr([100, 50]))
+    assert call() == 1 and len(reads) == 2, "an in-place write was not seen"
+    cq.data.copy_(indptr([50, 50]))  # behind the version counter: the documented blind spot
+    ck.data.copy_(indptr([60, 60]))
+    assert call(verify=False) == 0 and len(reads) == 2
+    assert mt.varlen_replan(cq, ck) == 1 and len(reads) == 3
+    assert call() == 0 and len(reads) == 3
+    old = mt.varlen_trust_version(False)
+    try:
+        call()
+        call()
+        assert len(reads) == 5
+    finally:
+        mt.varlen_trust_version(old)
+    torch.ops.mlakit.flash_attn_varlen_out(q, k, v, cq, ck, None, None, 0.0, True, -1, 0.0, out, None)
+    assert len(reads) == 6 and calls[-1][0] == "op"
 
 
 def test_trust_switch_and_replan_without_copies(gen):
