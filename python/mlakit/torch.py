@@ -21,7 +21,8 @@ Ops (namespace ``mlakit``; all forward-only, no autograd):
     ``out`` and ``lse``). Plans on demand; see that function.
 
 Drop-in functions for engines written against FlashAttention / vLLM:
-:func:`flash_attn_varlen_func` (with :func:`varlen_replan` for CUDA graphs) and
+:func:`flash_attn_varlen_func` (with :func:`varlen_replan` for CUDA graphs and
+:func:`varlen_trust_version` for offsets written behind PyTorch's back) and
 :func:`merge_attn_states`.
 ``torch.ops.mlakit.mla_step_out(q, kv_c, k_pe, kv_b_proj, kv_cache, out, lse, handle) -> ()``
     One layer of an :class:`mlakit.MlaStep`'s plan. **Mutates ``kv_cache``, ``out`` and ``lse``**.
