@@ -23,11 +23,14 @@ Methods (each skipped with a printed reason when it cannot run):
 plan() host cost (FlashInfer with host and with device indptr, mlakit with host indptr): host
 wall time of one plan() call, device idle before it, median of --plan-iters calls.
 
-Per-call cost (issue 8, --overhead, on by default): at 1x999, for mlakit's run(), its torch op,
-mlakit.torch.flash_attn_varlen_func (when the installed mlakit.torch has it), FA2's
+Per-call cost (issue 8, --overhead, on by default): at 1x999, for mlakit's run() (and its native
+launch alone), its torch op and eager helper, mlakit.torch.flash_attn_varlen_func (device
+cu_seqlens: unchanged, and read back every call; with host copies; host cu_seqlens), FA2's
 _flash_attention_forward and FlashInfer's run(): the device time of the kernel(s) (CUDA events,
 the host kept ahead of the device by a spin kernel), the host time until the call returns, and the
-synchronized wall time of one call; overhead = synchronized wall - device time.
+synchronized wall time of one call; overhead = synchronized wall - kernel time, the kernel time of
+mlakit's rows being run()'s (a call that synchronizes has device events spanning its wait; see
+bench/overhead.py).
 
 Each output is checked against a float32 PyTorch reference on sampled rows and a few heads
 (max over (row, head) of max|o - r| / max|r|). Also measured in the same run: the matrix-product

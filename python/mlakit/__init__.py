@@ -112,10 +112,11 @@ def _torch_descriptor(x: Any) -> Optional[tuple]:
     code = _TORCH_DTYPE_CODES.get(x.dtype)
     if code is None:
         return None
-    dev = x.device
-    if dev.type == "cuda":
-        return (x.data_ptr(), code, x.shape, x.stride(), 1, dev.index or 0)
-    if dev.type == "cpu":
+    # is_cuda / is_cpu / get_device() build no torch.device object: x.device and its .type took
+    # about half of this function's time.
+    if x.is_cuda:
+        return (x.data_ptr(), code, x.shape, x.stride(), 1, x.get_device())
+    if x.is_cpu:
         return (x.data_ptr(), code, x.shape, x.stride(), 0, 0)
     return None
 
@@ -153,11 +154,15 @@ def _is_cuda_array(x: Any) -> bool:
 
 
 def _torch_current_stream(device: Any) -> int:
+    """PyTorch's current stream on `device` (a CUDA device index, or a torch.device)."""
     torch = sys.modules["torch"]
     # The raw getter skips building a torch.cuda.Stream object (a few microseconds per call).
     raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
-    if raw is not None and isinstance(device, torch.device) and device.index is not None:
-        return raw(device.index)
+    if raw is not None:
+        if isinstance(device, int):
+            return raw(device)
+        if isinstance(device, torch.device) and device.index is not None:
+            return raw(device.index)
     return torch.cuda.current_stream(device).cuda_stream
 
 
@@ -177,7 +182,7 @@ def _stream_handle(stream: Any, like: Any = None, device: Any = None) -> int:
     if like is not None:
         mod = type(like).__module__
         if mod.startswith("torch"):
-            return _torch_current_stream(like.device) if like.is_cuda else 0
+            return _torch_current_stream(like.get_device()) if like.is_cuda else 0
         if mod.startswith("cupy"):
             return sys.modules["cupy"].cuda.get_current_stream().ptr
         return 0
@@ -417,8 +422,8 @@ class RaggedPrefill:
             if return_lse and lse is None:
                 lse = _empty(q, (tq, h) if lse_layout == "th" else (h, tq), "float32")
         lse_view = lse if lse_layout == "th" else _lse_arg(lse, lse_layout, _shape(q, "q", 3)[0], self.num_qo_heads)
-        self._impl.run(_native(q), _native(k), _native(v), _native(out), _native(lse_view),
-                       _stream_handle(stream, like=q))
+        self._impl.run(_native(q), _native(k), _native(v), _native(out),
+                       None if lse_view is None else _native(lse_view), _stream_handle(stream, like=q))
         return (out, lse) if return_lse else out
 
     def __repr__(self) -> str:

@@ -1,10 +1,12 @@
 """``flash_attn_varlen_func`` with FlashAttention's signature, on mlakit's plan/run split.
 
 Exported as :func:`mlakit.torch.flash_attn_varlen_func` (see its docstring for the contract).
-The function itself is a thin wrapper that checks the FlashAttention arguments mlakit does not
-support and calls one of three ``torch.library`` custom ops (so it traces under
-``torch.compile``); the ops' implementation keeps a small cache of :class:`mlakit.RaggedPrefill`
-objects and plans one only when the lengths it serves change.
+
+Two ways in. Outside ``torch.compile`` (and outside any torch dispatch mode, with plain tensors)
+the function calls the implementation (:func:`_run`) directly: the ``torch.library`` dispatch of
+a Python custom op costs ~15-20 µs per call, more than the rest of the call. Under
+``torch.compile``, fake tensors, ``make_fx`` or a dispatch mode it calls one of three custom ops
+instead, so the call traces as one node; the ops run the same ``_run``.
 
 Plan cache. One RaggedPrefill per (device, dtype, heads, head dims, masking options and, for
 CUDA offsets, the addresses of the ``cu_seqlens_q`` / ``cu_seqlens_k`` tensors). Keying on the
@@ -12,17 +14,33 @@ addresses keeps calls that use different offset tensors in one forward pass (MLA
 attention and each context chunk) on separate plans, so none of them re-plans per layer, and
 so each captured graph node reads a plan that :func:`varlen_replan` can update before a replay.
 
-How a call knows whether the lengths changed, without synchronizing the device: it compares
-the host copies of ``cu_seqlens_q`` / ``cu_seqlens_k`` with those of the plan in force. Host
-copies are the tensors themselves when they are CPU tensors, or the optional
-``cu_seqlens_q_cpu`` / ``cu_seqlens_k_cpu`` arguments (engines keep them: vLLM's
-``query_start_loc_cpu``). With CUDA ``cu_seqlens`` and no host copies the values must be read
-back, which waits for the current stream: correct, but it costs a synchronization per call.
+How a call knows whether the lengths changed, without synchronizing the device:
+
+* host offsets (CPU ``cu_seqlens``, or the ``cu_seqlens_*_cpu`` host copies engines keep, e.g.
+  vLLM's ``query_start_loc_cpu``): their bytes are compared with those of the plan in force
+  (a memcmp; values, not tensor identity, because engines write these buffers through NumPy
+  views, which PyTorch's version counters do not see);
+* CUDA offsets alone, direct path only: if the tensors are views of the same live tensor
+  objects as when the plan was made (held by weak reference), at the same address, with the
+  same length and stride, and their version counters have not moved, the values are taken as
+  unchanged. The version counter moves on every in-place PyTorch op on the tensor or any view
+  of it (``copy_``, ``fill_``, ``x[i] = ...``, ``non_blocking`` copies included). It does NOT
+  move for writes that bypass PyTorch's autograd bookkeeping: kernels launched on the raw
+  pointer (Triton, other extensions' unregistered kernels), DLPack consumers (CuPy, JAX),
+  replays of a captured CUDA graph, ``.data`` aliases. Callers writing offsets that way pass
+  host copies, call :func:`varlen_replan` after writing, or switch this off with
+  :func:`varlen_trust_version`. Otherwise (new tensors, or the counter moved) the offsets are
+  read back: one synchronization of the current stream.
+
+The custom-op path never trusts version counters (a compiled graph may reuse a buffer for
+other values without bumping them): with CUDA offsets alone it reads them back every call.
 """
 
 from __future__ import annotations
 
 import collections
+import ctypes
+import weakref
 from typing import Any, Optional, Tuple
 
 import torch
@@ -35,29 +53,116 @@ Tensor = torch.Tensor
 # reads their device workspace on every replay).
 _MAX_PLANS = 64
 
+_INT_DTYPES = (torch.int32, torch.int64)
+# Raw getters (no torch.cuda.Stream object, no Python shim): a few hundred ns each per call.
+_raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+_is_capturing = getattr(torch._C, "_cuda_isCurrentStreamCapturing", None) or torch.cuda.is_current_stream_capturing
+_dispatch_modes = torch._C._len_torch_dispatch_stack
+_is_compiling = torch.compiler.is_compiling
+_string_at = ctypes.string_at
+_trust_version = [True]
+
 
 class _Plan:
-    __slots__ = ("attn", "lengths", "captured", "capacity")
+    __slots__ = ("attn", "capacity", "device", "lengths", "sig", "src", "captured")
 
-    def __init__(self, attn: Any, capacity: Tuple[int, int, int]) -> None:
+    def __init__(self, attn: Any, capacity: Tuple[int, int, int], device: int) -> None:
         self.attn = attn            # mlakit.RaggedPrefill with fixed capacities
         self.capacity = capacity    # (max_batch, max_q_tokens, max_kv_tokens)
+        self.device = device        # q.get_device(): -1 for the CPU
         self.lengths: Optional[Tuple[Tuple[int, ...], Tuple[int, ...]]] = None  # plan in force
+        self.sig: Optional[tuple] = None  # _signature() of the host offsets it was made from
+        self.src: Optional[tuple] = None  # _source() of the CUDA offsets it matches (direct path)
         self.captured = False       # used inside a CUDA graph capture
 
 
 _plans: "collections.OrderedDict[tuple, _Plan]" = collections.OrderedDict()
 
 
-def _host_values(t: Optional[Tensor], name: str) -> Optional[Tuple[int, ...]]:
-    if t is None:
+def varlen_trust_version(enabled: bool) -> bool:
+    """Whether a direct (eager) call with CUDA ``cu_seqlens`` and no host copies may skip reading
+    the offsets back when the same tensors' version counters have not moved (see the module
+    docstring for what that trusts). On by default; returns the previous setting."""
+    old = _trust_version[0]
+    _trust_version[0] = bool(enabled)
+    return old
+
+
+# -- what a call compares ------------------------------------------------------------------------
+
+def _signature(x: Any) -> Any:
+    """Exact identity of host offsets' values, cheap to compare: (dtype, raw bytes) of a
+    contiguous 1-D int CPU tensor (one memcmp, ~0.8 µs at any batch; tolist() grows with the
+    batch), a tuple for a list or tuple; None when there is none (the caller then reads values)."""
+    if isinstance(x, Tensor):
+        if x.is_cpu and x.dim() == 1 and x.dtype in _INT_DTYPES and x.is_contiguous():
+            return (x.dtype, _string_at(x.data_ptr(), x.nbytes))
         return None
+    if isinstance(x, (list, tuple)):
+        return tuple(x)
+    return None
+
+
+def _root(t: Tensor) -> Tensor:
+    base = t._base
+    return t if base is None else base
+
+
+def _source(cu_q: Tensor, cu_k: Tensor) -> tuple:
+    """What identifies CUDA offsets' contents for the version-counter rule: the tensor each is a
+    view of (weakly held: a freed tensor never matches, even if its address is reused), its
+    version counter (shared by all views), length and stride (the address is in the plan key)."""
+    rq, rk = _root(cu_q), _root(cu_k)
+    return (weakref.ref(rq), rq._version, cu_q.shape[0], cu_q.stride(0),
+            weakref.ref(rk), rk._version, cu_k.shape[0], cu_k.stride(0))
+
+
+def _same_source(src: Optional[tuple], cu_q: Tensor, cu_k: Tensor) -> bool:
+    if src is None or cu_q.dim() != 1 or cu_k.dim() != 1:
+        return False
+    rq, rk = _root(cu_q), _root(cu_k)
+    return (src[0]() is rq and src[1] == rq._version and src[2] == cu_q.shape[0] and src[3] == cu_q.stride(0)
+            and src[4]() is rk and src[5] == rk._version and src[6] == cu_k.shape[0] and src[7] == cu_k.stride(0))
+
+
+def _check_offsets(t: Tensor, name: str) -> None:
     if t.dim() != 1:
         raise ValueError(f"mlakit: {name}: must be 1-D (batch_size + 1 offsets), got shape {list(t.shape)}")
-    if t.dtype not in (torch.int32, torch.int64):
+    if t.dtype not in _INT_DTYPES:
         raise TypeError(f"mlakit: {name}: must be int32 or int64, got {t.dtype}")
+
+
+def _host_values(t: Tensor, name: str) -> Tuple[int, ...]:
+    _check_offsets(t, name)
     return tuple(t.tolist())  # a CUDA tensor is copied back here (waits for its stream)
 
+
+_staging: dict = {}  # (device, dtype, slot) -> pinned host tensor for _read_back
+
+
+def _read_back(cu_q: Tensor, cu_k: Tensor) -> Tuple[Tuple[int, ...], Tuple[int, ...]]:
+    """Both CUDA offset tensors' values with one wait: two async copies into pinned buffers on
+    the current stream, then one stream synchronization (tolist() per tensor waits twice)."""
+    _check_offsets(cu_q, "cu_seqlens_q")
+    _check_offsets(cu_k, "cu_seqlens_k")
+    dev = cu_q.get_device()
+    if cu_k.get_device() != dev:
+        return _host_values(cu_q, "cu_seqlens_q"), _host_values(cu_k, "cu_seqlens_k")
+    hosts = []
+    for slot, t in enumerate((cu_q, cu_k)):
+        n = t.shape[0]
+        buf = _staging.get((dev, t.dtype, slot))
+        if buf is None or buf.shape[0] < n:
+            buf = torch.empty(max(n, 64), dtype=t.dtype, pin_memory=True)
+            _staging[(dev, t.dtype, slot)] = buf
+        h = buf[:n]
+        h.copy_(t, non_blocking=True)
+        hosts.append(h)
+    torch.cuda.current_stream(dev).synchronize()
+    return tuple(hosts[0].tolist()), tuple(hosts[1].tolist())
+
+
+# -- planning ------------------------------------------------------------------------------------
 
 def _capacity(q: Tensor, k: Tensor, batch: int, old: Optional[_Plan]) -> Tuple[int, int, int]:
     # Sized by the buffers (capacity-sized buffers give the capacity); an existing plan's
@@ -68,13 +173,6 @@ def _capacity(q: Tensor, k: Tensor, batch: int, old: Optional[_Plan]) -> Tuple[i
     if old is None:
         return want
     return tuple(max(w, 2 * c if w > c else c) for w, c in zip(want, old.capacity))  # type: ignore[return-value]
-
-
-def _lookup(key: tuple) -> Optional[_Plan]:
-    p = _plans.get(key)
-    if p is not None:
-        _plans.move_to_end(key)
-    return p
 
 
 def _insert(key: tuple, p: _Plan) -> None:
@@ -96,85 +194,149 @@ def _check_inputs(q: Tensor, k: Tensor, v: Tensor) -> None:
         raise TypeError(f"mlakit: q: dtype {q.dtype} is not supported (bfloat16 or float16)")
 
 
-def _run(q: Tensor, k: Tensor, v: Tensor, cu_seqlens_q: Tensor, cu_seqlens_k: Tensor,
-         cu_seqlens_q_cpu: Optional[Tensor], cu_seqlens_k_cpu: Optional[Tensor], softmax_scale: float,
-         causal: bool, window_left: int, softcap: float, out: Tensor, lse: Optional[Tensor]) -> None:
-    """Plans if the lengths changed, then launches into out (and lse, [H, rows])."""
+def _lengths(cu_q: Tensor, cu_k: Tensor, host_q: Any, host_k: Any) -> Tuple[Tuple[int, ...], Tuple[int, ...]]:
+    """The offsets' values: from the host copies where given, else read back (a sync)."""
+    if host_q is None and host_k is None and cu_q.is_cuda and cu_k.is_cuda:
+        return _read_back(cu_q, cu_k)
+    return (_host_values(_as_host(host_q), "cu_seqlens_q_cpu") if host_q is not None
+            else _host_values(cu_q, "cu_seqlens_q"),
+            _host_values(_as_host(host_k), "cu_seqlens_k_cpu") if host_k is not None
+            else _host_values(cu_k, "cu_seqlens_k"))
+
+
+def _replan(key: tuple, plan: Optional[_Plan], q: Tensor, k: Tensor, v: Tensor, cu_q: Tensor, cu_k: Tensor,
+            host_q: Any, host_k: Any, sig: Any, trust: bool) -> _Plan:
+    """The slow path: read the lengths, check them, make or grow the plan, plan if they changed."""
     _check_inputs(q, k, v)
-    heads, kv_heads = q.shape[1], k.shape[1]
+    lengths = _lengths(cu_q, cu_k, host_q, host_k)
+    if not lengths[0]:
+        raise ValueError("mlakit: cu_seqlens_q: must have batch_size + 1 >= 1 entries, got 0")
+    if len(lengths[0]) != len(lengths[1]):
+        raise ValueError(f"mlakit: cu_seqlens_k: has {len(lengths[1])} entries but cu_seqlens_q has "
+                         f"{len(lengths[0])}")
+    # Checked here, before a plan is sized from these tensors, so the error names the tensor.
+    for name, t, total, cu in (("q", q, lengths[0][-1], "cu_seqlens_q"), ("k", k, lengths[1][-1], "cu_seqlens_k"),
+                               ("v", v, lengths[1][-1], "cu_seqlens_k")):
+        if t.shape[0] < total:
+            raise ValueError(f"mlakit: {name}: has {t.shape[0]} rows, fewer than the {total} tokens {cu} totals")
+    capacity = _capacity(q, k, len(lengths[0]) - 1, plan)
+    if plan is None or capacity != plan.capacity:
+        if plan is not None and plan.captured:
+            raise ValueError(
+                f"mlakit: q: buffers ({q.shape[0]} q rows, {k.shape[0]} kv rows, {len(lengths[0]) - 1} "
+                f"sequences) exceed the capacity {plan.capacity} of a plan a CUDA graph captured; "
+                "use new cu_seqlens tensors for larger buffers")
+        heads, kv_heads = q.shape[1], k.shape[1]
+        attn = _mlakit.RaggedPrefill(heads, kv_heads, q.shape[2], v.shape[2], dtype=q.dtype, device=q.device,
+                                     max_batch=capacity[0], max_q_tokens=capacity[1], max_kv_tokens=capacity[2])
+        plan = _Plan(attn, capacity, key[0])
+        _insert(key, plan)
+    else:
+        _plans.move_to_end(key)
+    _set_lengths(plan, key, lengths)
+    plan.sig = sig
+    plan.src = _source(cu_q, cu_k) if trust and cu_q.is_cuda and cu_k.is_cuda else None
+    return plan
+
+
+def _set_lengths(plan: _Plan, key: tuple, lengths: tuple) -> None:
+    if lengths != plan.lengths:
+        causal, window_left, scale, softcap = key[6:10]
+        plan.attn.plan(lengths[0], lengths[1], causal=causal, sm_scale=scale or None, window_left=window_left,
+                       logits_soft_cap=softcap or None, stream=_stream_of(plan.device))
+        plan.lengths = lengths
+
+
+def _stream_of(device: int) -> int:
+    if device < 0:
+        return 0
+    return _raw_stream(device) if _raw_stream is not None else torch.cuda.current_stream(device).cuda_stream
+
+
+# -- one call ------------------------------------------------------------------------------------
+
+_descriptor = _mlakit._torch_descriptor  # (ptr, dtype, shape, strides, device) or None
+_native = _mlakit._native
+
+
+def _desc_t(lse: Tensor) -> Any:
+    """The extension's [rows, H] view of an [H, rows] lse, built without creating lse.T."""
+    d = _descriptor(lse)
+    if d is None or len(d[2]) != 2:
+        return _native(lse.T)
+    return (d[0], d[1], (d[2][1], d[2][0]), (d[3][1], d[3][0]), d[4], d[5])
+
+
+def _run(q: Tensor, k: Tensor, v: Tensor, cu_seqlens_q: Tensor, cu_seqlens_k: Tensor, cu_seqlens_q_cpu: Any,
+         cu_seqlens_k_cpu: Any, softmax_scale: float, causal: bool, window_left: int, softcap: float, out: Tensor,
+         lse: Optional[Tensor], trust: bool = False) -> None:
+    """Plans if the lengths changed, then launches into out (and lse, [H, rows]).
+
+    ``cu_seqlens_*_cpu``: host copies (CPU tensors, or lists from the direct path) or None.
+    ``trust``: the direct path's call; may skip the read-back by the version-counter rule."""
+    if q.dim() != 3 or k.dim() != 3 or v.dim() != 3:
+        _check_inputs(q, k, v)
+    qs = q.shape
+    device = q.get_device()
+    on_cuda = cu_seqlens_q.is_cuda
     # CUDA offsets (FlashAttention's case, and the only one a graph can replay with new values)
     # are told apart by address; host offsets share one plan per configuration.
-    cu = (cu_seqlens_q.data_ptr(), cu_seqlens_k.data_ptr()) if cu_seqlens_q.is_cuda else (None, None)
-    key = (q.device, q.dtype, heads, kv_heads, q.shape[2], v.shape[2], bool(causal), int(window_left),
-           float(softmax_scale), float(softcap)) + cu
-    plan = _lookup(key)
-    host_q = cu_seqlens_q_cpu if cu_seqlens_q_cpu is not None else (None if cu_seqlens_q.is_cuda else cu_seqlens_q)
-    host_k = cu_seqlens_k_cpu if cu_seqlens_k_cpu is not None else (None if cu_seqlens_k.is_cuda else cu_seqlens_k)
-    capturing = q.is_cuda and torch.cuda.is_current_stream_capturing()
-    if capturing:
+    key = (device, q.dtype, qs[1], k.shape[1], qs[2], v.shape[2], causal, window_left, softmax_scale, softcap,
+           cu_seqlens_q.data_ptr() if on_cuda else None, cu_seqlens_k.data_ptr() if on_cuda else None)
+    plan = _plans.get(key)
+    host_q = cu_seqlens_q_cpu if cu_seqlens_q_cpu is not None or on_cuda else cu_seqlens_q
+    host_k = cu_seqlens_k_cpu if cu_seqlens_k_cpu is not None or cu_seqlens_k.is_cuda else cu_seqlens_k
+    sig = None
+    fresh = False  # the plan in force is for these lengths
+    if host_q is not None and host_k is not None:
+        sq = _signature(host_q)
+        sig = (sq, sq if host_k is host_q else _signature(host_k))  # self-attention: one offsets tensor
+        fresh = plan is not None and sig[0] is not None and sig[1] is not None and sig == plan.sig
+    elif plan is not None and trust and host_q is None and host_k is None and _trust_version[0]:
+        fresh = _same_source(plan.src, cu_seqlens_q, cu_seqlens_k)
+    if device >= 0 and _is_capturing():
         # No plan can be made (nor lengths read back) while a graph is captured: the plan in
         # force is what the captured launch will read, and varlen_replan() updates it.
         if plan is None:
             raise RuntimeError(
                 "mlakit: cu_seqlens_q: no plan for these cu_seqlens tensors; call flash_attn_varlen_func once "
                 "with them before capturing a CUDA graph (a plan cannot be made during capture)")
-        if host_q is not None and host_k is not None:
-            lengths = (_host_values(host_q, "cu_seqlens_q_cpu"), _host_values(host_k, "cu_seqlens_k_cpu"))
+        if not fresh and host_q is not None and host_k is not None:
+            lengths = (_host_values(_as_host(host_q), "cu_seqlens_q_cpu"),
+                       _host_values(_as_host(host_k), "cu_seqlens_k_cpu"))
             if lengths != plan.lengths:
                 raise RuntimeError(
                     "mlakit: cu_seqlens_q: the lengths differ from the plan in force and a plan cannot be made "
                     "during CUDA graph capture; run once with these lengths (or call "
                     "mlakit.torch.varlen_replan) before capturing")
         plan.captured = True
+    elif fresh:
+        _plans.move_to_end(key)  # LRU order for _insert's eviction
     else:
-        lengths = (_host_values(host_q if host_q is not None else cu_seqlens_q, "cu_seqlens_q"),
-                   _host_values(host_k if host_k is not None else cu_seqlens_k, "cu_seqlens_k"))
-        if not lengths[0]:
-            raise ValueError("mlakit: cu_seqlens_q: must have batch_size + 1 >= 1 entries, got 0")
-        if len(lengths[0]) != len(lengths[1]):
-            raise ValueError(f"mlakit: cu_seqlens_k: has {len(lengths[1])} entries but cu_seqlens_q has "
-                             f"{len(lengths[0])}")
-        # Checked here, before a plan is sized from these tensors, so the error names the tensor.
-        for name, t, total, cu in (("q", q, lengths[0][-1], "cu_seqlens_q"), ("k", k, lengths[1][-1], "cu_seqlens_k"),
-                                   ("v", v, lengths[1][-1], "cu_seqlens_k")):
-            if t.shape[0] < total:
-                raise ValueError(f"mlakit: {name}: has {t.shape[0]} rows, fewer than the {total} tokens {cu} totals")
-        capacity = _capacity(q, k, len(lengths[0]) - 1, plan)
-        if plan is None or capacity != plan.capacity:
-            if plan is not None and plan.captured:
-                raise ValueError(
-                    f"mlakit: q: buffers ({q.shape[0]} q rows, {k.shape[0]} kv rows, {len(lengths[0]) - 1} "
-                    f"sequences) exceed the capacity {plan.capacity} of a plan a CUDA graph captured; "
-                    "use new cu_seqlens tensors for larger buffers")
-            attn = _mlakit.RaggedPrefill(heads, kv_heads, q.shape[2], v.shape[2], dtype=q.dtype, device=q.device,
-                                         max_batch=capacity[0], max_q_tokens=capacity[1],
-                                         max_kv_tokens=capacity[2])
-            plan = _Plan(attn, capacity)
-            _insert(key, plan)
-        if lengths != plan.lengths:
-            plan.attn.plan(lengths[0], lengths[1], causal=causal, sm_scale=softmax_scale or None,
-                           window_left=window_left, logits_soft_cap=softcap or None,
-                           stream=_stream(q))
-            plan.lengths = lengths
-    native = _mlakit._native
-    plan.attn._impl.run(native(q), native(k), native(v), native(out),
-                        None if lse is None else native(lse.T), _stream(q))
+        plan = _replan(key, plan, q, k, v, cu_seqlens_q, cu_seqlens_k, cu_seqlens_q_cpu, cu_seqlens_k_cpu, sig,
+                       trust)
+    # `or _native(x)`: tensors the fast descriptor does not cover (other dtypes) take the
+    # general path, whose error names the argument.
+    plan.attn._impl.run(_descriptor(q) or _native(q), _descriptor(k) or _native(k), _descriptor(v) or _native(v),
+                        _descriptor(out) or _native(out), None if lse is None else _desc_t(lse), _stream_of(device))
 
 
-def _stream(t: Tensor) -> int:
-    return _mlakit._torch_current_stream(t.device) if t.is_cuda else 0
-
-
-def varlen_replan(cu_seqlens_q: Tensor, cu_seqlens_k: Tensor, cu_seqlens_q_cpu: Any, cu_seqlens_k_cpu: Any) -> int:
+def varlen_replan(cu_seqlens_q: Tensor, cu_seqlens_k: Tensor, cu_seqlens_q_cpu: Any = None,
+                  cu_seqlens_k_cpu: Any = None) -> int:
     """Re-plans every cached plan that serves these ``cu_seqlens`` tensors (matched by address)
-    for the lengths in the host copies, and returns how many it re-planned.
+    for the lengths in the host copies, and returns how many it re-planned. Without host copies
+    the CUDA offsets are read back (one synchronization): a way to force a re-read after writing
+    them behind PyTorch's back (see :func:`varlen_trust_version`).
 
     For CUDA graphs: a graph replays the launches it captured, which read their plan from the
     device; call this (outside the capture, on the stream the graph is launched on) after
     writing the new lengths into the static ``cu_seqlens`` buffers and before replaying.
     """
-    lengths = (_host_values(_as_host(cu_seqlens_q_cpu), "cu_seqlens_q_cpu"),
-               _host_values(_as_host(cu_seqlens_k_cpu), "cu_seqlens_k_cpu"))
+    if (cu_seqlens_q_cpu is None) != (cu_seqlens_k_cpu is None):
+        raise ValueError("mlakit: cu_seqlens_q_cpu: give both host copies or neither")
+    lengths = _lengths(cu_seqlens_q, cu_seqlens_k, cu_seqlens_q_cpu, cu_seqlens_k_cpu)
+    sig = ((_signature(cu_seqlens_q_cpu), _signature(cu_seqlens_k_cpu)) if cu_seqlens_q_cpu is not None
+           else None)
     ptrs = (cu_seqlens_q.data_ptr(), cu_seqlens_k.data_ptr())
     need = (len(lengths[0]) - 1, lengths[0][-1], lengths[1][-1])
     n = 0
@@ -191,12 +353,11 @@ def varlen_replan(cu_seqlens_q: Tensor, cu_seqlens_k: Tensor, cu_seqlens_q_cpu: 
                     f"capacity {plan.capacity} of a plan a CUDA graph captured")
             del _plans[key]
             continue
-        _device, _dtype, _h, _hkv, _dqk, _dvo, causal, window_left, scale, softcap = key[:10]
-        if lengths != plan.lengths:
-            plan.attn.plan(lengths[0], lengths[1], causal=causal, sm_scale=scale or None, window_left=window_left,
-                           logits_soft_cap=softcap or None,
-                           stream=_mlakit._torch_current_stream(_device) if _device.type == "cuda" else None)
-            plan.lengths = lengths
+        _set_lengths(plan, key, lengths)
+        plan.sig = sig
+        # The caller wrote these offsets and says what they hold: direct calls with the same
+        # tensors may use the plan until their version counters move.
+        plan.src = _source(cu_seqlens_q, cu_seqlens_k) if cu_seqlens_q.is_cuda and cu_seqlens_k.is_cuda else None
         n += 1
     return n
 
@@ -209,7 +370,7 @@ def _as_host(x: Any) -> Tensor:
     return torch.tensor(list(x), dtype=torch.int32)
 
 
-# -- custom ops ----------------------------------------------------------------------------------
+# -- custom ops (the torch.compile / tracing path) -------------------------------------------------
 
 @torch.library.custom_op("mlakit::flash_attn_varlen_out", mutates_args=("out", "lse"))
 def _varlen_out(q: Tensor, k: Tensor, v: Tensor, cu_seqlens_q: Tensor, cu_seqlens_k: Tensor,
@@ -266,6 +427,14 @@ def _(q, k, v, cu_seqlens_q, cu_seqlens_k, cu_seqlens_q_cpu, cu_seqlens_k_cpu, s
     return _out_like(q, v), _lse_like(q)
 
 
+def _direct(q: Any, k: Any, v: Any) -> bool:
+    """Whether a call may skip the custom-op dispatch: eager, no torch dispatch mode (fake
+    tensors, make_fx, FlopCounterMode...) on the stack, and plain tensors (not subclasses).
+    is_compiling() comes first: under dynamo it is a constant and the rest is not traced."""
+    return (not _is_compiling() and not _dispatch_modes() and type(q) is Tensor and type(k) is Tensor
+            and type(v) is Tensor)
+
+
 # -- the FlashAttention-compatible entry point ---------------------------------------------------
 
 def _unsupported(name: str, why: str) -> ValueError:
@@ -314,12 +483,16 @@ def flash_attn_varlen_func(q: Tensor, k: Tensor, v: Tensor, cu_seqlens_q: Tensor
     Not supported (ValueError): ``dropout_p > 0``, ``alibi_slopes``, a right window,
     ``block_table`` (paged KV).
 
-    Planning: ``cu_seqlens_q_cpu`` / ``cu_seqlens_k_cpu`` (host copies of the offsets; CPU
-    tensors or lists) let a call with CUDA ``cu_seqlens`` decide on the host whether the plan in
-    force still fits; without them CUDA offsets are read back (a synchronization per call). A
-    plan is made only when the lengths change. Under ``torch.compile`` the call is one custom op.
-    Under CUDA graphs: call once outside the capture with the same (static) tensors, capture,
-    then before each replay write the new offsets and call :func:`mlakit.torch.varlen_replan`.
+    Planning: a plan is made only when the lengths change. ``cu_seqlens_q_cpu`` /
+    ``cu_seqlens_k_cpu`` (host copies of the offsets; CPU tensors or lists) let a call with CUDA
+    ``cu_seqlens`` decide that on the host (their bytes against the plan's). Without them, an
+    eager call with the same CUDA offset tensors as the plan's, not modified through PyTorch
+    since (version counters), reuses the plan; otherwise the offsets are read back (one
+    synchronization). Details and what that trusts: ``mlakit._varlen``'s docstring,
+    :func:`varlen_trust_version`. Eager calls skip the custom-op dispatch; under
+    ``torch.compile`` the call is one custom op. Under CUDA graphs: call once outside the
+    capture with the same (static) tensors, capture, then before each replay write the new
+    offsets and call :func:`mlakit.torch.varlen_replan`.
     """
     if dropout_p and dropout_p > 0.0:
         raise _unsupported("dropout_p", f"dropout ({dropout_p})")
@@ -331,19 +504,33 @@ def flash_attn_varlen_func(q: Tensor, k: Tensor, v: Tensor, cu_seqlens_q: Tensor
         raise ValueError(f"mlakit: softcap: must be >= 0 (0 = off), got {softcap}")
     if softmax_scale is not None and not softmax_scale > 0.0:
         raise ValueError(f"mlakit: softmax_scale: must be > 0 or None, got {softmax_scale}")
-    window_left, causal = _window(window_size, bool(causal))
-    scale = 0.0 if softmax_scale is None else float(softmax_scale)
-    host_q = None if cu_seqlens_q_cpu is None else _as_host(cu_seqlens_q_cpu)
-    host_k = None if cu_seqlens_k_cpu is None else _as_host(cu_seqlens_k_cpu)
-    want_lse = return_softmax_lse or return_attn_probs
-    args = (q, k, v, cu_seqlens_q, cu_seqlens_k, host_q, host_k, scale, causal, window_left, float(softcap))
-    if out is not None:
-        lse = q.new_empty((q.shape[1], q.shape[0]), dtype=torch.float32) if want_lse else None
-        torch.ops.mlakit.flash_attn_varlen_out(*args, out, lse)
-    elif want_lse:
-        out, lse = torch.ops.mlakit.flash_attn_varlen_with_lse(*args)
+    if window_size == (-1, -1):  # the default, without _window's conversions
+        window_left, causal = -1, bool(causal)
     else:
-        out, lse = torch.ops.mlakit.flash_attn_varlen(*args), None
+        window_left, causal = _window(window_size, bool(causal))
+    scale = 0.0 if softmax_scale is None else float(softmax_scale)
+    want_lse = return_softmax_lse or return_attn_probs
+    if _direct(q, k, v) and (out is None or type(out) is Tensor):
+        if cu_seqlens_q_cpu is not None and isinstance(cu_seqlens_q_cpu, Tensor) and cu_seqlens_q_cpu.is_cuda:
+            _as_host(cu_seqlens_q_cpu)  # raises
+        if cu_seqlens_k_cpu is not None and isinstance(cu_seqlens_k_cpu, Tensor) and cu_seqlens_k_cpu.is_cuda:
+            _as_host(cu_seqlens_k_cpu)
+        if out is None:
+            out = _out_like(q, v)
+        lse = _lse_like(q) if want_lse else None
+        _run(q, k, v, cu_seqlens_q, cu_seqlens_k, cu_seqlens_q_cpu, cu_seqlens_k_cpu, scale, causal, window_left,
+             float(softcap), out, lse, trust=True)
+    else:
+        host_q = None if cu_seqlens_q_cpu is None else _as_host(cu_seqlens_q_cpu)
+        host_k = None if cu_seqlens_k_cpu is None else _as_host(cu_seqlens_k_cpu)
+        args = (q, k, v, cu_seqlens_q, cu_seqlens_k, host_q, host_k, scale, causal, window_left, float(softcap))
+        if out is not None:
+            lse = _lse_like(q) if want_lse else None
+            torch.ops.mlakit.flash_attn_varlen_out(*args, out, lse)
+        elif want_lse:
+            out, lse = torch.ops.mlakit.flash_attn_varlen_with_lse(*args)
+        else:
+            out, lse = torch.ops.mlakit.flash_attn_varlen(*args), None
     if return_attn_probs:
         return out, lse, None
     if return_softmax_lse:
@@ -351,4 +538,4 @@ def flash_attn_varlen_func(q: Tensor, k: Tensor, v: Tensor, cu_seqlens_q: Tensor
     return out
 
 
-__all__ = ["flash_attn_varlen_func", "varlen_replan"]
+__all__ = ["flash_attn_varlen_func", "varlen_replan", "varlen_trust_version"]

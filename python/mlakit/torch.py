@@ -21,7 +21,8 @@ Ops (namespace ``mlakit``; all forward-only, no autograd):
     ``out`` and ``lse``). Plans on demand; see that function.
 
 Drop-in functions for engines written against FlashAttention / vLLM:
-:func:`flash_attn_varlen_func` (with :func:`varlen_replan` for CUDA graphs) and
+:func:`flash_attn_varlen_func` (with :func:`varlen_replan` for CUDA graphs and
+:func:`varlen_trust_version` for offsets written behind PyTorch's back) and
 :func:`merge_attn_states`.
 ``torch.ops.mlakit.mla_step_out(q, kv_c, k_pe, kv_b_proj, kv_cache, out, lse, handle) -> ()``
     One layer of an :class:`mlakit.MlaStep`'s plan. **Mutates ``kv_cache``, ``out`` and ``lse``**.
@@ -35,6 +36,12 @@ within the capacities given at construction).
 
 Every op runs on PyTorch's current CUDA stream (for CUDA tensors) or on the CPU backend (for CPU
 tensors).
+
+The helper functions below (:func:`ragged_prefill`, :func:`ragged_prefill_out`,
+:func:`merge_attn_states`, ...) call the implementation directly when not compiling and no torch
+dispatch mode is active (eager engines): the ``torch.library`` dispatch of a Python custom op
+costs ~15-20 µs per call. Under ``torch.compile`` (and fake tensors, ``make_fx``) they go
+through ``torch.ops.mlakit.*``, so the call traces as one op. Both run the same code.
 """
 
 
@@ -44,7 +51,7 @@ import torch
 
 import mlakit as _mlakit
 from mlakit import RaggedPrefill
-from mlakit._varlen import flash_attn_varlen_func, varlen_replan
+from mlakit._varlen import _direct, flash_attn_varlen_func, varlen_replan, varlen_trust_version
 
 __all__ = [
     "RaggedPrefill",
@@ -55,6 +62,7 @@ __all__ = [
     "merge_attn_states",
     "flash_attn_varlen_func",
     "varlen_replan",
+    "varlen_trust_version",
     "mla_step_out",
 ]
 
@@ -63,7 +71,22 @@ Tensor = torch.Tensor
 
 def _stream(t: Tensor) -> int:
     # During CUDA graph capture this is the capturing stream, so the launch is captured.
-    return _mlakit._torch_current_stream(t.device) if t.is_cuda else 0
+    return _mlakit._torch_current_stream(t.get_device()) if t.is_cuda else 0
+
+
+# What the extension receives for a tensor: a (pointer, dtype, shape, strides, device) tuple for
+# the tensors mlakit knows (about 1 µs, where exporting through DLPack costs several), else the
+# tensor itself; None stays None.
+_nat = _mlakit._native
+
+
+def _nat_opt(t: Optional[Tensor]):
+    return None if t is None else _nat(t)
+
+
+def _prefill(plan: RaggedPrefill, q: Tensor, k: Tensor, v: Tensor, out: Tensor, lse: Optional[Tensor]) -> None:
+    """The body of the ragged_prefill ops; lse is a [rows, H] view (or None)."""
+    plan._impl.run(_nat(q), _nat(k), _nat(v), _nat(out), _nat_opt(lse), _stream(q))
 
 
 def _out_shape(q: Tensor, v: Tensor) -> Tuple[int, int, int]:
@@ -75,8 +98,7 @@ def _out_shape(q: Tensor, v: Tensor) -> Tuple[int, int, int]:
 @torch.library.custom_op("mlakit::ragged_prefill_out", mutates_args=("out", "lse"))
 def _ragged_prefill_out(q: Tensor, k: Tensor, v: Tensor, out: Tensor, lse: Optional[Tensor],
                         handle: int) -> None:
-    plan = _mlakit._lookup(handle)
-    plan._impl.run(q, k, v, out, lse, _stream(q))
+    _prefill(_mlakit._lookup(handle), q, k, v, out, lse)
 
 
 @_ragged_prefill_out.register_fake
@@ -86,9 +108,8 @@ def _(q, k, v, out, lse, handle):
 
 @torch.library.custom_op("mlakit::ragged_prefill", mutates_args=())
 def _ragged_prefill(q: Tensor, k: Tensor, v: Tensor, handle: int) -> Tensor:
-    plan = _mlakit._lookup(handle)
     out = q.new_empty(_out_shape(q, v))
-    plan._impl.run(q, k, v, out, None, _stream(q))
+    _prefill(_mlakit._lookup(handle), q, k, v, out, None)
     return out
 
 
@@ -104,10 +125,14 @@ def _lse_shape(q: Tensor, head_major: bool) -> Tuple[int, int]:
 @torch.library.custom_op("mlakit::ragged_prefill_with_lse", mutates_args=())
 def _ragged_prefill_with_lse(q: Tensor, k: Tensor, v: Tensor, handle: int,
                              lse_head_major: bool = False) -> Tuple[Tensor, Tensor]:
-    plan = _mlakit._lookup(handle)
+    return _prefill_with_lse(_mlakit._lookup(handle), q, k, v, lse_head_major)
+
+
+def _prefill_with_lse(plan: RaggedPrefill, q: Tensor, k: Tensor, v: Tensor,
+                      lse_head_major: bool) -> Tuple[Tensor, Tensor]:
     out = q.new_empty(_out_shape(q, v))
     lse = q.new_empty(_lse_shape(q, lse_head_major), dtype=torch.float32)
-    plan._impl.run(q, k, v, out, lse.T if lse_head_major else lse, _stream(q))
+    _prefill(plan, q, k, v, out, lse.T if lse_head_major else lse)
     return out, lse
 
 
@@ -121,10 +146,19 @@ def _(q, k, v, handle, lse_head_major=False):
 
 @torch.library.custom_op("mlakit::merge_states", mutates_args=())
 def _merge_states(out_a: Tensor, lse_a: Tensor, out_b: Tensor, lse_b: Tensor) -> Tuple[Tensor, Tensor]:
+    return _merged(out_a, lse_a, out_b, lse_b)
+
+
+def _merged(out_a: Tensor, lse_a: Tensor, out_b: Tensor, lse_b: Tensor) -> Tuple[Tensor, Tensor]:
     out = torch.empty_like(out_a, memory_format=torch.contiguous_format)
     lse = torch.empty_like(lse_a, memory_format=torch.contiguous_format)
-    _mlakit._C.merge_states(out_a, lse_a, out_b, lse_b, out, lse, _stream(out_a))
+    _merge_into(out_a, lse_a, out_b, lse_b, out, lse)
     return out, lse
+
+
+def _merge_into(out_a: Tensor, lse_a: Tensor, out_b: Tensor, lse_b: Tensor, out: Tensor, lse: Tensor) -> None:
+    _mlakit._C.merge_states(_nat(out_a), _nat(lse_a), _nat(out_b), _nat(lse_b), _nat(out), _nat(lse),
+                            _stream(out_a))
 
 
 @_merge_states.register_fake
@@ -135,7 +169,7 @@ def _(out_a, lse_a, out_b, lse_b):
 
 @torch.library.custom_op("mlakit::merge_states_", mutates_args=("out_a", "lse_a"))
 def _merge_states_(out_a: Tensor, lse_a: Tensor, out_b: Tensor, lse_b: Tensor) -> None:
-    _mlakit._C.merge_states(out_a, lse_a, out_b, lse_b, out_a, lse_a, _stream(out_a))
+    _merge_into(out_a, lse_a, out_b, lse_b, out_a, lse_a)
 
 
 @_merge_states_.register_fake
@@ -146,10 +180,14 @@ def _(out_a, lse_a, out_b, lse_b):
 @torch.library.custom_op("mlakit::merge_attn_states", mutates_args=("output", "output_lse"))
 def _merge_attn_states(output: Tensor, prefix_output: Tensor, prefix_lse: Tensor, suffix_output: Tensor,
                        suffix_lse: Tensor, output_lse: Optional[Tensor]) -> None:
+    _merge_ht(output, prefix_output, prefix_lse, suffix_output, suffix_lse, output_lse)
+
+
+def _merge_ht(output: Tensor, prefix_output: Tensor, prefix_lse: Tensor, suffix_output: Tensor,
+              suffix_lse: Tensor, output_lse: Optional[Tensor]) -> None:
     # [H, T] LSE tensors reach merge_states as [T, H] views (strides (1, T)): no copies.
-    nat = _mlakit._native
-    _mlakit._C.merge_states(nat(prefix_output), nat(prefix_lse.T), nat(suffix_output), nat(suffix_lse.T),
-                            nat(output), None if output_lse is None else nat(output_lse.T), _stream(output))
+    _mlakit._C.merge_states(_nat(prefix_output), _nat(prefix_lse.T), _nat(suffix_output), _nat(suffix_lse.T),
+                            _nat(output), None if output_lse is None else _nat(output_lse.T), _stream(output))
 
 
 @_merge_attn_states.register_fake
@@ -163,7 +201,8 @@ def _(output, prefix_output, prefix_lse, suffix_output, suffix_lse, output_lse):
 def _mla_step_out(q: Tensor, kv_c: Tensor, k_pe: Tensor, kv_b_proj: Tensor, kv_cache: Tensor,
                   out: Tensor, lse: Optional[Tensor], handle: int) -> None:
     step = _mlakit._lookup(handle)
-    step._impl.run(q, kv_c, k_pe, kv_b_proj, kv_cache, out, lse, _stream(q))
+    step._impl.run(_nat(q), _nat(kv_c), _nat(k_pe), _nat(kv_b_proj), _nat(kv_cache), _nat(out), _nat_opt(lse),
+                   _stream(q))
 
 
 @_mla_step_out.register_fake
@@ -182,29 +221,43 @@ def mla_step_out(step: "_mlakit.MlaStep", q: Tensor, kv_c: Tensor, k_pe: Tensor,
 
 def ragged_prefill(plan: RaggedPrefill, q: Tensor, k: Tensor, v: Tensor,
                    return_lse: bool = False, lse_layout: str = "th"):
-    """Attention for ``plan``'s current batch through the custom op (functional: returns new
-    tensors). Returns ``out``, or ``(out, lse)`` when ``return_lse``; ``lse`` is ``[T, H]``, or
+    """Attention for ``plan``'s current batch (functional: returns new tensors; the custom op
+    under ``torch.compile``). Returns ``out``, or ``(out, lse)`` when ``return_lse``; ``lse`` is ``[T, H]``, or
     ``[H, T]`` with ``lse_layout="ht"``."""
     if return_lse:
         _mlakit._check_lse_layout(lse_layout)
+        if _direct(q, k, v):
+            return _prefill_with_lse(plan, q, k, v, lse_layout == "ht")
         return torch.ops.mlakit.ragged_prefill_with_lse(q, k, v, plan.handle, lse_layout == "ht")
+    if _direct(q, k, v):
+        out = q.new_empty(_out_shape(q, v))
+        _prefill(plan, q, k, v, out, None)
+        return out
     return torch.ops.mlakit.ragged_prefill(q, k, v, plan.handle)
 
 
 def ragged_prefill_out(plan: RaggedPrefill, q: Tensor, k: Tensor, v: Tensor, out: Tensor,
                        lse: Optional[Tensor] = None) -> None:
     """Attention into preallocated ``out`` (and ``lse``, if given). Mutates ``out`` and ``lse``."""
-    torch.ops.mlakit.ragged_prefill_out(q, k, v, out, lse, plan.handle)
+    if _direct(q, k, v):
+        _prefill(plan, q, k, v, out, lse)
+    else:
+        torch.ops.mlakit.ragged_prefill_out(q, k, v, out, lse, plan.handle)
 
 
 def merge_states(out_a: Tensor, lse_a: Tensor, out_b: Tensor, lse_b: Tensor) -> Tuple[Tensor, Tensor]:
     """Functional LSE merge of two partial attentions; returns new ``(out, lse)``."""
+    if _direct(out_a, out_b, lse_a):
+        return _merged(out_a, lse_a, out_b, lse_b)
     return torch.ops.mlakit.merge_states(out_a, lse_a, out_b, lse_b)
 
 
 def merge_states_(out_a: Tensor, lse_a: Tensor, out_b: Tensor, lse_b: Tensor) -> None:
     """In-place LSE merge: **mutates ``out_a`` and ``lse_a``** to hold the merged state."""
-    torch.ops.mlakit.merge_states_(out_a, lse_a, out_b, lse_b)
+    if _direct(out_a, out_b, lse_a):
+        _merge_into(out_a, lse_a, out_b, lse_b, out_a, lse_a)
+    else:
+        torch.ops.mlakit.merge_states_(out_a, lse_a, out_b, lse_b)
 
 
 def merge_attn_states(output: Tensor, prefix_output: Tensor, prefix_lse: Tensor, suffix_output: Tensor,
@@ -218,4 +271,8 @@ def merge_attn_states(output: Tensor, prefix_output: Tensor, prefix_lse: Tensor,
     ``0`` and ``-inf``. On :func:`merge_states` (no copies: the LSE tensors are read through
     transposed views).
     """
-    torch.ops.mlakit.merge_attn_states(output, prefix_output, prefix_lse, suffix_output, suffix_lse, output_lse)
+    if _direct(output, prefix_output, suffix_output):
+        _merge_ht(output, prefix_output, prefix_lse, suffix_output, suffix_lse, output_lse)
+    else:
+        torch.ops.mlakit.merge_attn_states(output, prefix_output, prefix_lse, suffix_output, suffix_lse,
+                                           output_lse)

@@ -173,3 +173,47 @@ def test_merge_attn_states(gen):
     torch.testing.assert_close(out_lse[fin], want_lse[fin])
     assert torch.isneginf(out_lse[~fin]).all()
     torch.testing.assert_close(out.float(), want, atol=2e-2, rtol=1e-2)
+
+
+def test_device_offsets_alone_version_rule(gen, monkeypatch):
+    """CUDA cu_seqlens without host copies, the same tensors every call: unchanged offsets skip
+    the read-back; an in-place write through torch is seen (read back, re-planned, right
+    result); a write behind torch's back (a .data alias: its own version counter) is not, until
+    varlen_replan re-reads; with the rule switched off every call reads back."""
+    import mlakit._varlen as V
+
+    reads = []
+    real = V._read_back
+    monkeypatch.setattr(V, "_read_back", lambda a, b: reads.append(1) or real(a, b))
+    q, k, v, cq, ck, _, _ = inputs(gen, torch.bfloat16, [30, 70], [40, 90], 8, 8, 64, 64, pad_q=60, pad_kv=60)
+
+    def call(verify=True):
+        out, lse = fa(q, k, v, cq, ck, 100, 150, causal=True, return_softmax_lse=True)
+        if verify:
+            cq_h, ck_h = cq.cpu(), ck.cpu()
+            tq, tk = int(cq_h[-1]), int(ck_h[-1])
+            ref_out, ref_lse = attention(q[:tq], k[:tk], v[:tk], cq_h, ck_h, True)
+            check(out[:tq], lse[:, :tq].T, ref_out, ref_lse, TOL[torch.bfloat16])
+
+    call()
+    assert len(reads) == 1
+    call()
+    assert len(reads) == 1, "unchanged offsets were read back"
+    cq.copy_(indptr([90, 10]).to(DEV))
+    ck.copy_(indptr([100, 50]).to(DEV))
+    call()
+    assert len(reads) == 2, "an in-place write was not seen"
+    cq.data.copy_(indptr([50, 50]).to(DEV))  # behind the version counter
+    ck.data.copy_(indptr([60, 60]).to(DEV))
+    call(verify=False)
+    assert len(reads) == 2
+    assert mt.varlen_replan(cq, ck) >= 1 and len(reads) == 3
+    call()
+    assert len(reads) == 3
+    old = mt.varlen_trust_version(False)
+    try:
+        call()
+        call()
+        assert len(reads) == 5
+    finally:
+        mt.varlen_trust_version(old)
