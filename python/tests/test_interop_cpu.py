@@ -6,7 +6,13 @@ import pytest
 import mlakit
 from attn_ref import make_problem, numpy_attention
 
+jax = pytest.importorskip("jax")
 jnp = pytest.importorskip("jax.numpy")
+
+
+def cpu_array(x):
+    """A JAX array on the host: where JAX has a GPU (the device machine) it defaults to it."""
+    return jax.device_put(jnp.asarray(x), jax.devices("cpu")[0])
 
 
 def test_jax_cpu_arrays_match_numpy_and_reference(rng):
@@ -17,7 +23,7 @@ def test_jax_cpu_arrays_match_numpy_and_reference(rng):
                              max_kv_tokens=kv[-1])
     p.plan(qo, kv, causal=True)
     out_np = p.run(q, k, v)
-    out_jax = p.run(jnp.asarray(q), jnp.asarray(k), jnp.asarray(v))  # read-only JAX inputs
+    out_jax = p.run(cpu_array(q), cpu_array(k), cpu_array(v))  # read-only JAX inputs
     np.testing.assert_array_equal(np.asarray(out_jax), out_np)
     ref, _ = numpy_attention(q, k, v, qo, kv, causal=True)
     err = np.linalg.norm(np.asarray(out_jax, np.float64) - ref) / np.linalg.norm(ref)
@@ -29,6 +35,6 @@ def test_jax_wrong_dtype_is_a_type_error():
                              dtype="fp16", device="cpu", max_batch=1, max_q_tokens=4,
                              max_kv_tokens=4)
     p.plan([0, 4], [0, 4])
-    x = jnp.zeros((4, 1, 64), jnp.int8)
+    x = cpu_array(np.zeros((4, 1, 64), np.int8))
     with pytest.raises(TypeError, match="q"):
         p.run(x, x, x)
