@@ -403,8 +403,8 @@ __device__ __forceinline__ void consumer(const Sm90Params& p, uint32_t sbase, un
   const int warp_row0 = cw * 64 + warp * 16;                          // inside the tile
   const ItemPlan* slot = item_slot<Shape>(a, 1);
 
-  // Takes the next item from the producer. Called for item i + 1 just before item i's epilogue,
-  // so the slot's L2 round trip overlaps the epilogue's stores instead of delaying S_0.
+  // Takes the next item from the producer. Called for item i + 1 before item i's last P V (or
+  // its epilogue, when it has no kv tile), so the slot's L2 round trip overlaps that work.
   auto next_item = [&] {
     named_barrier_sync<kBarConsFull, kConsHop>();
     const ItemPlan ip = load_item(slot);
@@ -428,6 +428,7 @@ __device__ __forceinline__ void consumer(const Sm90Params& p, uint32_t sbase, un
     RowSoftmax<BN / 8> sm;
     sm.init();
 
+    bool fetched = false;  // `upcoming` already holds the next item
     if (ip.n_tiles > 0) {
       float s[BN / 8][4];
       uint32_t pf[BN / 16][4];
@@ -516,6 +517,10 @@ __device__ __forceinline__ void consumer(const Sm90Params& p, uint32_t sbase, un
       // zeros): P is 0 there, but 0 * inf would be NaN, so zero them first (both warpgroups
       // share the stage; each clears half, then they meet at a named barrier).
       mbar_wait(bar(kBarVFull + stage), parity);
+      // The next item, now: the producer handed it over once it had issued this item's last
+      // load (which has landed), and the slot's L2 round trip then overlaps the last P V.
+      upcoming = next_item();
+      fetched = true;
       const int valid = it.lk - n0;
       if (valid < BN) {
         const int ctid = threadIdx.x - 128;  // 0..255 over both consumer warpgroups
@@ -545,7 +550,7 @@ __device__ __forceinline__ void consumer(const Sm90Params& p, uint32_t sbase, un
       ++kv_iter;
     }
 
-    upcoming = next_item();
+    if (!fetched) upcoming = next_item();
     // Epilogue (also for tiles whose rows see no key: out = 0, lse = -inf).
     float l_total[2];
     sm.finish(l_total);
