@@ -79,6 +79,21 @@ class Path:
     def graph_key(self, st):
         raise Skip(f"{self.name} is not graph-capturable")
 
+    # The engines' layer loop, shared by the paths that re-create it: layer l's queries and the
+    # new tokens' K, V (their latents into the cache, then up-projected) ...
+    def _new_tokens(self, l, st):
+        cfg, L, T = self.cfg, self.model.layers[l], st.T
+        q, kv_c, k_pe = L.q[:T], L.kv_c[:T], L.k_pe[:T]
+        M.write_cache(L, st.slot_mapping, kv_c, k_pe, cfg)
+        k, v = M.up_project(L, kv_c, k_pe, cfg)
+        return q, k, v
+
+    # ... and the context's K, V: its latents gathered from the cache (rows self.gidx), up-projected.
+    def _context_kv(self, l):
+        cfg, L = self.cfg, self.model.layers[l]
+        lat = L.cache_flat.index_select(0, self.gidx)
+        return M.up_project(L, lat[:, :cfg.kv_lora_rank], lat[:, cfg.kv_lora_rank:], cfg)
+
     def run_step(self, st):
         self.plan(st)
         out0 = None
@@ -159,17 +174,14 @@ class FA2Path(Path):
             self.gidx = _h2d(M.context_gather_index(st), self.dev)
 
     def layer(self, l, st):
-        cfg, L, T = self.cfg, self.model.layers[l], st.T
-        q, kv_c, k_pe = L.q[:T], L.kv_c[:T], L.k_pe[:T]
-        M.write_cache(L, st.slot_mapping, kv_c, k_pe, cfg)
-        k, v = M.up_project(L, kv_c, k_pe, cfg)
+        cfg, T = self.cfg, st.T
+        q, k, v = self._new_tokens(l, st)
         pad = cfg.dqk - cfg.v_head
         F = torch.nn.functional
         out, lse = self.attn(q, k, F.pad(v, (0, pad)), st.qo_indptr_dev, st.qo_indptr_dev,
                              st.qo_indptr, st.qo_indptr, st.max_q, st.max_q, True)
         if self.has_ctx:
-            lat = L.cache_flat.index_select(0, self.gidx)
-            kc, vc = M.up_project(L, lat[:, :cfg.kv_lora_rank], lat[:, cfg.kv_lora_rank:], cfg)
+            kc, vc = self._context_kv(l)
             oc, lc = self.attn(q, kc, F.pad(vc, (0, pad)), st.qo_indptr_dev, self.cu_k_ctx,
                                st.qo_indptr, st.ctx_indptr, st.max_q, st.max_ctx, False)
             out = M.merge(oc, fa2_lse_TH(lc, T), out, fa2_lse_TH(lse, T))
@@ -219,15 +231,11 @@ class FlashInferPath(Path):
             self.gidx = _h2d(M.context_gather_index(st), self.dev)
 
     def layer(self, l, st):
-        cfg, L, T = self.cfg, self.model.layers[l], st.T
-        q, kv_c, k_pe = L.q[:T], L.kv_c[:T], L.k_pe[:T]
-        M.write_cache(L, st.slot_mapping, kv_c, k_pe, cfg)
-        k, v = M.up_project(L, kv_c, k_pe, cfg)
+        q, k, v = self._new_tokens(l, st)
         if not self.has_ctx:
             return self.new.run(q, k, v)
         out, lse = self.new.run(q, k, v, return_lse=True)
-        lat = L.cache_flat.index_select(0, self.gidx)
-        kc, vc = M.up_project(L, lat[:, :cfg.kv_lora_rank], lat[:, cfg.kv_lora_rank:], cfg)
+        kc, vc = self._context_kv(l)
         oc, lc = self.ctx.run(q, kc, vc, return_lse=True)
         return M.merge(oc, lc, out, lse, base2=True)  # FlashInfer's LSE is base 2
 
@@ -271,15 +279,11 @@ class MlakitKernelInVllmPath(Path):
                             else M.context_gather_index(st), non_blocking=True)
 
     def layer(self, l, st):
-        cfg, L, T = self.cfg, self.model.layers[l], st.T
-        q, kv_c, k_pe = L.q[:T], L.kv_c[:T], L.k_pe[:T]
-        M.write_cache(L, st.slot_mapping, kv_c, k_pe, cfg)
-        k, v = M.up_project(L, kv_c, k_pe, cfg)
+        q, k, v = self._new_tokens(l, st)
         if not self.has_ctx:
             return self.new.run(q, k, v)
         out, lse = self.new.run(q, k, v, return_lse=True)
-        lat = L.cache_flat.index_select(0, self.gidx)
-        kc, vc = M.up_project(L, lat[:, :cfg.kv_lora_rank], lat[:, cfg.kv_lora_rank:], cfg)
+        kc, vc = self._context_kv(l)
         oc, lc = self.ctx.run(q, kc, vc, return_lse=True)
         self.merge_states(oc, lc, out, lse, out=oc, lse_out=lc)  # in place into the context part
         return oc
