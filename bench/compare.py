@@ -58,6 +58,7 @@ import traceback
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
+import run_record as R  # noqa: E402
 import workloads as W  # noqa: E402
 
 import overhead as OH  # noqa: E402
@@ -514,17 +515,6 @@ def load_anchors():
     return out
 
 
-def finite_or_none(o):
-    """JSON has no inf/nan: replace them (recursively) with null."""
-    if isinstance(o, float) and not math.isfinite(o):
-        return None
-    if isinstance(o, dict):
-        return {k: finite_or_none(v) for k, v in o.items()}
-    if isinstance(o, (list, tuple)):
-        return [finite_or_none(v) for v in o]
-    return o
-
-
 def fmt(x, spec):
     return format(x, spec) if isinstance(x, (int, float)) and math.isfinite(x) else "-"
 
@@ -791,22 +781,14 @@ def main(argv=None):
                          "rotating input sets (see 'rotate' per case); tflops = 2*(Dqk+Dvo)*pairs*H / time; "
                          "pct_ceiling = tflops / this run's 8192^3 bf16 matmul TFLOP/s; "
                          f"plan_us_* = median host wall of {plan_iters} plan() calls, device idle before each",
-               "git_commit": os.environ.get("MLAKIT_GIT_COMMIT") or _git_commit(),
+               "git_commit": R.git_commit(),
                "cases": cases, "overhead": overhead_rows,
                "overhead_method": OH.__doc__.strip() if overhead_rows is not None else None}
         os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
         with open(args.json, "w") as f:
-            json.dump(finite_or_none(doc), f, indent=1, default=lambda o: None)
+            json.dump(R.finite_or_none(doc), f, indent=1, default=lambda o: None)
         log(f"wrote {args.json}")
     return 1 if any_mlakit_fail else 0
-
-
-def _git_commit():
-    try:
-        return subprocess.run(["git", "-C", REPO, "rev-parse", "HEAD"], stdout=subprocess.PIPE,
-                              stderr=subprocess.DEVNULL, text=True).stdout.strip() or "unknown"
-    except Exception:  # noqa: BLE001
-        return "unknown"
 
 
 if __name__ == "__main__":

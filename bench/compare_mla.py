@@ -39,14 +39,13 @@ import json
 import math
 import os
 import statistics
-import subprocess
 import sys
 import time
 import traceback
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
+import run_record as R  # noqa: E402
 import seed_schedule as S  # noqa: E402
 
 # The seed's measured TTFT (whole engine, H200-class GPU, shared/seed/000_*.txt), for scale.
@@ -463,7 +462,7 @@ def main(argv=None):
         doc = {"tool": "bench/compare_mla.py",
                "time_utc": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
                "command_line": " ".join(sys.argv), "env": env, "smoke": args.smoke,
-               "git_commit": os.environ.get("MLAKIT_GIT_COMMIT") or _git_commit(),
+               "git_commit": R.git_commit(),
                "config": {"layers": cfg.layers, "heads": cfg.heads, "kv_lora_rank": cfg.kv_lora_rank,
                           "qk_nope": cfg.qk_nope, "qk_rope": cfg.qk_rope, "v_head": cfg.v_head,
                           "block_size": cfg.block_size, "sm_scale": cfg.sm_scale, "merge": merge_kind,
@@ -472,7 +471,7 @@ def main(argv=None):
                "small_check": small, "cases": out_cases, "targets": targets}
         os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
         with open(args.json, "w") as f:
-            json.dump(_finite(doc), f, indent=1, default=lambda o: None)
+            json.dump(R.finite_or_none(doc), f, indent=1, default=lambda o: None)
         log(f"wrote {args.json}")
     failed = [n for n, r in (small or {}).items() if r.get("pass") is False]
     failed += [f"{c['requests']}:{c['budget']}/{n}" for c in out_cases for n, r in c["paths"].items()
@@ -548,24 +547,6 @@ def report_targets(cases):
                 log(f"  {r['case']:22s} {r['mlakit_path']:26s} vs {r['vs']:16s} x{r['speedup']:.2f} "
                     f"(target x{r['target']:.1f}): {'met' if r['met'] else 'MISSED'}")
     return rows
-
-
-def _finite(o):
-    if isinstance(o, float) and not math.isfinite(o):
-        return None
-    if isinstance(o, dict):
-        return {str(k): _finite(v) for k, v in o.items()}
-    if isinstance(o, (list, tuple)):
-        return [_finite(v) for v in o]
-    return o
-
-
-def _git_commit():
-    try:
-        return subprocess.run(["git", "-C", REPO, "rev-parse", "HEAD"], stdout=subprocess.PIPE,
-                              stderr=subprocess.DEVNULL, text=True).stdout.strip() or "unknown"
-    except Exception:  # noqa: BLE001
-        return "unknown"
 
 
 if __name__ == "__main__":
