@@ -139,6 +139,120 @@ mlakit::TensorView view_of_descriptor(nb::handle obj, const char* name) {
   return v;
 }
 
+// torch, registered by the Python layer (mlakit._register_torch) once torch is imported; the
+// extension never imports it. References are kept for the life of the process (never released:
+// the interpreter may be finalizing when static destructors run).
+struct TorchRefs {
+  PyTypeObject* tensor = nullptr;      // torch.Tensor
+  PyObject* dtypes[5] = {};            // torch dtype objects, indexed by mlakit::DType's value
+  PyObject* int64 = nullptr;           // torch.int64 (host offsets)
+  PyObject* raw_stream = nullptr;      // device index -> cudaStream_t as an int
+  PyObject *s_dtype = nullptr, *s_is_cuda = nullptr, *s_is_cpu = nullptr, *s_get_device = nullptr,
+           *s_data_ptr = nullptr, *s_shape = nullptr, *s_stride = nullptr, *s_requires_grad = nullptr,
+           *s_detach = nullptr;
+};
+TorchRefs g_torch;
+
+bool is_torch_tensor(nb::handle obj) {
+  return g_torch.tensor != nullptr && PyType_IsSubtype(Py_TYPE(obj.ptr()), g_torch.tensor);
+}
+
+nb::object attr(PyObject* obj, PyObject* name) {
+  PyObject* r = PyObject_GetAttr(obj, name);
+  if (!r) nb::raise_python_error();
+  return nb::steal(r);
+}
+
+nb::object call0(PyObject* obj, PyObject* name) {
+  PyObject* r = PyObject_CallMethodNoArgs(obj, name);
+  if (!r) nb::raise_python_error();
+  return nb::steal(r);
+}
+
+bool truthy(const nb::object& o) {
+  int r = PyObject_IsTrue(o.ptr());
+  if (r < 0) nb::raise_python_error();
+  return r != 0;
+}
+
+int64_t as_int64(PyObject* o) {
+  long long x = PyLong_AsLongLong(o);
+  if (x == -1 && PyErr_Occurred()) nb::raise_python_error();
+  return static_cast<int64_t>(x);
+}
+
+// A torch tensor's view read from the attributes mlakit._torch_descriptor reads (dtype, is_cuda /
+// is_cpu, get_device(), data_ptr(), shape, stride()), through the C API. False (nothing read
+// past the dtype and device) when mlakit does not take its dtype or device: the caller then
+// exports it through DLPack, whose error names what is wrong.
+bool view_of_torch(PyObject* obj, const char* name, mlakit::TensorView* v) {
+  nb::object dt = attr(obj, g_torch.s_dtype);
+  int code = -1;
+  for (int i = 0; i < 5; ++i)
+    if (dt.ptr() == g_torch.dtypes[i]) code = i;
+  if (code < 0) return false;
+  mlakit::Device device;
+  if (truthy(attr(obj, g_torch.s_is_cuda))) {
+    device = mlakit::Device::cuda(static_cast<int>(as_int64(call0(obj, g_torch.s_get_device).ptr())));
+  } else if (truthy(attr(obj, g_torch.s_is_cpu))) {
+    device = mlakit::Device::cpu();
+  } else {
+    return false;
+  }
+  nb::object shape = attr(obj, g_torch.s_shape), strides = call0(obj, g_torch.s_stride);
+  if (!PyTuple_Check(shape.ptr()) || !PyTuple_Check(strides.ptr()) ||
+      PyTuple_GET_SIZE(shape.ptr()) != PyTuple_GET_SIZE(strides.ptr()))
+    throw Error(ErrorKind::kTypeMismatch, name, "a torch tensor whose shape and stride() are not matching tuples");
+  const Py_ssize_t ndim = PyTuple_GET_SIZE(shape.ptr());
+  if (ndim > mlakit::TensorView::kMaxDims)
+    throw Error(ErrorKind::kInvalidArgument, name,
+                "has " + std::to_string(ndim) + " dimensions; mlakit takes at most 4");
+  nb::object ptr = call0(obj, g_torch.s_data_ptr);
+  void* data = PyLong_AsVoidPtr(ptr.ptr());
+  if (!data && PyErr_Occurred()) nb::raise_python_error();
+  v->data = data;
+  v->dtype = static_cast<mlakit::DType>(code);
+  v->ndim = static_cast<int>(ndim);
+  for (Py_ssize_t d = 0; d < ndim; ++d) {
+    v->shape[d] = as_int64(PyTuple_GET_ITEM(shape.ptr(), d));
+    v->strides[d] = as_int64(PyTuple_GET_ITEM(strides.ptr(), d));
+  }
+  normalize_degenerate_strides(*v);
+  v->device = device;
+  return true;
+}
+
+// The bytes of a contiguous 1-D int32/int64 CPU torch tensor, appended to `key` after its
+// element size and length; false (key unchanged) for anything else.
+bool append_host_offsets(PyObject* t, std::string* key) {
+  if (g_torch.tensor == nullptr || !PyType_IsSubtype(Py_TYPE(t), g_torch.tensor)) return false;
+  nb::object dt = attr(t, g_torch.s_dtype);
+  const int64_t itemsize = dt.ptr() == g_torch.dtypes[4] ? 4 : dt.ptr() == g_torch.int64 ? 8 : 0;
+  if (itemsize == 0 || !truthy(attr(t, g_torch.s_is_cpu))) return false;
+  nb::object shape = attr(t, g_torch.s_shape);
+  if (!PyTuple_Check(shape.ptr()) || PyTuple_GET_SIZE(shape.ptr()) != 1) return false;
+  const int64_t n = as_int64(PyTuple_GET_ITEM(shape.ptr(), 0));
+  if (n > 1) {
+    nb::object strides = call0(t, g_torch.s_stride);
+    if (!PyTuple_Check(strides.ptr()) || PyTuple_GET_SIZE(strides.ptr()) != 1 ||
+        as_int64(PyTuple_GET_ITEM(strides.ptr(), 0)) != 1)
+      return false;
+  }
+  const char* data = nullptr;
+  if (n > 0) {
+    nb::object ptr = call0(t, g_torch.s_data_ptr);
+    data = static_cast<const char*>(PyLong_AsVoidPtr(ptr.ptr()));
+    if (!data) {
+      if (PyErr_Occurred()) nb::raise_python_error();
+      return false;
+    }
+  }
+  const int64_t head[2] = {itemsize, n};
+  key->append(reinterpret_cast<const char*>(head), sizeof(head));
+  if (n > 0) key->append(data, static_cast<size_t>(n * itemsize));
+  return true;
+}
+
 std::string py_type_name(nb::handle obj) {
   return nb::cast<std::string>(nb::str(obj.type().attr("__qualname__")));
 }
@@ -151,10 +265,20 @@ TensorArg tensor_arg(nb::handle obj, const char* name, bool writable) {
   TensorArg arg;
   if (is_descriptor(obj)) {
     arg.view = view_of_descriptor(obj, name);
+    arg.torch = true;  // built from a torch tensor by mlakit._torch_descriptor
     return arg;
   }
   std::optional<mlakit::DType> reinterpret_as;
   nb::handle src = obj;
+  if (is_torch_tensor(obj)) {
+    arg.torch = true;
+    if (view_of_torch(obj.ptr(), name, &arg.view)) return arg;
+    // DLPack refuses tensors that require grad; mlakit is forward-only (as mlakit._native).
+    if (truthy(attr(obj.ptr(), g_torch.s_requires_grad))) {
+      arg.detached = call0(obj.ptr(), g_torch.s_detach);
+      src = arg.detached;
+    }
+  }
   if (nb::isinstance<Reinterpreted>(obj)) {
     const Reinterpreted& r = nb::cast<const Reinterpreted&>(obj);
     src = r.array;
@@ -176,6 +300,18 @@ TensorArg tensor_arg(nb::handle obj, const char* name, bool writable) {
     arg.readonly_array = std::move(a);
   }
   return arg;
+}
+
+mlakit::Stream stream_arg(nb::handle stream, const TensorArg& like) {
+  if (!stream.is_none()) return as_stream(nb::cast<uintptr_t>(stream));
+  if (!like.torch || like.view.device.type != mlakit::DeviceType::kCUDA || g_torch.raw_stream == nullptr)
+    return nullptr;
+  nb::object index = nb::steal(PyLong_FromLong(like.view.device.index));
+  if (!index.is_valid()) nb::raise_python_error();
+  PyObject* r = PyObject_CallOneArg(g_torch.raw_stream, index.ptr());
+  if (!r) nb::raise_python_error();
+  nb::object h = nb::steal(r);
+  return as_stream(nb::cast<uintptr_t>(h));
 }
 
 std::optional<TensorArg> optional_tensor_arg(nb::handle obj, const char* name, bool writable) {
@@ -270,6 +406,56 @@ mlakit::Device parse_device(const std::string& s, const char* name) {
 }
 
 void bind_tensor(nb::module_& m) {
+  m.def(
+      "_register_torch",
+      [](nb::handle tensor_type, nb::tuple dtypes, nb::handle int64, nb::handle raw_stream) {
+        if (!PyType_Check(tensor_type.ptr()) || nb::len(dtypes) != 5)
+          throw Error(ErrorKind::kInvalidArgument, "tensor_type", "expected torch.Tensor and 5 dtypes");
+        auto keep = [](PyObject* o) { Py_INCREF(o); return o; };
+        auto name = [](const char* s) {
+          PyObject* o = PyUnicode_InternFromString(s);
+          if (!o) nb::raise_python_error();
+          return o;
+        };
+        if (g_torch.s_dtype == nullptr) {
+          g_torch.s_dtype = name("dtype");
+          g_torch.s_is_cuda = name("is_cuda");
+          g_torch.s_is_cpu = name("is_cpu");
+          g_torch.s_get_device = name("get_device");
+          g_torch.s_data_ptr = name("data_ptr");
+          g_torch.s_shape = name("shape");
+          g_torch.s_stride = name("stride");
+          g_torch.s_requires_grad = name("requires_grad");
+          g_torch.s_detach = name("detach");
+        }
+        for (int i = 0; i < 5; ++i) g_torch.dtypes[i] = keep(dtypes[i].ptr());
+        g_torch.int64 = keep(int64.ptr());
+        g_torch.raw_stream = raw_stream.is_none() ? nullptr : keep(raw_stream.ptr());
+        g_torch.tensor = reinterpret_cast<PyTypeObject*>(keep(tensor_type.ptr()));
+      },
+      nb::arg("tensor_type"), nb::arg("dtypes"), nb::arg("int64"), nb::arg("raw_stream").none(),
+      "Lets the launching functions read torch tensors directly: torch.Tensor, its dtypes in mlakit's "
+      "DType order (bf16, fp16, fp32, fp64, int32), torch.int64, and a device index -> current "
+      "cudaStream_t callable (None: no CUDA).");
+  m.def(
+      "_host_offsets_key",
+      [](nb::handle a, nb::handle b) -> nb::object {
+        std::string key;
+        if (!append_host_offsets(a.ptr(), &key)) return nb::none();
+        if (b.ptr() == a.ptr()) {
+          key.append(key);
+        } else if (!append_host_offsets(b.ptr(), &key)) {
+          return nb::none();
+        }
+        PyObject* r = PyBytes_FromStringAndSize(key.data(), static_cast<Py_ssize_t>(key.size()));
+        if (!r) nb::raise_python_error();
+        return nb::steal(r);
+      },
+      nb::arg("a").none(), nb::arg("b").none(),
+      "The values of two host offset tensors (contiguous 1-D int32/int64 CPU torch tensors) as one bytes "
+      "object (element sizes, lengths, raw bytes: equal bytes = equal dtypes and values), compared to "
+      "know a plan is still in force; None when either is not such a tensor.");
+
   nb::class_<Reinterpreted>(m, "_Reinterpreted",
                             "A 16-bit integer array to be read as another 16-bit dtype (NumPy bfloat16).")
       .def("__init__",
