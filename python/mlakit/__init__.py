@@ -231,6 +231,8 @@ def _empty(like: Any, shape: Tuple[int, ...], dtype: Optional[str] = None) -> An
     lib = _lib_of(like)
     if lib == "torch":
         torch = sys.modules["torch"]
+        if type(like) is _TorchTensor:  # sizes as arguments: PyTorch parses a tuple ~0.8 µs slower
+            return like.new_empty(*shape) if dtype is None else like.new_empty(*shape, dtype=getattr(torch, dtype))
         dt = like.dtype if dtype is None else getattr(torch, dtype)
         return torch.empty(shape, dtype=dt, device=like.device)
     if lib == "numpy":
@@ -251,11 +253,14 @@ def _empty(like: Any, shape: Tuple[int, ...], dtype: Optional[str] = None) -> An
 
 
 def _shape(x: Any, name: str, ndim: int) -> Tuple[int, ...]:
-    shape = getattr(x, "shape", None)
-    if shape is None:
-        raise TypeError(f"mlakit: {name}: expected an array supporting DLPack or the buffer protocol, "
-                        f"got {type(x).__qualname__}")
-    shape = tuple(int(s) for s in shape)
+    if type(x) is _TorchTensor:
+        shape = x.shape  # a torch.Size: already a tuple of ints
+    else:
+        shape = getattr(x, "shape", None)
+        if shape is None:
+            raise TypeError(f"mlakit: {name}: expected an array supporting DLPack or the buffer protocol, "
+                            f"got {type(x).__qualname__}")
+        shape = tuple(int(s) for s in shape)
     if len(shape) != ndim:
         raise ValueError(f"mlakit: {name}: must have {ndim} dimensions, got shape {list(shape)}")
     return shape

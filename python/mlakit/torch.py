@@ -99,7 +99,7 @@ def _(q, k, v, out, lse, handle):
 
 @torch.library.custom_op("mlakit::ragged_prefill", mutates_args=())
 def _ragged_prefill(q: Tensor, k: Tensor, v: Tensor, handle: int) -> Tensor:
-    out = q.new_empty(_out_shape(q, v))
+    out = q.new_empty(*_out_shape(q, v))
     _prefill(_mlakit._lookup(handle), q, k, v, out, None)
     return out
 
@@ -121,8 +121,8 @@ def _ragged_prefill_with_lse(q: Tensor, k: Tensor, v: Tensor, handle: int,
 
 def _prefill_with_lse(plan: RaggedPrefill, q: Tensor, k: Tensor, v: Tensor,
                       lse_head_major: bool) -> Tuple[Tensor, Tensor]:
-    out = q.new_empty(_out_shape(q, v))
-    lse = q.new_empty(_lse_shape(q, lse_head_major), dtype=torch.float32)
+    out = q.new_empty(*_out_shape(q, v))
+    lse = q.new_empty(*_lse_shape(q, lse_head_major), dtype=torch.float32)
     _prefill(plan, q, k, v, out, lse.T if lse_head_major else lse)
     return out, lse
 
@@ -219,8 +219,8 @@ def ragged_prefill(plan: RaggedPrefill, q: Tensor, k: Tensor, v: Tensor,
             return _prefill_with_lse(plan, q, k, v, lse_layout == "ht")
         return torch.ops.mlakit.ragged_prefill_with_lse(q, k, v, plan.handle, lse_layout == "ht")
     if _direct(q, k, v):
-        out = q.new_empty(_out_shape(q, v))
-        _prefill(plan, q, k, v, out, None)
+        out = q.new_empty(*_out_shape(q, v))  # sizes as arguments: PyTorch parses a tuple ~0.8 µs slower
+        plan._impl.run(q, k, v, out, None, None)
         return out
     return torch.ops.mlakit.ragged_prefill(q, k, v, plan.handle)
 
