@@ -118,3 +118,30 @@ def test_version_rule_identity():
     assert alias.data_ptr() == ck.data_ptr() and not V._same_source(src, cq, alias)
     cq.resize_(4)                              # another shape, same object
     assert not V._same_source(src, cq, ck)
+
+
+class _Cuda(torch.Tensor):
+    """A CPU tensor that says it is on a CUDA device (attributes at plain-tensor speed)."""
+    __torch_function__ = torch._C._disabled_torch_function_impl
+
+    @property
+    def is_cuda(self):
+        return True
+
+    @property
+    def is_cpu(self):
+        return False
+
+
+def test_host_copies_on_a_cuda_device_are_refused(fresh_cache):
+    """cu_seqlens_*_cpu on a CUDA device: a TypeError naming the argument, on the first call and
+    when a plan for the same offsets exists (such copies are never taken as unchanged)."""
+    gen = torch.Generator().manual_seed(5)
+    q, k, v = qkv(gen, 9, 9)
+    cq = indptr([4, 5])
+    for copy in (cq.clone().as_subclass(_Cuda), cq.tolist()):
+        with pytest.raises(TypeError, match=r"^mlakit: cu_seqlens_q_cpu: must be a host \(CPU\) tensor"):
+            fa(q, k, v, cq, cq, 5, 5, causal=True, cu_seqlens_q_cpu=cq.clone().as_subclass(_Cuda),
+               cu_seqlens_k_cpu=copy)
+        fa(q, k, v, cq, cq, 5, 5, causal=True, cu_seqlens_q_cpu=cq, cu_seqlens_k_cpu=cq)  # makes the plan
+    assert V._offsets_key(cq.clone().as_subclass(_Cuda), cq) is None
