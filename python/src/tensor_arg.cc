@@ -139,6 +139,18 @@ mlakit::TensorView view_of_descriptor(nb::handle obj, const char* name) {
   return v;
 }
 
+// An attribute of torch.Tensor the fast path reads. For a plain torch.Tensor (the exact type) it
+// is read through the descriptor the type resolves it to, found once at registration: the getter
+// of a data descriptor (shape, dtype, is_cuda: an instance dict cannot shadow those), the method
+// called with the tensor as its first argument (data_ptr, stride, get_device). That skips the
+// generic attribute lookup (and the bound method) per read; the getters themselves run as they
+// would (torch function modes included). Subclasses take the generic lookup (their overrides).
+struct TorchAttr {
+  PyObject* name = nullptr;           // interned
+  PyObject* descr = nullptr;          // torch.Tensor's attribute as the type resolves it
+  descrgetfunc getter = nullptr;      // data descriptors: its tp_descr_get
+};
+
 // torch, registered by the Python layer (mlakit._register_torch) once torch is imported; the
 // extension never imports it. References are kept for the life of the process (never released:
 // the interpreter may be finalizing when static destructors run).
@@ -147,9 +159,9 @@ struct TorchRefs {
   PyObject* dtypes[5] = {};            // torch dtype objects, indexed by mlakit::DType's value
   PyObject* int64 = nullptr;           // torch.int64 (host offsets)
   PyObject* raw_stream = nullptr;      // device index -> cudaStream_t as an int
-  PyObject *s_dtype = nullptr, *s_is_cuda = nullptr, *s_is_cpu = nullptr, *s_get_device = nullptr,
-           *s_data_ptr = nullptr, *s_shape = nullptr, *s_stride = nullptr, *s_requires_grad = nullptr,
-           *s_detach = nullptr;
+  TorchAttr dtype, is_cuda, is_cpu, shape;                 // data descriptors
+  TorchAttr get_device, data_ptr, stride;                  // methods
+  PyObject *s_requires_grad = nullptr, *s_detach = nullptr;  // fallback path only
 };
 TorchRefs g_torch;
 
@@ -165,6 +177,21 @@ nb::object attr(PyObject* obj, PyObject* name) {
 
 nb::object call0(PyObject* obj, PyObject* name) {
   PyObject* r = PyObject_CallMethodNoArgs(obj, name);
+  if (!r) nb::raise_python_error();
+  return nb::steal(r);
+}
+
+nb::object attr(PyObject* obj, const TorchAttr& a) {
+  PyObject* r = Py_TYPE(obj) == g_torch.tensor && a.getter != nullptr
+                    ? a.getter(a.descr, obj, reinterpret_cast<PyObject*>(g_torch.tensor))
+                    : PyObject_GetAttr(obj, a.name);
+  if (!r) nb::raise_python_error();
+  return nb::steal(r);
+}
+
+nb::object call0(PyObject* obj, const TorchAttr& a) {
+  PyObject* r = Py_TYPE(obj) == g_torch.tensor && a.descr != nullptr ? PyObject_Vectorcall(a.descr, &obj, 1, nullptr)
+                                                                     : PyObject_CallMethodNoArgs(obj, a.name);
   if (!r) nb::raise_python_error();
   return nb::steal(r);
 }
@@ -186,20 +213,20 @@ int64_t as_int64(PyObject* o) {
 // past the dtype and device) when mlakit does not take its dtype or device: the caller then
 // exports it through DLPack, whose error names what is wrong.
 bool view_of_torch(PyObject* obj, const char* name, mlakit::TensorView* v) {
-  nb::object dt = attr(obj, g_torch.s_dtype);
+  nb::object dt = attr(obj, g_torch.dtype);
   int code = -1;
   for (int i = 0; i < 5; ++i)
     if (dt.ptr() == g_torch.dtypes[i]) code = i;
   if (code < 0) return false;
   mlakit::Device device;
-  if (truthy(attr(obj, g_torch.s_is_cuda))) {
-    device = mlakit::Device::cuda(static_cast<int>(as_int64(call0(obj, g_torch.s_get_device).ptr())));
-  } else if (truthy(attr(obj, g_torch.s_is_cpu))) {
+  if (truthy(attr(obj, g_torch.is_cuda))) {
+    device = mlakit::Device::cuda(static_cast<int>(as_int64(call0(obj, g_torch.get_device).ptr())));
+  } else if (truthy(attr(obj, g_torch.is_cpu))) {
     device = mlakit::Device::cpu();
   } else {
     return false;
   }
-  nb::object shape = attr(obj, g_torch.s_shape), strides = call0(obj, g_torch.s_stride);
+  nb::object shape = attr(obj, g_torch.shape), strides = call0(obj, g_torch.stride);
   if (!PyTuple_Check(shape.ptr()) || !PyTuple_Check(strides.ptr()) ||
       PyTuple_GET_SIZE(shape.ptr()) != PyTuple_GET_SIZE(strides.ptr()))
     throw Error(ErrorKind::kTypeMismatch, name, "a torch tensor whose shape and stride() are not matching tuples");
@@ -207,7 +234,7 @@ bool view_of_torch(PyObject* obj, const char* name, mlakit::TensorView* v) {
   if (ndim > mlakit::TensorView::kMaxDims)
     throw Error(ErrorKind::kInvalidArgument, name,
                 "has " + std::to_string(ndim) + " dimensions; mlakit takes at most 4");
-  nb::object ptr = call0(obj, g_torch.s_data_ptr);
+  nb::object ptr = call0(obj, g_torch.data_ptr);
   void* data = PyLong_AsVoidPtr(ptr.ptr());
   if (!data && PyErr_Occurred()) nb::raise_python_error();
   v->data = data;
@@ -226,21 +253,21 @@ bool view_of_torch(PyObject* obj, const char* name, mlakit::TensorView* v) {
 // element size and length; false (key unchanged) for anything else.
 bool append_host_offsets(PyObject* t, std::string* key) {
   if (g_torch.tensor == nullptr || !PyType_IsSubtype(Py_TYPE(t), g_torch.tensor)) return false;
-  nb::object dt = attr(t, g_torch.s_dtype);
+  nb::object dt = attr(t, g_torch.dtype);
   const int64_t itemsize = dt.ptr() == g_torch.dtypes[4] ? 4 : dt.ptr() == g_torch.int64 ? 8 : 0;
-  if (itemsize == 0 || !truthy(attr(t, g_torch.s_is_cpu))) return false;
-  nb::object shape = attr(t, g_torch.s_shape);
+  if (itemsize == 0 || !truthy(attr(t, g_torch.is_cpu))) return false;
+  nb::object shape = attr(t, g_torch.shape);
   if (!PyTuple_Check(shape.ptr()) || PyTuple_GET_SIZE(shape.ptr()) != 1) return false;
   const int64_t n = as_int64(PyTuple_GET_ITEM(shape.ptr(), 0));
   if (n > 1) {
-    nb::object strides = call0(t, g_torch.s_stride);
+    nb::object strides = call0(t, g_torch.stride);
     if (!PyTuple_Check(strides.ptr()) || PyTuple_GET_SIZE(strides.ptr()) != 1 ||
         as_int64(PyTuple_GET_ITEM(strides.ptr(), 0)) != 1)
       return false;
   }
   const char* data = nullptr;
   if (n > 0) {
-    nb::object ptr = call0(t, g_torch.s_data_ptr);
+    nb::object ptr = call0(t, g_torch.data_ptr);
     data = static_cast<const char*>(PyLong_AsVoidPtr(ptr.ptr()));
     if (!data) {
       if (PyErr_Occurred()) nb::raise_python_error();
@@ -417,17 +444,30 @@ void bind_tensor(nb::module_& m) {
           if (!o) nb::raise_python_error();
           return o;
         };
-        if (g_torch.s_dtype == nullptr) {
-          g_torch.s_dtype = name("dtype");
-          g_torch.s_is_cuda = name("is_cuda");
-          g_torch.s_is_cpu = name("is_cpu");
-          g_torch.s_get_device = name("get_device");
-          g_torch.s_data_ptr = name("data_ptr");
-          g_torch.s_shape = name("shape");
-          g_torch.s_stride = name("stride");
-          g_torch.s_requires_grad = name("requires_grad");
-          g_torch.s_detach = name("detach");
-        }
+        auto bind = [&](TorchAttr& a, const char* s, bool data_descriptor) {
+          a.name = name(s);
+          PyObject* d = PyObject_GetAttr(tensor_type.ptr(), a.name);
+          if (!d) nb::raise_python_error();
+          // Only what the fast reads can call as the generic lookup would: a data descriptor's
+          // getter, a method (descriptor or function) called with the tensor; else the lookup.
+          if (data_descriptor && Py_TYPE(d)->tp_descr_get != nullptr && Py_TYPE(d)->tp_descr_set != nullptr) {
+            a.descr = d;
+            a.getter = Py_TYPE(d)->tp_descr_get;
+          } else if (!data_descriptor && (PyObject_TypeCheck(d, &PyMethodDescr_Type) || PyFunction_Check(d))) {
+            a.descr = d;
+          } else {
+            Py_DECREF(d);
+          }
+        };
+        bind(g_torch.dtype, "dtype", true);
+        bind(g_torch.is_cuda, "is_cuda", true);
+        bind(g_torch.is_cpu, "is_cpu", true);
+        bind(g_torch.shape, "shape", true);
+        bind(g_torch.get_device, "get_device", false);
+        bind(g_torch.data_ptr, "data_ptr", false);
+        bind(g_torch.stride, "stride", false);
+        g_torch.s_requires_grad = name("requires_grad");
+        g_torch.s_detach = name("detach");
         for (int i = 0; i < 5; ++i) g_torch.dtypes[i] = keep(dtypes[i].ptr());
         g_torch.int64 = keep(int64.ptr());
         g_torch.raw_stream = raw_stream.is_none() ? nullptr : keep(raw_stream.ptr());
