@@ -21,6 +21,8 @@ def _register_torch(tensor_type: type, dtypes: tuple, int64: object, raw_stream:
 def _host_offsets_key(a: object, b: object) -> bytes | None:
     """Two contiguous 1-D int32/int64 CPU torch tensors' element sizes, lengths and bytes as one
     bytes object; None when either is not such a tensor."""
+def _same_source(src: tuple | None, cu_q: object, cu_k: object) -> bool:
+    """Whether two offset tensors match a version-counter record of mlakit._varlen._source."""
 def _error_type_for_kind(kind: int) -> type[Exception]: ...
 def _raise_for_kind(kind: int, argument: str, message: str) -> None: ...
 

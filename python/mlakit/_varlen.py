@@ -139,13 +139,10 @@ def _source(cu_q: Tensor, cu_k: Tensor) -> tuple:
             weakref.ref(cu_k), weakref.ref(_root(cu_k)), cu_k._version, cu_k.shape, cu_k.stride())
 
 
-def _same_source(src: Optional[tuple], cu_q: Tensor, cu_k: Tensor) -> bool:
-    """Whether CUDA offsets match _source() of a plan's (_run inlines the same test)."""
-    return (src is not None
-            and (src[0]() is cu_q or src[1]() is _root(cu_q)) and src[2] == cu_q._version
-            and src[3] == cu_q.shape and src[4] == cu_q.stride()
-            and (src[5]() is cu_k or src[6]() is _root(cu_k)) and src[7] == cu_k._version
-            and src[8] == cu_k.shape and src[9] == cu_k.stride())
+# Whether CUDA offsets match _source() of a plan's, per tensor: the recorded object, or else
+# its base is the recorded one; the same version counter, shape and strides (the extension
+# reads them, ~0.5 µs less than in Python).
+_same_source = _mlakit._C._same_source
 
 
 def _check_offsets(t: Tensor, name: str) -> None:
@@ -323,14 +320,7 @@ def _run(q: Tensor, k: Tensor, v: Tensor, cu_seqlens_q: Tensor, cu_seqlens_k: Te
             sig = _host_sig(host_q, host_k)
         fresh = plan is not None and sig is not None and sig == plan.sig
     elif plan is not None and trust and host_q is None and host_k is None and _trust_version[0]:
-        src = plan.src  # _same_source(), inlined
-        fresh = (src is not None
-                 and (src[0]() is cu_seqlens_q or src[1]() is _root(cu_seqlens_q))
-                 and src[2] == cu_seqlens_q._version and src[3] == cu_seqlens_q.shape
-                 and src[4] == cu_seqlens_q.stride()
-                 and (src[5]() is cu_seqlens_k or src[6]() is _root(cu_seqlens_k))
-                 and src[7] == cu_seqlens_k._version and src[8] == cu_seqlens_k.shape
-                 and src[9] == cu_seqlens_k.stride())
+        fresh = _same_source(plan.src, cu_seqlens_q, cu_seqlens_k)
     if fresh:
         if out is None:
             out = q.new_empty(qs[0], qs[1], vs[2])

@@ -159,7 +159,7 @@ struct TorchRefs {
   PyObject* dtypes[5] = {};            // torch dtype objects, indexed by mlakit::DType's value
   PyObject* int64 = nullptr;           // torch.int64 (host offsets)
   PyObject* raw_stream = nullptr;      // device index -> cudaStream_t as an int
-  TorchAttr dtype, is_cuda, is_cpu, shape;                 // data descriptors
+  TorchAttr dtype, is_cuda, is_cpu, shape, base, version;  // data descriptors (base: _base)
   TorchAttr get_device, data_ptr, stride;                  // methods
   PyObject *s_requires_grad = nullptr, *s_detach = nullptr;  // fallback path only
 };
@@ -278,6 +278,30 @@ bool append_host_offsets(PyObject* t, std::string* key) {
   key->append(reinterpret_cast<const char*>(head), sizeof(head));
   if (n > 0) key->append(data, static_cast<size_t>(n * itemsize));
   return true;
+}
+
+// Whether offsets `t` match the entries src[i..i+4] of flash_attn_varlen_func's version-counter
+// record (mlakit._varlen._source): weak references to the tensor object and to the tensor it is
+// a view of, the version counter, shape and strides. The object itself is the cheap test; its
+// base (_base, or itself) must otherwise be the recorded one.
+bool same_offsets(PyObject* src, Py_ssize_t i, PyObject* t) {
+  auto deref = [](PyObject* ref) {
+    PyObject* o = PyObject_CallNoArgs(ref);  // a weakref.ref: the referent or None
+    if (!o) nb::raise_python_error();
+    return nb::steal(o);
+  };
+  auto equal = [](const nb::object& a, PyObject* b) {
+    int r = PyObject_RichCompareBool(a.ptr(), b, Py_EQ);
+    if (r < 0) nb::raise_python_error();
+    return r == 1;
+  };
+  if (deref(PyTuple_GET_ITEM(src, i)).ptr() != t) {
+    nb::object base = attr(t, g_torch.base);
+    if (deref(PyTuple_GET_ITEM(src, i + 1)).ptr() != (base.is_none() ? t : base.ptr())) return false;
+  }
+  return equal(attr(t, g_torch.version), PyTuple_GET_ITEM(src, i + 2)) &&
+         equal(attr(t, g_torch.shape), PyTuple_GET_ITEM(src, i + 3)) &&
+         equal(call0(t, g_torch.stride), PyTuple_GET_ITEM(src, i + 4));
 }
 
 std::string py_type_name(nb::handle obj) {
@@ -463,6 +487,8 @@ void bind_tensor(nb::module_& m) {
         bind(g_torch.is_cuda, "is_cuda", true);
         bind(g_torch.is_cpu, "is_cpu", true);
         bind(g_torch.shape, "shape", true);
+        bind(g_torch.base, "_base", true);
+        bind(g_torch.version, "_version", true);
         bind(g_torch.get_device, "get_device", false);
         bind(g_torch.data_ptr, "data_ptr", false);
         bind(g_torch.stride, "stride", false);
@@ -495,6 +521,18 @@ void bind_tensor(nb::module_& m) {
       "The values of two host offset tensors (contiguous 1-D int32/int64 CPU torch tensors) as one bytes "
       "object (element sizes, lengths, raw bytes: equal bytes = equal dtypes and values), compared to "
       "know a plan is still in force; None when either is not such a tensor.");
+
+  m.def(
+      "_same_source",
+      [](nb::handle src, nb::handle cu_q, nb::handle cu_k) {
+        if (src.is_none()) return false;
+        if (!PyTuple_CheckExact(src.ptr()) || PyTuple_GET_SIZE(src.ptr()) != 10)
+          throw Error(ErrorKind::kInvalidArgument, "src", "expected the 10-tuple of mlakit._varlen._source");
+        if (!is_torch_tensor(cu_q) || !is_torch_tensor(cu_k)) return false;
+        return same_offsets(src.ptr(), 0, cu_q.ptr()) && same_offsets(src.ptr(), 5, cu_k.ptr());
+      },
+      nb::arg("src").none(), nb::arg("cu_q").none(), nb::arg("cu_k").none(),
+      "Whether two offset tensors match a version-counter record of mlakit._varlen._source (None: no).");
 
   nb::class_<Reinterpreted>(m, "_Reinterpreted",
                             "A 16-bit integer array to be read as another 16-bit dtype (NumPy bfloat16).")

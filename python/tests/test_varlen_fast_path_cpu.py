@@ -145,3 +145,14 @@ def test_host_copies_on_a_cuda_device_are_refused(fresh_cache):
                cu_seqlens_k_cpu=copy)
         fa(q, k, v, cq, cq, 5, 5, causal=True, cu_seqlens_q_cpu=cq, cu_seqlens_k_cpu=cq)  # makes the plan
     assert V._offsets_key(cq.clone().as_subclass(_Cuda), cq) is None
+
+
+def test_same_source_arguments():
+    """The extension's _same_source: None (no record) and non-tensors never match; a record not
+    made by _source is an error, not a silent mismatch."""
+    cq = torch.arange(3, dtype=torch.int32)
+    src = V._source(cq, cq)
+    assert V._same_source(src, cq, cq) and not V._same_source(None, cq, cq)
+    assert not V._same_source(src, cq, [0, 1, 2])
+    with pytest.raises(ValueError, match=r"^mlakit: src: expected the 10-tuple"):
+        V._same_source(src[:8], cq, cq)
