@@ -275,18 +275,6 @@ def _stream_of(device: int) -> int:
 
 # -- one call ------------------------------------------------------------------------------------
 
-_descriptor = _mlakit._torch_descriptor  # (ptr, dtype, shape, strides, device) or None
-_native = _mlakit._native
-
-
-def _desc_t(lse: Tensor) -> Any:
-    """The extension's [rows, H] view of an [H, rows] lse, built without creating lse.T."""
-    d = _descriptor(lse)
-    if d is None or len(d[2]) != 2:
-        return _native(lse.T)
-    return (d[0], d[1], (d[2][1], d[2][0]), (d[3][1], d[3][0]), d[4], d[5])
-
-
 def _run(q: Tensor, k: Tensor, v: Tensor, cu_seqlens_q: Tensor, cu_seqlens_k: Tensor, cu_seqlens_q_cpu: Any,
          cu_seqlens_k_cpu: Any, softmax_scale: float, causal: bool, window_left: int, softcap: float,
          out: Optional[Tensor], lse: Optional[Tensor], trust: bool = False) -> Tensor:
@@ -326,7 +314,8 @@ def _run(q: Tensor, k: Tensor, v: Tensor, cu_seqlens_q: Tensor, cu_seqlens_k: Te
             out = q.new_empty(qs[0], qs[1], vs[2])
         # The extension reads the tensors itself (dtypes it does not take go through DLPack,
         # whose error names the argument) and launches on PyTorch's current stream of q's device.
-        plan.run(q, k, v, out, None if lse is None else _desc_t(lse), None)
+        # lse is [H, rows] (FlashAttention's layout): the extension reads it transposed.
+        plan.run(q, k, v, out, lse, None, lse is not None)
         # After the launch (this host work then overlaps the kernel), what the plan in force
         # needs no check for: inside a CUDA graph capture, mark it (a captured plan is never
         # evicted: the graph reads its device workspace on every replay); else LRU order.
@@ -356,7 +345,7 @@ def _run(q: Tensor, k: Tensor, v: Tensor, cu_seqlens_q: Tensor, cu_seqlens_k: Te
                        trust)
     if out is None:
         out = q.new_empty(qs[0], qs[1], vs[2])
-    plan.run(q, k, v, out, None if lse is None else _desc_t(lse), None)
+    plan.run(q, k, v, out, lse, None, lse is not None)
     return out
 
 

@@ -123,7 +123,7 @@ def _prefill_with_lse(plan: RaggedPrefill, q: Tensor, k: Tensor, v: Tensor,
                       lse_head_major: bool) -> Tuple[Tensor, Tensor]:
     out = q.new_empty(*_out_shape(q, v))
     lse = q.new_empty(*_lse_shape(q, lse_head_major), dtype=torch.float32)
-    _prefill(plan, q, k, v, out, lse.T if lse_head_major else lse)
+    plan._impl.run(q, k, v, out, lse, None, lse_head_major)  # [H, T]: read transposed, no .T view
     return out, lse
 
 

@@ -3,6 +3,7 @@
 #include "tensor_arg.h"
 
 #include <limits>
+#include <utility>
 
 #include <nanobind/stl/string.h>
 
@@ -351,6 +352,15 @@ TensorArg tensor_arg(nb::handle obj, const char* name, bool writable) {
     arg.readonly_array = std::move(a);
   }
   return arg;
+}
+
+void transpose_2d(mlakit::TensorView* v, const char* name) {
+  if (v->ndim != 2)
+    throw Error(ErrorKind::kInvalidArgument, name,
+                "given head-major it must be [H, rows] (2 dimensions), got " + std::to_string(v->ndim));
+  std::swap(v->shape[0], v->shape[1]);
+  std::swap(v->strides[0], v->strides[1]);
+  normalize_degenerate_strides(*v);  // size-1 dimensions: the row-major value of the new order
 }
 
 mlakit::Stream stream_arg(nb::handle stream, const TensorArg& like) {

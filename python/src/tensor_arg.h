@@ -41,6 +41,10 @@ TensorArg tensor_arg(nb::handle obj, const char* name, bool writable);
 // Same, for an optional argument: None -> std::nullopt.
 std::optional<TensorArg> optional_tensor_arg(nb::handle obj, const char* name, bool writable);
 
+// A 2-D view read as its transpose (an [H, rows] lse as the [rows, H] the library takes), without
+// the caller making a transposed view; ValueError naming `name` for another rank.
+void transpose_2d(mlakit::TensorView* v, const char* name);
+
 // Host int32/int64 1-D array (or any sequence of ints) -> int32 values, range-checked.
 std::vector<int32_t> host_indptr(nb::handle obj, const char* name);
 

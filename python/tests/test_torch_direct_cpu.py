@@ -141,3 +141,26 @@ def test_host_offsets_key():
                 torch.zeros(3, dtype=torch.int32, device="meta")):
         assert key(a, bad) is None and key(bad, a) is None
     assert key(torch.arange(1, dtype=torch.int32)[::2], a) is not None  # one element: any stride
+
+
+@pytest.mark.parametrize("heads", [1, 4])
+def test_lse_head_major(heads):
+    """run(..., lse_head_major=True): an [H, rows] lse read as its transpose (what
+    flash_attn_varlen_func and the ragged_prefill helper pass instead of making lse.T): the same
+    values as through the transposed view, for torch tensors and NumPy arrays, one head too
+    (size-1 dimensions take the row-major strides of the transposed order)."""
+    gen = torch.Generator().manual_seed(15)
+    attn, tq, tk = _plan(heads=heads, kv_heads=1)
+    q = torch.randn(tq, heads, 32, generator=gen).bfloat16()
+    k, v = torch.randn(tk, 1, 32, generator=gen).bfloat16(), torch.randn(tk, 1, 16, generator=gen).bfloat16()
+    out = torch.empty(tq, heads, 16, dtype=torch.bfloat16)
+    want = torch.full((heads, tq), 9.0)
+    attn._impl.run(q, k, v, out, want.T, None)
+    got = torch.full((heads, tq), 9.0)
+    attn._impl.run(q, k, v, out, got, None, True)
+    assert torch.equal(got, want)
+    got_np = torch.full((heads, tq), 9.0)
+    attn._impl.run(q, k, v, out, got_np.numpy(), 0, True)
+    assert torch.equal(got_np, want)
+    with pytest.raises(ValueError, match=r"^mlakit: lse: given head-major it must be \[H, rows\] \(2 dimensions\)"):
+        attn._impl.run(q, k, v, out, torch.empty(heads * tq), None, True)
