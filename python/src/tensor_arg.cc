@@ -283,8 +283,8 @@ bool append_host_offsets(PyObject* t, std::string* key) {
 
 // Whether offsets `t` match the entries src[i..i+4] of flash_attn_varlen_func's version-counter
 // record (mlakit._varlen._source): weak references to the tensor object and to the tensor it is
-// a view of, the version counter, shape and strides. The object itself is the cheap test; its
-// base (_base, or itself) must otherwise be the recorded one.
+// a view of, the version counter, shape (1-D) and strides. The object itself is the cheap test;
+// its base (_base, or itself) must otherwise be the recorded one.
 bool same_offsets(PyObject* src, Py_ssize_t i, PyObject* t) {
   auto deref = [](PyObject* ref) {
     PyObject* o = PyObject_CallNoArgs(ref);  // a weakref.ref: the referent or None
@@ -300,9 +300,10 @@ bool same_offsets(PyObject* src, Py_ssize_t i, PyObject* t) {
     nb::object base = attr(t, g_torch.base);
     if (deref(PyTuple_GET_ITEM(src, i + 1)).ptr() != (base.is_none() ? t : base.ptr())) return false;
   }
-  return equal(attr(t, g_torch.version), PyTuple_GET_ITEM(src, i + 2)) &&
-         equal(attr(t, g_torch.shape), PyTuple_GET_ITEM(src, i + 3)) &&
-         equal(call0(t, g_torch.stride), PyTuple_GET_ITEM(src, i + 4));
+  if (!equal(attr(t, g_torch.version), PyTuple_GET_ITEM(src, i + 2))) return false;
+  nb::object shape = attr(t, g_torch.shape);  // offsets are 1-D: other ranks never match
+  return PyTuple_Check(shape.ptr()) && PyTuple_GET_SIZE(shape.ptr()) == 1 &&
+         equal(shape, PyTuple_GET_ITEM(src, i + 3)) && equal(call0(t, g_torch.stride), PyTuple_GET_ITEM(src, i + 4));
 }
 
 std::string py_type_name(nb::handle obj) {

@@ -156,3 +156,13 @@ def test_same_source_arguments():
     assert not V._same_source(src, cq, [0, 1, 2])
     with pytest.raises(ValueError, match=r"^mlakit: src: expected the 10-tuple"):
         V._same_source(src[:8], cq, cq)
+
+
+def test_version_rule_needs_1d_offsets():
+    """Offsets of another rank never match a record, even one made from them (varlen_replan with
+    host copies records the CUDA offsets without reading them): the call then reads them back,
+    and the read-back's check names the argument."""
+    cq = torch.arange(4, dtype=torch.int32).reshape(2, 2)
+    ck = torch.arange(3, dtype=torch.int32)
+    assert not V._same_source(V._source(cq, ck), cq, ck)
+    assert V._same_source(V._source(ck, ck), ck, ck)
