@@ -305,7 +305,8 @@ def cpu_host_costs(torch, mlakit_mod, calls=2000, repeats=7, log=print):
     """Host µs per call of the mlakit entry points, without a GPU: a one-token CPU problem (one
     head of 64), where the CPU kernel is about a microsecond, so each row is the Python and
     dispatch cost plus that floor (the native row). Best of `repeats` loops of `calls` calls
-    (noise on a shared machine only adds). The CUDA launch itself (a few µs) is not in these."""
+    (noise on a shared machine only adds). The CUDA launch itself (a few µs) is not in these.
+    The CUDA-offsets rows run on CPU offsets that report is_cuda (see OnCuda below)."""
     import mlakit.torch as mt
     torch.manual_seed(0)
     q, k, v = (torch.randn(1, 1, 64).bfloat16() for _ in range(3))
@@ -316,6 +317,22 @@ def cpu_host_costs(torch, mlakit_mod, calls=2000, repeats=7, log=print):
     p.plan(cu, cu, causal=True)
     args = [mlakit_mod._torch_descriptor(t) for t in (q, k, v, o)]
     f = mt.flash_attn_varlen_func
+
+    class OnCuda(torch.Tensor):
+        """CPU offsets that report is_cuda: flash_attn_varlen_func's branches for CUDA offsets
+        (plans keyed by address, the version-counter rule) without a GPU. Attribute reads skip
+        __torch_function__ but, being a subclass, still cost a little more than a plain tensor's."""
+        __torch_function__ = torch._C._disabled_torch_function_impl
+
+        @property
+        def is_cuda(self):
+            return True
+
+    cu_q, cu_k = torch.tensor([0, 1], dtype=torch.int32), torch.tensor([0, 1], dtype=torch.int32)
+    dev_q, dev_k = cu_q.clone().as_subclass(OnCuda), cu_k.clone().as_subclass(OnCuda)
+    # The first call gives host copies (a CPU machine cannot read CUDA offsets back); the plan it
+    # makes also records the offsets for the version-counter rule, which the next calls use.
+    f(q, k, v, dev_q, dev_k, 1, 1, causal=True, cu_seqlens_q_cpu=cu_q, cu_seqlens_k_cpu=cu_k)
     rows = [
         (NATIVE, lambda: p._impl.run(*args, None, 0)),
         (RUN, lambda: p.run(q, k, v, out=o)),
@@ -325,6 +342,9 @@ def cpu_host_costs(torch, mlakit_mod, calls=2000, repeats=7, log=print):
         (FA_HOST + ", out=", lambda: f(q, k, v, cu, cu, 1, 1, causal=True, out=o)),
         (FA_HOST + ", lse", lambda: f(q, k, v, cu, cu, 1, 1, causal=True, return_softmax_lse=True)),
         (FA_HOST + ", batch 100", lambda: f(q, k, v, cu100, cu100, 1, 1, causal=True, out=o)),
+        (FA_DEV + " (CPU stand-in)", lambda: f(q, k, v, dev_q, dev_k, 1, 1, causal=True)),
+        (FA_COPIES + " (stand-in)", lambda: f(q, k, v, dev_q, dev_k, 1, 1, causal=True, cu_seqlens_q_cpu=cu_q,
+                                              cu_seqlens_k_cpu=cu_k)),
     ]
     host = {}
     log(f"Host cost per call on the CPU (µs; best of {repeats} x {calls} calls; one token, H=1, D=64)")

@@ -1,7 +1,10 @@
 """Stubs for the native extension mlakit._mlakit (private; use the `mlakit` package).
 
 Array arguments are typed `object`: anything speaking DLPack (`__dlpack__`) or the buffer
-protocol, or a `_Reinterpreted` wrapper. Streams are cudaStream_t values as ints (0 = default).
+protocol, a `_Reinterpreted` wrapper, or (once `_register_torch` ran) a torch tensor, whose
+metadata the extension reads itself. Streams are cudaStream_t values as ints (0 = default); the
+launching functions also take None: PyTorch's current stream on the first tensor's device (0 for a
+CPU or non-torch array).
 """
 
 from typing import Any
@@ -12,6 +15,14 @@ class _Reinterpreted:
     @property
     def array(self) -> Any: ...
 
+def _register_torch(tensor_type: type, dtypes: tuple, int64: object, raw_stream: object) -> None:
+    """torch.Tensor, its (bf16, fp16, fp32, fp64, int32) dtypes, torch.int64, and a device index ->
+    current cudaStream_t callable: the launching functions then take torch tensors directly."""
+def _host_offsets_key(a: object, b: object) -> bytes | None:
+    """Two contiguous 1-D int32/int64 CPU torch tensors' element sizes, lengths and bytes as one
+    bytes object; None when either is not such a tensor."""
+def _same_source(src: tuple | None, cu_q: object, cu_k: object) -> bool:
+    """Whether two offset tensors match a version-counter record of mlakit._varlen._source."""
 def _error_type_for_kind(kind: int) -> type[Exception]: ...
 def _raise_for_kind(kind: int, argument: str, message: str) -> None: ...
 
@@ -79,7 +90,8 @@ class RaggedPrefill:
 
     def plan(self, qo_indptr: object, kv_indptr: object, options: PrefillOptions, stream: int) -> None: ...
 
-    def run(self, q: object, k: object, v: object, out: object, lse: object, stream: int) -> None: ...
+    def run(self, q: object, k: object, v: object, out: object, lse: object, stream: int | None,
+            lse_head_major: bool = False) -> None: ...
 
     @property
     def planned(self) -> bool: ...
@@ -133,9 +145,9 @@ class RaggedPrefill:
     def workspace_sizes(num_qo_heads: int, num_kv_heads: int, head_dim_qk: int, head_dim_vo: int, dtype: str, max_batch: int, max_q_tokens: int, max_kv_tokens: int, device: str) -> tuple[int, int]:
         """(host_bytes, device_bytes) the object would allocate."""
 
-def ragged_prefill(q: object, k: object, v: object, qo_indptr: object, kv_indptr: object, options: PrefillOptions, out: object, lse: object, stream: int) -> None: ...
+def ragged_prefill(q: object, k: object, v: object, qo_indptr: object, kv_indptr: object, options: PrefillOptions, out: object, lse: object, stream: int | None) -> None: ...
 
-def merge_states(out_a: object, lse_a: object, out_b: object, lse_b: object, out: object, lse_out: object, stream: int) -> None: ...
+def merge_states(out_a: object, lse_a: object, out_b: object, lse_b: object, out: object, lse_out: object, stream: int | None) -> None: ...
 
 def reference_prefill(q: object, k: object, v: object, qo_indptr: object, kv_indptr: object, options: PrefillOptions, out: object, lse: object) -> None: ...
 

@@ -54,6 +54,7 @@ Tensor = torch.Tensor
 _MAX_PLANS = 64
 
 _INT_DTYPES = (torch.int32, torch.int64)
+_mlakit._register_torch()  # the extension takes torch tensors as they are from here on
 # Raw getters (no torch.cuda.Stream object, no Python shim): a few hundred ns each per call.
 _raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
 _is_capturing = getattr(torch._C, "_cuda_isCurrentStreamCapturing", None) or torch.cuda.is_current_stream_capturing
@@ -64,14 +65,16 @@ _trust_version = [True]
 
 
 class _Plan:
-    __slots__ = ("attn", "capacity", "device", "lengths", "sig", "src", "captured")
+    __slots__ = ("attn", "run", "capacity", "device", "lengths", "sig", "src", "captured")
 
     def __init__(self, attn: Any, capacity: Tuple[int, int, int], device: int) -> None:
         self.attn = attn            # mlakit.RaggedPrefill with fixed capacities
+        # Its native launch (bound once: with every capacity fixed, attn never replaces _impl).
+        self.run = attn._impl.run
         self.capacity = capacity    # (max_batch, max_q_tokens, max_kv_tokens)
         self.device = device        # q.get_device(): -1 for the CPU
         self.lengths: Optional[Tuple[Tuple[int, ...], Tuple[int, ...]]] = None  # plan in force
-        self.sig: Optional[tuple] = None  # _signature() of the host offsets it was made from
+        self.sig: Any = None        # _host_sig() of the host offsets it was made from
         self.src: Optional[tuple] = None  # _source() of the CUDA offsets it matches (direct path)
         self.captured = False       # used inside a CUDA graph capture
 
@@ -103,26 +106,44 @@ def _signature(x: Any) -> Any:
     return None
 
 
+# The values of two host offset tensors as one bytes object (element sizes, lengths, bytes), or
+# None when either is not a contiguous 1-D int32/int64 CPU tensor: one call, ~0.4 µs a tensor
+# (the Python _signature: ~0.8).
+_offsets_key = _mlakit._C._host_offsets_key
+
+
+def _host_sig(host_q: Any, host_k: Any) -> Any:
+    """What the plan check compares for host offsets: equal signatures = equal dtypes and values
+    (bytes, not tensor identity: engines write these buffers through NumPy views, which the
+    version counters do not see). None when there is nothing cheap to compare (the caller then
+    reads the values)."""
+    sig = _offsets_key(host_q, host_k)
+    if sig is not None:
+        return sig
+    sq = _signature(host_q)
+    sk = sq if host_k is host_q else _signature(host_k)  # self-attention: one offsets tensor
+    return None if sq is None or sk is None else (sq, sk)
+
+
 def _root(t: Tensor) -> Tensor:
     base = t._base
     return t if base is None else base
 
 
 def _source(cu_q: Tensor, cu_k: Tensor) -> tuple:
-    """What identifies CUDA offsets' contents for the version-counter rule: the tensor each is a
-    view of (weakly held: a freed tensor never matches, even if its address is reused), its
-    version counter (shared by all views), length and stride (the address is in the plan key)."""
-    rq, rk = _root(cu_q), _root(cu_k)
-    return (weakref.ref(rq), rq._version, cu_q.shape[0], cu_q.stride(0),
-            weakref.ref(rk), rk._version, cu_k.shape[0], cu_k.stride(0))
+    """What identifies CUDA offsets' contents for the version-counter rule, per tensor: the
+    tensor object and the tensor it is a view of (weakly held: a freed tensor never matches, even
+    if its address is reused; the object itself is the cheap test, its base lets a new view of
+    the same tensor match), the version counter (shared by a tensor and all its views), shape
+    and strides (the address is in the plan key)."""
+    return (weakref.ref(cu_q), weakref.ref(_root(cu_q)), cu_q._version, cu_q.shape, cu_q.stride(),
+            weakref.ref(cu_k), weakref.ref(_root(cu_k)), cu_k._version, cu_k.shape, cu_k.stride())
 
 
-def _same_source(src: Optional[tuple], cu_q: Tensor, cu_k: Tensor) -> bool:
-    if src is None or cu_q.dim() != 1 or cu_k.dim() != 1:
-        return False
-    rq, rk = _root(cu_q), _root(cu_k)
-    return (src[0]() is rq and src[1] == rq._version and src[2] == cu_q.shape[0] and src[3] == cu_q.stride(0)
-            and src[4]() is rk and src[5] == rk._version and src[6] == cu_k.shape[0] and src[7] == cu_k.stride(0))
+# Whether CUDA offsets match _source() of a plan's, per tensor: the recorded object, or else
+# its base is the recorded one; the same version counter, shape and strides (the extension
+# reads them, ~0.5 µs less than in Python).
+_same_source = _mlakit._C._same_source
 
 
 def _check_offsets(t: Tensor, name: str) -> None:
@@ -255,45 +276,55 @@ def _stream_of(device: int) -> int:
 
 # -- one call ------------------------------------------------------------------------------------
 
-_descriptor = _mlakit._torch_descriptor  # (ptr, dtype, shape, strides, device) or None
-_native = _mlakit._native
-
-
-def _desc_t(lse: Tensor) -> Any:
-    """The extension's [rows, H] view of an [H, rows] lse, built without creating lse.T."""
-    d = _descriptor(lse)
-    if d is None or len(d[2]) != 2:
-        return _native(lse.T)
-    return (d[0], d[1], (d[2][1], d[2][0]), (d[3][1], d[3][0]), d[4], d[5])
-
-
 def _run(q: Tensor, k: Tensor, v: Tensor, cu_seqlens_q: Tensor, cu_seqlens_k: Tensor, cu_seqlens_q_cpu: Any,
-         cu_seqlens_k_cpu: Any, softmax_scale: float, causal: bool, window_left: int, softcap: float, out: Tensor,
-         lse: Optional[Tensor], trust: bool = False) -> None:
-    """Plans if the lengths changed, then launches into out (and lse, [H, rows]).
+         cu_seqlens_k_cpu: Any, softmax_scale: float, causal: bool, window_left: int, softcap: float,
+         out: Optional[Tensor], lse: Optional[Tensor], trust: bool = False) -> Tensor:
+    """Plans if the lengths changed, then launches into out (allocated when None; returned) and
+    lse ([H, rows], or None).
 
     ``cu_seqlens_*_cpu``: host copies (CPU tensors, or lists from the direct path) or None.
-    ``trust``: the direct path's call; may skip the read-back by the version-counter rule."""
-    if q.dim() != 3 or k.dim() != 3 or v.dim() != 3:
+    ``trust``: the direct path's call; may skip the read-back by the version-counter rule.
+
+    Written for the per-call cost (this runs before every launch): attributes read once, the
+    helpers of the plan check inlined, the bookkeeping that need not precede the launch after it."""
+    qs, ks, vs = q.shape, k.shape, v.shape
+    if len(qs) != 3 or len(ks) != 3 or len(vs) != 3:
         _check_inputs(q, k, v)
-    qs = q.shape
     device = q.get_device()
     on_cuda = cu_seqlens_q.is_cuda
     # CUDA offsets (FlashAttention's case, and the only one a graph can replay with new values)
     # are told apart by address; host offsets share one plan per configuration.
-    key = (device, q.dtype, qs[1], k.shape[1], qs[2], v.shape[2], causal, window_left, softmax_scale, softcap,
+    key = (device, q.dtype, qs[1], ks[1], qs[2], vs[2], causal, window_left, softmax_scale, softcap,
            cu_seqlens_q.data_ptr() if on_cuda else None, cu_seqlens_k.data_ptr() if on_cuda else None)
     plan = _plans.get(key)
-    host_q = cu_seqlens_q_cpu if cu_seqlens_q_cpu is not None or on_cuda else cu_seqlens_q
-    host_k = cu_seqlens_k_cpu if cu_seqlens_k_cpu is not None or cu_seqlens_k.is_cuda else cu_seqlens_k
+    # The host offsets, if any: the copies given, else the offsets themselves when on the host.
+    host_q = cu_seqlens_q_cpu if cu_seqlens_q_cpu is not None else None if on_cuda else cu_seqlens_q
+    host_k = (cu_seqlens_k_cpu if cu_seqlens_k_cpu is not None else
+              None if cu_seqlens_k.is_cuda else cu_seqlens_k)
     sig = None
     fresh = False  # the plan in force is for these lengths
     if host_q is not None and host_k is not None:
-        sq = _signature(host_q)
-        sig = (sq, sq if host_k is host_q else _signature(host_k))  # self-attention: one offsets tensor
-        fresh = plan is not None and sig[0] is not None and sig[1] is not None and sig == plan.sig
+        sig = _offsets_key(host_q, host_k)  # _host_sig(), its common case inlined
+        if sig is None:
+            sig = _host_sig(host_q, host_k)
+        fresh = plan is not None and sig is not None and sig == plan.sig
     elif plan is not None and trust and host_q is None and host_k is None and _trust_version[0]:
         fresh = _same_source(plan.src, cu_seqlens_q, cu_seqlens_k)
+    if fresh:
+        if out is None:
+            out = q.new_empty(qs[0], qs[1], vs[2])
+        # The extension reads the tensors itself (dtypes it does not take go through DLPack,
+        # whose error names the argument) and launches on PyTorch's current stream of q's device.
+        # lse is [H, rows] (FlashAttention's layout): the extension reads it transposed.
+        plan.run(q, k, v, out, lse, None, lse is not None)
+        # After the launch (this host work then overlaps the kernel), what the plan in force
+        # needs no check for: inside a CUDA graph capture, mark it (a captured plan is never
+        # evicted: the graph reads its device workspace on every replay); else LRU order.
+        if device >= 0 and _is_capturing():
+            plan.captured = True
+        else:
+            _plans.move_to_end(key)
+        return out
     if device >= 0 and _is_capturing():
         # No plan can be made (nor lengths read back) while a graph is captured: the plan in
         # force is what the captured launch will read, and varlen_replan() updates it.
@@ -301,7 +332,7 @@ def _run(q: Tensor, k: Tensor, v: Tensor, cu_seqlens_q: Tensor, cu_seqlens_k: Te
             raise RuntimeError(
                 "mlakit: cu_seqlens_q: no plan for these cu_seqlens tensors; call flash_attn_varlen_func once "
                 "with them before capturing a CUDA graph (a plan cannot be made during capture)")
-        if not fresh and host_q is not None and host_k is not None:
+        if host_q is not None and host_k is not None:
             lengths = (_host_values(_as_host(host_q), "cu_seqlens_q_cpu"),
                        _host_values(_as_host(host_k), "cu_seqlens_k_cpu"))
             if lengths != plan.lengths:
@@ -310,15 +341,13 @@ def _run(q: Tensor, k: Tensor, v: Tensor, cu_seqlens_q: Tensor, cu_seqlens_k: Te
                     "during CUDA graph capture; run once with these lengths (or call "
                     "mlakit.torch.varlen_replan) before capturing")
         plan.captured = True
-    elif fresh:
-        _plans.move_to_end(key)  # LRU order for _insert's eviction
     else:
         plan = _replan(key, plan, q, k, v, cu_seqlens_q, cu_seqlens_k, cu_seqlens_q_cpu, cu_seqlens_k_cpu, sig,
                        trust)
-    # `or _native(x)`: tensors the fast descriptor does not cover (other dtypes) take the
-    # general path, whose error names the argument.
-    plan.attn._impl.run(_descriptor(q) or _native(q), _descriptor(k) or _native(k), _descriptor(v) or _native(v),
-                        _descriptor(out) or _native(out), None if lse is None else _desc_t(lse), _stream_of(device))
+    if out is None:
+        out = q.new_empty(qs[0], qs[1], vs[2])
+    plan.run(q, k, v, out, lse, None, lse is not None)
+    return out
 
 
 def varlen_replan(cu_seqlens_q: Tensor, cu_seqlens_k: Tensor, cu_seqlens_q_cpu: Any = None,
@@ -335,8 +364,7 @@ def varlen_replan(cu_seqlens_q: Tensor, cu_seqlens_k: Tensor, cu_seqlens_q_cpu: 
     if (cu_seqlens_q_cpu is None) != (cu_seqlens_k_cpu is None):
         raise ValueError("mlakit: cu_seqlens_q_cpu: give both host copies or neither")
     lengths = _lengths(cu_seqlens_q, cu_seqlens_k, cu_seqlens_q_cpu, cu_seqlens_k_cpu)
-    sig = ((_signature(cu_seqlens_q_cpu), _signature(cu_seqlens_k_cpu)) if cu_seqlens_q_cpu is not None
-           else None)
+    sig = _host_sig(cu_seqlens_q_cpu, cu_seqlens_k_cpu) if cu_seqlens_q_cpu is not None else None
     ptrs = (cu_seqlens_q.data_ptr(), cu_seqlens_k.data_ptr())
     need = (len(lengths[0]) - 1, lengths[0][-1], lengths[1][-1])
     n = 0
@@ -386,22 +414,23 @@ def _(q, k, v, cu_seqlens_q, cu_seqlens_k, cu_seqlens_q_cpu, cu_seqlens_k_cpu, s
     return None
 
 
+# new_empty(*sizes), not new_empty((sizes)): PyTorch parses a tuple of sizes ~0.8 µs slower.
 def _out_like(q: Tensor, v: Tensor) -> Tensor:
-    return q.new_empty((q.shape[0], q.shape[1], v.shape[2]))
+    qs = q.shape
+    return q.new_empty(qs[0], qs[1], v.shape[2])
 
 
 def _lse_like(q: Tensor) -> Tensor:
-    return q.new_empty((q.shape[1], q.shape[0]), dtype=torch.float32)
+    qs = q.shape
+    return q.new_empty(qs[1], qs[0], dtype=torch.float32)
 
 
 @torch.library.custom_op("mlakit::flash_attn_varlen", mutates_args=())
 def _varlen(q: Tensor, k: Tensor, v: Tensor, cu_seqlens_q: Tensor, cu_seqlens_k: Tensor,
             cu_seqlens_q_cpu: Optional[Tensor], cu_seqlens_k_cpu: Optional[Tensor], softmax_scale: float,
             causal: bool, window_left: int, softcap: float) -> Tensor:
-    out = _out_like(q, v)
-    _run(q, k, v, cu_seqlens_q, cu_seqlens_k, cu_seqlens_q_cpu, cu_seqlens_k_cpu, softmax_scale, causal,
-         window_left, softcap, out, None)
-    return out
+    return _run(q, k, v, cu_seqlens_q, cu_seqlens_k, cu_seqlens_q_cpu, cu_seqlens_k_cpu, softmax_scale, causal,
+                window_left, softcap, None, None)
 
 
 @_varlen.register_fake
@@ -510,16 +539,14 @@ def flash_attn_varlen_func(q: Tensor, k: Tensor, v: Tensor, cu_seqlens_q: Tensor
         window_left, causal = _window(window_size, bool(causal))
     scale = 0.0 if softmax_scale is None else float(softmax_scale)
     want_lse = return_softmax_lse or return_attn_probs
-    if _direct(q, k, v) and (out is None or type(out) is Tensor):
-        if cu_seqlens_q_cpu is not None and isinstance(cu_seqlens_q_cpu, Tensor) and cu_seqlens_q_cpu.is_cuda:
-            _as_host(cu_seqlens_q_cpu)  # raises
-        if cu_seqlens_k_cpu is not None and isinstance(cu_seqlens_k_cpu, Tensor) and cu_seqlens_k_cpu.is_cuda:
-            _as_host(cu_seqlens_k_cpu)
-        if out is None:
-            out = _out_like(q, v)
+    # _direct(), inlined (this runs before every launch), and out a plain tensor too.
+    if (not _is_compiling() and not _dispatch_modes() and type(q) is Tensor and type(k) is Tensor
+            and type(v) is Tensor and (out is None or type(out) is Tensor)):
+        # Host copies on a CUDA device are refused by _run's plan check (no signature: never
+        # taken as unchanged; reading their values raises, naming cu_seqlens_q_cpu).
         lse = _lse_like(q) if want_lse else None
-        _run(q, k, v, cu_seqlens_q, cu_seqlens_k, cu_seqlens_q_cpu, cu_seqlens_k_cpu, scale, causal, window_left,
-             float(softcap), out, lse, trust=True)
+        out = _run(q, k, v, cu_seqlens_q, cu_seqlens_k, cu_seqlens_q_cpu, cu_seqlens_k_cpu, scale, causal,
+                   window_left, float(softcap), out, lse, trust=True)
     else:
         host_q = None if cu_seqlens_q_cpu is None else _as_host(cu_seqlens_q_cpu)
         host_k = None if cu_seqlens_k_cpu is None else _as_host(cu_seqlens_k_cpu)

@@ -19,7 +19,8 @@ from __future__ import annotations
 import itertools
 from typing import Any, Optional
 
-from . import _C, _device_name, _dtype_name, _empty, _native, _registry, _handles, _shape, _stream_handle
+from . import (_C, _device_name, _dtype_name, _empty, _handles, _launch_stream, _native, _registry, _shape,
+               _stream_handle)
 
 __all__ = ["MlaStep", "MlaPlanInfo"]
 
@@ -131,7 +132,7 @@ class MlaStep:
             if return_lse and lse is None:
                 lse = _empty(q, (t, self.num_heads), "float32")
         self._impl.run(_native(q), _native(kv_c), _native(k_pe), _native(kv_b_proj), _native(kv_cache),
-                       _native(out), _native(lse), _stream_handle(stream, like=q))
+                       _native(out), _native(lse), _launch_stream(stream, q))
         return (out, lse) if return_lse else out
 
     def __repr__(self) -> str:

@@ -117,17 +117,18 @@ void bind_mla(nb::module_& m) {
       .def(
           "run",
           [](const mlakit::MlaStep& self, nb::handle q, nb::handle kv_c, nb::handle k_pe, nb::handle kv_b_proj,
-             nb::handle kv_cache, nb::handle out, nb::handle lse, uintptr_t stream) {
+             nb::handle kv_cache, nb::handle out, nb::handle lse, nb::handle stream) {
             TensorArg tq = tensor_arg(q, "q", false), tc = tensor_arg(kv_c, "kv_c", false),
                       tp = tensor_arg(k_pe, "k_pe", false), tw = tensor_arg(kv_b_proj, "kv_b_proj", false),
                       tk = tensor_arg(kv_cache, "kv_cache", true), to = tensor_arg(out, "out", true);
             std::optional<TensorArg> tl = optional_tensor_arg(lse, "lse", true);
             mlakit::MlaLayer y{tq.view, tc.view, tp.view, tw.view, tk.view};
+            mlakit::Stream s = stream_arg(stream, tq);
             nb::gil_scoped_release release;
-            self.run(y, to.view, tl ? &tl->view : nullptr, as_stream(stream));
+            self.run(y, to.view, tl ? &tl->view : nullptr, s);
           },
           nb::arg("q").none(), nb::arg("kv_c").none(), nb::arg("k_pe").none(), nb::arg("kv_b_proj").none(),
-          nb::arg("kv_cache").none(), nb::arg("out").none(), nb::arg("lse").none(), nb::arg("stream"))
+          nb::arg("kv_cache").none(), nb::arg("out").none(), nb::arg("lse").none(), nb::arg("stream").none())
       .def_prop_ro("planned", &mlakit::MlaStep::planned)
       .def("info", &mlakit::MlaStep::info)
       .def_prop_ro("num_heads", [](const mlakit::MlaStep& s) { return s.config().num_heads; })

@@ -106,14 +106,21 @@ void bind_prefill(nb::module_& m) {
       .def(
           "run",
           [](const mlakit::RaggedPrefill& self, nb::handle q, nb::handle k, nb::handle v, nb::handle out,
-             nb::handle lse, uintptr_t stream) {
+             nb::handle lse, nb::handle stream, bool lse_head_major) {
             TensorArg tq = tensor_arg(q, "q", false), tk = tensor_arg(k, "k", false),
                       tv = tensor_arg(v, "v", false), to = tensor_arg(out, "out", true);
             std::optional<TensorArg> tl = optional_tensor_arg(lse, "lse", true);
+            if (tl && lse_head_major) transpose_2d(&tl->view, "lse");
+            mlakit::Stream s = stream_arg(stream, tq);
             nb::gil_scoped_release release;
-            self.run(tq.view, tk.view, tv.view, to.view, tl ? &tl->view : nullptr, as_stream(stream));
+            self.run(tq.view, tk.view, tv.view, to.view, tl ? &tl->view : nullptr, s);
           },
-          nb::arg("q").none(), nb::arg("k").none(), nb::arg("v").none(), nb::arg("out").none(), nb::arg("lse").none(), nb::arg("stream"))
+          nb::arg("q").none(), nb::arg("k").none(), nb::arg("v").none(), nb::arg("out").none(), nb::arg("lse").none(),
+          nb::arg("stream").none(), nb::arg("lse_head_major") = false,
+          "Launches for the current plan. Tensors: torch tensors, descriptor tuples or DLPack arrays. "
+          "stream: a cudaStream_t as an int, or None for PyTorch's current stream on q's device (0 "
+          "for a CPU or non-torch q). lse_head_major: lse is given [H, rows] (FlashAttention's "
+          "layout) and read as its transpose.")
       .def_prop_ro("planned", &mlakit::RaggedPrefill::planned)
       .def("info", &mlakit::RaggedPrefill::info)
       .def_prop_ro("num_qo_heads", [](const mlakit::RaggedPrefill& s) { return s.config().num_qo_heads; })
@@ -147,18 +154,19 @@ void bind_prefill(nb::module_& m) {
   m.def(
       "ragged_prefill",
       [](nb::handle q, nb::handle k, nb::handle v, nb::handle qo_indptr, nb::handle kv_indptr,
-         const mlakit::PrefillOptions& options, nb::handle out, nb::handle lse, uintptr_t stream) {
+         const mlakit::PrefillOptions& options, nb::handle out, nb::handle lse, nb::handle stream) {
         Indptrs ip = read_indptrs(qo_indptr, kv_indptr);
         TensorArg tq = tensor_arg(q, "q", false), tk = tensor_arg(k, "k", false), tv = tensor_arg(v, "v", false),
                   to = tensor_arg(out, "out", true);
         std::optional<TensorArg> tl = optional_tensor_arg(lse, "lse", true);
+        mlakit::Stream s = stream_arg(stream, tq);
         nb::gil_scoped_release release;
         mlakit::ragged_prefill(tq.view, tk.view, tv.view, ip.qo.data(), ip.kv.data(), ip.batch_size, options,
-                               to.view, tl ? &tl->view : nullptr, as_stream(stream));
+                               to.view, tl ? &tl->view : nullptr, s);
       },
       nb::arg("q").none(), nb::arg("k").none(), nb::arg("v").none(), nb::arg("qo_indptr").none(),
       nb::arg("kv_indptr").none(), nb::arg("options"), nb::arg("out").none(), nb::arg("lse").none(),
-      nb::arg("stream"));
+      nb::arg("stream").none());
 }
 
 }  // namespace mlakit_py

@@ -3,6 +3,7 @@
 #include "tensor_arg.h"
 
 #include <limits>
+#include <utility>
 
 #include <nanobind/stl/string.h>
 
@@ -139,6 +140,172 @@ mlakit::TensorView view_of_descriptor(nb::handle obj, const char* name) {
   return v;
 }
 
+// An attribute of torch.Tensor the fast path reads. For a plain torch.Tensor (the exact type) it
+// is read through the descriptor the type resolves it to, found once at registration: the getter
+// of a data descriptor (shape, dtype, is_cuda: an instance dict cannot shadow those), the method
+// called with the tensor as its first argument (data_ptr, stride, get_device). That skips the
+// generic attribute lookup (and the bound method) per read; the getters themselves run as they
+// would (torch function modes included). Subclasses take the generic lookup (their overrides).
+struct TorchAttr {
+  PyObject* name = nullptr;           // interned
+  PyObject* descr = nullptr;          // torch.Tensor's attribute as the type resolves it
+  descrgetfunc getter = nullptr;      // data descriptors: its tp_descr_get
+};
+
+// torch, registered by the Python layer (mlakit._register_torch) once torch is imported; the
+// extension never imports it. References are kept for the life of the process (never released:
+// the interpreter may be finalizing when static destructors run).
+struct TorchRefs {
+  PyTypeObject* tensor = nullptr;      // torch.Tensor
+  PyObject* dtypes[5] = {};            // torch dtype objects, indexed by mlakit::DType's value
+  PyObject* int64 = nullptr;           // torch.int64 (host offsets)
+  PyObject* raw_stream = nullptr;      // device index -> cudaStream_t as an int
+  TorchAttr dtype, is_cuda, is_cpu, shape, base, version;  // data descriptors (base: _base)
+  TorchAttr get_device, data_ptr, stride;                  // methods
+  PyObject *s_requires_grad = nullptr, *s_detach = nullptr;  // fallback path only
+};
+TorchRefs g_torch;
+
+bool is_torch_tensor(nb::handle obj) {
+  return g_torch.tensor != nullptr && PyType_IsSubtype(Py_TYPE(obj.ptr()), g_torch.tensor);
+}
+
+nb::object attr(PyObject* obj, PyObject* name) {
+  PyObject* r = PyObject_GetAttr(obj, name);
+  if (!r) nb::raise_python_error();
+  return nb::steal(r);
+}
+
+nb::object call0(PyObject* obj, PyObject* name) {
+  PyObject* r = PyObject_CallMethodNoArgs(obj, name);
+  if (!r) nb::raise_python_error();
+  return nb::steal(r);
+}
+
+nb::object attr(PyObject* obj, const TorchAttr& a) {
+  PyObject* r = Py_TYPE(obj) == g_torch.tensor && a.getter != nullptr
+                    ? a.getter(a.descr, obj, reinterpret_cast<PyObject*>(g_torch.tensor))
+                    : PyObject_GetAttr(obj, a.name);
+  if (!r) nb::raise_python_error();
+  return nb::steal(r);
+}
+
+nb::object call0(PyObject* obj, const TorchAttr& a) {
+  PyObject* r = Py_TYPE(obj) == g_torch.tensor && a.descr != nullptr ? PyObject_Vectorcall(a.descr, &obj, 1, nullptr)
+                                                                     : PyObject_CallMethodNoArgs(obj, a.name);
+  if (!r) nb::raise_python_error();
+  return nb::steal(r);
+}
+
+bool truthy(const nb::object& o) {
+  int r = PyObject_IsTrue(o.ptr());
+  if (r < 0) nb::raise_python_error();
+  return r != 0;
+}
+
+int64_t as_int64(PyObject* o) {
+  long long x = PyLong_AsLongLong(o);
+  if (x == -1 && PyErr_Occurred()) nb::raise_python_error();
+  return static_cast<int64_t>(x);
+}
+
+// A torch tensor's view read from the attributes mlakit._torch_descriptor reads (dtype, is_cuda /
+// is_cpu, get_device(), data_ptr(), shape, stride()), through the C API. False (nothing read
+// past the dtype and device) when mlakit does not take its dtype or device: the caller then
+// exports it through DLPack, whose error names what is wrong.
+bool view_of_torch(PyObject* obj, const char* name, mlakit::TensorView* v) {
+  nb::object dt = attr(obj, g_torch.dtype);
+  int code = -1;
+  for (int i = 0; i < 5; ++i)
+    if (dt.ptr() == g_torch.dtypes[i]) code = i;
+  if (code < 0) return false;
+  mlakit::Device device;
+  if (truthy(attr(obj, g_torch.is_cuda))) {
+    device = mlakit::Device::cuda(static_cast<int>(as_int64(call0(obj, g_torch.get_device).ptr())));
+  } else if (truthy(attr(obj, g_torch.is_cpu))) {
+    device = mlakit::Device::cpu();
+  } else {
+    return false;
+  }
+  nb::object shape = attr(obj, g_torch.shape), strides = call0(obj, g_torch.stride);
+  if (!PyTuple_Check(shape.ptr()) || !PyTuple_Check(strides.ptr()) ||
+      PyTuple_GET_SIZE(shape.ptr()) != PyTuple_GET_SIZE(strides.ptr()))
+    throw Error(ErrorKind::kTypeMismatch, name, "a torch tensor whose shape and stride() are not matching tuples");
+  const Py_ssize_t ndim = PyTuple_GET_SIZE(shape.ptr());
+  if (ndim > mlakit::TensorView::kMaxDims)
+    throw Error(ErrorKind::kInvalidArgument, name,
+                "has " + std::to_string(ndim) + " dimensions; mlakit takes at most 4");
+  nb::object ptr = call0(obj, g_torch.data_ptr);
+  void* data = PyLong_AsVoidPtr(ptr.ptr());
+  if (!data && PyErr_Occurred()) nb::raise_python_error();
+  v->data = data;
+  v->dtype = static_cast<mlakit::DType>(code);
+  v->ndim = static_cast<int>(ndim);
+  for (Py_ssize_t d = 0; d < ndim; ++d) {
+    v->shape[d] = as_int64(PyTuple_GET_ITEM(shape.ptr(), d));
+    v->strides[d] = as_int64(PyTuple_GET_ITEM(strides.ptr(), d));
+  }
+  normalize_degenerate_strides(*v);
+  v->device = device;
+  return true;
+}
+
+// The bytes of a contiguous 1-D int32/int64 CPU torch tensor, appended to `key` after its
+// element size and length; false (key unchanged) for anything else.
+bool append_host_offsets(PyObject* t, std::string* key) {
+  if (g_torch.tensor == nullptr || !PyType_IsSubtype(Py_TYPE(t), g_torch.tensor)) return false;
+  nb::object dt = attr(t, g_torch.dtype);
+  const int64_t itemsize = dt.ptr() == g_torch.dtypes[4] ? 4 : dt.ptr() == g_torch.int64 ? 8 : 0;
+  if (itemsize == 0 || !truthy(attr(t, g_torch.is_cpu))) return false;
+  nb::object shape = attr(t, g_torch.shape);
+  if (!PyTuple_Check(shape.ptr()) || PyTuple_GET_SIZE(shape.ptr()) != 1) return false;
+  const int64_t n = as_int64(PyTuple_GET_ITEM(shape.ptr(), 0));
+  if (n > 1) {
+    nb::object strides = call0(t, g_torch.stride);
+    if (!PyTuple_Check(strides.ptr()) || PyTuple_GET_SIZE(strides.ptr()) != 1 ||
+        as_int64(PyTuple_GET_ITEM(strides.ptr(), 0)) != 1)
+      return false;
+  }
+  const char* data = nullptr;
+  if (n > 0) {
+    nb::object ptr = call0(t, g_torch.data_ptr);
+    data = static_cast<const char*>(PyLong_AsVoidPtr(ptr.ptr()));
+    if (!data) {
+      if (PyErr_Occurred()) nb::raise_python_error();
+      return false;
+    }
+  }
+  const int64_t head[2] = {itemsize, n};
+  key->append(reinterpret_cast<const char*>(head), sizeof(head));
+  if (n > 0) key->append(data, static_cast<size_t>(n * itemsize));
+  return true;
+}
+
+// Whether offsets `t` match the entries src[i..i+4] of flash_attn_varlen_func's version-counter
+// record (mlakit._varlen._source): weak references to the tensor object and to the tensor it is
+// a view of, the version counter, shape (1-D) and strides. The object itself is the cheap test;
+// its base (_base, or itself) must otherwise be the recorded one.
+bool same_offsets(PyObject* src, Py_ssize_t i, PyObject* t) {
+  auto deref = [](PyObject* ref) {
+    PyObject* o = PyObject_CallNoArgs(ref);  // a weakref.ref: the referent or None
+    if (!o) nb::raise_python_error();
+    return nb::steal(o);
+  };
+  auto equal = [](const nb::object& a, PyObject* b) {
+    int r = PyObject_RichCompareBool(a.ptr(), b, Py_EQ);
+    if (r < 0) nb::raise_python_error();
+    return r == 1;
+  };
+  if (deref(PyTuple_GET_ITEM(src, i)).ptr() != t) {
+    nb::object base = attr(t, g_torch.base);
+    if (deref(PyTuple_GET_ITEM(src, i + 1)).ptr() != (base.is_none() ? t : base.ptr())) return false;
+  }
+  if (!equal(attr(t, g_torch.version), PyTuple_GET_ITEM(src, i + 2))) return false;
+  nb::object shape = attr(t, g_torch.shape);  // offsets are 1-D: other ranks never match
+  return PyTuple_Check(shape.ptr()) && PyTuple_GET_SIZE(shape.ptr()) == 1 &&
+         equal(shape, PyTuple_GET_ITEM(src, i + 3)) && equal(call0(t, g_torch.stride), PyTuple_GET_ITEM(src, i + 4));
+}
+
 std::string py_type_name(nb::handle obj) {
   return nb::cast<std::string>(nb::str(obj.type().attr("__qualname__")));
 }
@@ -151,10 +318,20 @@ TensorArg tensor_arg(nb::handle obj, const char* name, bool writable) {
   TensorArg arg;
   if (is_descriptor(obj)) {
     arg.view = view_of_descriptor(obj, name);
+    arg.torch = true;  // built from a torch tensor by mlakit._torch_descriptor
     return arg;
   }
   std::optional<mlakit::DType> reinterpret_as;
   nb::handle src = obj;
+  if (is_torch_tensor(obj)) {
+    arg.torch = true;
+    if (view_of_torch(obj.ptr(), name, &arg.view)) return arg;
+    // DLPack refuses tensors that require grad; mlakit is forward-only (as mlakit._native).
+    if (truthy(attr(obj.ptr(), g_torch.s_requires_grad))) {
+      arg.detached = call0(obj.ptr(), g_torch.s_detach);
+      src = arg.detached;
+    }
+  }
   if (nb::isinstance<Reinterpreted>(obj)) {
     const Reinterpreted& r = nb::cast<const Reinterpreted&>(obj);
     src = r.array;
@@ -176,6 +353,27 @@ TensorArg tensor_arg(nb::handle obj, const char* name, bool writable) {
     arg.readonly_array = std::move(a);
   }
   return arg;
+}
+
+void transpose_2d(mlakit::TensorView* v, const char* name) {
+  if (v->ndim != 2)
+    throw Error(ErrorKind::kInvalidArgument, name,
+                "given head-major it must be [H, rows] (2 dimensions), got " + std::to_string(v->ndim));
+  std::swap(v->shape[0], v->shape[1]);
+  std::swap(v->strides[0], v->strides[1]);
+  normalize_degenerate_strides(*v);  // size-1 dimensions: the row-major value of the new order
+}
+
+mlakit::Stream stream_arg(nb::handle stream, const TensorArg& like) {
+  if (!stream.is_none()) return as_stream(nb::cast<uintptr_t>(stream));
+  if (!like.torch || like.view.device.type != mlakit::DeviceType::kCUDA || g_torch.raw_stream == nullptr)
+    return nullptr;
+  nb::object index = nb::steal(PyLong_FromLong(like.view.device.index));
+  if (!index.is_valid()) nb::raise_python_error();
+  PyObject* r = PyObject_CallOneArg(g_torch.raw_stream, index.ptr());
+  if (!r) nb::raise_python_error();
+  nb::object h = nb::steal(r);
+  return as_stream(nb::cast<uintptr_t>(h));
 }
 
 std::optional<TensorArg> optional_tensor_arg(nb::handle obj, const char* name, bool writable) {
@@ -270,6 +468,83 @@ mlakit::Device parse_device(const std::string& s, const char* name) {
 }
 
 void bind_tensor(nb::module_& m) {
+  m.def(
+      "_register_torch",
+      [](nb::handle tensor_type, nb::tuple dtypes, nb::handle int64, nb::handle raw_stream) {
+        if (!PyType_Check(tensor_type.ptr()) || nb::len(dtypes) != 5)
+          throw Error(ErrorKind::kInvalidArgument, "tensor_type", "expected torch.Tensor and 5 dtypes");
+        auto keep = [](PyObject* o) { Py_INCREF(o); return o; };
+        auto name = [](const char* s) {
+          PyObject* o = PyUnicode_InternFromString(s);
+          if (!o) nb::raise_python_error();
+          return o;
+        };
+        auto bind = [&](TorchAttr& a, const char* s, bool data_descriptor) {
+          a.name = name(s);
+          PyObject* d = PyObject_GetAttr(tensor_type.ptr(), a.name);
+          if (!d) nb::raise_python_error();
+          // Only what the fast reads can call as the generic lookup would: a data descriptor's
+          // getter, a method (descriptor or function) called with the tensor; else the lookup.
+          if (data_descriptor && Py_TYPE(d)->tp_descr_get != nullptr && Py_TYPE(d)->tp_descr_set != nullptr) {
+            a.descr = d;
+            a.getter = Py_TYPE(d)->tp_descr_get;
+          } else if (!data_descriptor && (PyObject_TypeCheck(d, &PyMethodDescr_Type) || PyFunction_Check(d))) {
+            a.descr = d;
+          } else {
+            Py_DECREF(d);
+          }
+        };
+        bind(g_torch.dtype, "dtype", true);
+        bind(g_torch.is_cuda, "is_cuda", true);
+        bind(g_torch.is_cpu, "is_cpu", true);
+        bind(g_torch.shape, "shape", true);
+        bind(g_torch.base, "_base", true);
+        bind(g_torch.version, "_version", true);
+        bind(g_torch.get_device, "get_device", false);
+        bind(g_torch.data_ptr, "data_ptr", false);
+        bind(g_torch.stride, "stride", false);
+        g_torch.s_requires_grad = name("requires_grad");
+        g_torch.s_detach = name("detach");
+        for (int i = 0; i < 5; ++i) g_torch.dtypes[i] = keep(dtypes[i].ptr());
+        g_torch.int64 = keep(int64.ptr());
+        g_torch.raw_stream = raw_stream.is_none() ? nullptr : keep(raw_stream.ptr());
+        g_torch.tensor = reinterpret_cast<PyTypeObject*>(keep(tensor_type.ptr()));
+      },
+      nb::arg("tensor_type"), nb::arg("dtypes"), nb::arg("int64"), nb::arg("raw_stream").none(),
+      "Lets the launching functions read torch tensors directly: torch.Tensor, its dtypes in mlakit's "
+      "DType order (bf16, fp16, fp32, fp64, int32), torch.int64, and a device index -> current "
+      "cudaStream_t callable (None: no CUDA).");
+  m.def(
+      "_host_offsets_key",
+      [](nb::handle a, nb::handle b) -> nb::object {
+        std::string key;
+        if (!append_host_offsets(a.ptr(), &key)) return nb::none();
+        if (b.ptr() == a.ptr()) {
+          key.append(key);
+        } else if (!append_host_offsets(b.ptr(), &key)) {
+          return nb::none();
+        }
+        PyObject* r = PyBytes_FromStringAndSize(key.data(), static_cast<Py_ssize_t>(key.size()));
+        if (!r) nb::raise_python_error();
+        return nb::steal(r);
+      },
+      nb::arg("a").none(), nb::arg("b").none(),
+      "The values of two host offset tensors (contiguous 1-D int32/int64 CPU torch tensors) as one bytes "
+      "object (element sizes, lengths, raw bytes: equal bytes = equal dtypes and values), compared to "
+      "know a plan is still in force; None when either is not such a tensor.");
+
+  m.def(
+      "_same_source",
+      [](nb::handle src, nb::handle cu_q, nb::handle cu_k) {
+        if (src.is_none()) return false;
+        if (!PyTuple_CheckExact(src.ptr()) || PyTuple_GET_SIZE(src.ptr()) != 10)
+          throw Error(ErrorKind::kInvalidArgument, "src", "expected the 10-tuple of mlakit._varlen._source");
+        if (!is_torch_tensor(cu_q) || !is_torch_tensor(cu_k)) return false;
+        return same_offsets(src.ptr(), 0, cu_q.ptr()) && same_offsets(src.ptr(), 5, cu_k.ptr());
+      },
+      nb::arg("src").none(), nb::arg("cu_q").none(), nb::arg("cu_k").none(),
+      "Whether two offset tensors match a version-counter record of mlakit._varlen._source (None: no).");
+
   nb::class_<Reinterpreted>(m, "_Reinterpreted",
                             "A 16-bit integer array to be read as another 16-bit dtype (NumPy bfloat16).")
       .def("__init__",

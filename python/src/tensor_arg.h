@@ -17,12 +17,22 @@ namespace mlakit_py {
 
 struct TensorArg {
   // The imported array backing `view` (one of the two is set); holding it keeps the producer's
-  // memory alive until the call returns.
+  // memory alive until the call returns. A torch tensor read directly (see below) sets neither:
+  // the caller's reference keeps it alive for the call.
   nb::ndarray<> writable_array;
   nb::ndarray<nb::ro> readonly_array;
+  nb::object detached;  // a requires-grad torch tensor's detach(), exported through DLPack
   mlakit::TensorView view;
+  bool torch = false;   // read from a torch.Tensor's attributes (no DLPack)
 };
 
+// Accepted: a torch.Tensor (or subclass) once the Python layer registered torch
+// (_register_torch): its metadata is read through its Python attributes, like
+// mlakit._torch_descriptor does, without DLPack (which costs several microseconds per tensor);
+// dtypes or devices mlakit does not take fall back to DLPack, which names them in its error. A
+// descriptor tuple (data_ptr, dtype code, shape, strides, device type, device index). A
+// Reinterpreted wrapper. Anything speaking DLPack or the buffer protocol.
+//
 // Converts `obj` for the argument called `name`. Throws mlakit::Error (TypeError in Python) for
 // objects that are not arrays, unsupported dtypes or devices; ValueError for more than 4 dims.
 // `writable` = the call writes into it (read-only arrays are then refused).
@@ -30,6 +40,10 @@ TensorArg tensor_arg(nb::handle obj, const char* name, bool writable);
 
 // Same, for an optional argument: None -> std::nullopt.
 std::optional<TensorArg> optional_tensor_arg(nb::handle obj, const char* name, bool writable);
+
+// A 2-D view read as its transpose (an [H, rows] lse as the [rows, H] the library takes), without
+// the caller making a transposed view; ValueError naming `name` for another rank.
+void transpose_2d(mlakit::TensorView* v, const char* name);
 
 // Host int32/int64 1-D array (or any sequence of ints) -> int32 values, range-checked.
 std::vector<int32_t> host_indptr(nb::handle obj, const char* name);
@@ -40,5 +54,10 @@ mlakit::Device parse_device(const std::string& s, const char* name);
 
 // A cudaStream_t passed from Python as an integer (0 = default stream).
 inline mlakit::Stream as_stream(uintptr_t s) { return reinterpret_cast<mlakit::Stream>(s); }
+
+// The stream argument of the launching bindings: an int (a cudaStream_t; 0 = default stream), or
+// None: PyTorch's current stream on the device of `like` (the argument that decides the stream,
+// e.g. q) when it is a CUDA torch tensor; the default stream (0) otherwise.
+mlakit::Stream stream_arg(nb::handle stream, const TensorArg& like);
 
 }  // namespace mlakit_py
