@@ -43,6 +43,8 @@ Workloads (default: all named workloads):
 Device and scaling:
   --device cpu|cuda|auto   (default auto: cuda if a CUDA device is usable, else cpu)
   --kernel auto|sm80|sm90  CUDA kernel (default auto: sm90 on compute capability 9.0)
+  --kv-split auto|on|off   key-range splitting of small sequences (sm90; default auto:
+                      on when its workspace for the workload's capacity is at most 64 MiB)
   --full              on the CPU backend, run named workloads at full size (default: every
                       length divided by --cpu-scale, 16 unless given)
   --cpu-scale N       divisor for named workloads on the CPU backend
@@ -78,6 +80,7 @@ struct Args {
        set_dtype = false, set_causal = false, set_window = false, set_soft_cap = false;
   std::string device = "auto";
   mlakit::KernelPreference kernel = mlakit::KernelPreference::kAuto;
+  mlakit::KvSplitMode kv_split = mlakit::KvSplitMode::kAuto;
   bool full = false;
   int cpu_scale = 16;
   int iters = -1, warmup = -1, rotate = -1, plan_iters = 200;
@@ -160,6 +163,13 @@ Args parse_args(int argc, char** argv) {
       else if (k == "sm80") a.kernel = mlakit::KernelPreference::kSm80;
       else if (k == "sm90") a.kernel = mlakit::KernelPreference::kSm90;
       else usage_error("--kernel must be auto, sm80 or sm90");
+    }
+    else if (o == "--kv-split") {
+      const std::string k = need(i);
+      if (k == "auto") a.kv_split = mlakit::KvSplitMode::kAuto;
+      else if (k == "on") a.kv_split = mlakit::KvSplitMode::kOn;
+      else if (k == "off") a.kv_split = mlakit::KvSplitMode::kOff;
+      else usage_error("--kv-split must be auto, on or off");
     }
     else if (o == "--full") a.full = true;
     else if (o == "--cpu-scale") a.cpu_scale = to_int(need(i), "--cpu-scale", 1);
@@ -273,7 +283,8 @@ std::vector<mb::Workload> build_workloads(const Args& a, bool cpu) {
   return list;
 }
 
-mlakit::PrefillConfig config_for(const mb::Workload& w, Device dev, mlakit::KernelPreference kernel) {
+mlakit::PrefillConfig config_for(const mb::Workload& w, Device dev, mlakit::KernelPreference kernel,
+                                 mlakit::KvSplitMode kv_split) {
   mlakit::PrefillConfig c;
   c.num_qo_heads = w.heads;
   c.num_kv_heads = w.kv_heads;
@@ -285,6 +296,7 @@ mlakit::PrefillConfig config_for(const mb::Workload& w, Device dev, mlakit::Kern
   c.max_kv_tokens = std::max<int64_t>(1, w.total_kv());
   c.device = dev;
   c.kernel = kernel;
+  c.kv_split = kv_split;
   return c;
 }
 
@@ -304,12 +316,13 @@ Result run_workload(const mb::Workload& w, Device dev, const Args& a) {
   r.device = mlakit::to_string(dev);
   r.tolerance = a.tol > 0 ? a.tol : mb::default_tolerance(w.dtype);
   try {
-    const mlakit::PrefillConfig cfg = config_for(w, dev, a.kernel);
+    const mlakit::PrefillConfig cfg = config_for(w, dev, a.kernel, a.kv_split);
     mlakit::RaggedPrefill prefill(cfg);
     const std::vector<int32_t> qo = w.qo_indptr(), kv = w.kv_indptr();
     prefill.plan(qo.data(), kv.data(), w.batch(), w.options);
     r.info = prefill.info();
     if (r.info.kernel_arch > 0) r.device += "/sm" + std::to_string(r.info.kernel_arch);
+    if (r.info.split_slots > 0) r.device += "+split";
     r.gflop = 2.0 * (w.dqk + w.dvo) * static_cast<double>(r.info.visible_pairs) * w.heads / 1e9;
 
     // Host inputs (fixed seed; each tensor its own stream of numbers).
@@ -512,7 +525,8 @@ std::string result_json(const Result& r) {
       .num("tflops", r.tflops).num("pct_peak", r.pct_peak).num("plan_us", r.plan_us)
       .num("plan_num_tiles", r.info.num_tiles).num("plan_block_m", r.info.block_m)
       .num("plan_block_n", r.info.block_n).num("plan_grid_blocks", r.info.grid_blocks)
-      .num("kernel_arch", r.info.kernel_arch);
+      .num("kernel_arch", r.info.kernel_arch)
+      .num("split_slots", r.info.split_slots);
   o.boolean("checked", r.checked);
   if (r.checked) {
     o.num("relerr", std::max(r.check.max_relerr, r.check_after.max_relerr))
@@ -572,7 +586,7 @@ std::vector<PlanOnlyRow> run_plan_only(Device dev, const Args& a) {
       w.q_lens.assign(static_cast<size_t>(b), 999);
       w.kv_lens = w.q_lens;
       w.options.causal = true;
-      mlakit::RaggedPrefill p(config_for(w, dev, a.kernel));
+      mlakit::RaggedPrefill p(config_for(w, dev, a.kernel, a.kv_split));
       const std::vector<int32_t> qo = w.qo_indptr(), kv = w.kv_indptr();
       for (int i = 0; i < 10; ++i) p.plan(qo.data(), kv.data(), b, w.options);  // warm-up
       mlakit::synchronize(dev);

@@ -56,6 +56,7 @@ struct MlaConfig {
   int64_t workspace_rows = 0;
   Device device = Device::cpu();
   KernelPreference kernel = KernelPreference::kAuto;  // CUDA attention kernel (mlakit/prefill.h)
+  KvSplitMode kv_split = KvSplitMode::kAuto;          // key-range splitting (mlakit/prefill.h)
 };
 
 // One engine step's requests, all host arrays. Request b has context_lens[b] tokens in the cache

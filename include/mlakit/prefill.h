@@ -44,6 +44,20 @@ struct PrefillOptions {
 enum class KernelPreference : int32_t { kAuto = 0, kSm80 = 1, kSm90 = 2 };
 const char* kernel_preference_name(KernelPreference p);  // "auto", "sm80", "sm90"
 
+// Splitting the key range of sequences too small to fill the GPU (the sm90 kernel; the sm80
+// kernel and the CPU backend never split). A sequence with fewer (q tile, head) items than the
+// kernel's persistent blocks runs each of its long causal q tiles as two halves of its key range
+// on two SMs, merged by log-sum-exp in a fixed order. Whether and where a sequence splits depends
+// only on its own lengths (docs/sm90-kernel.md), so outputs stay bitwise the same run to run and
+// whether a sequence runs alone or inside any batch. The halves' partial results need device
+// workspace sized for the capacity: about 136 KiB per split (q tile, head) slot, at most
+// min(max_batch x (SMs - 1), max tiles x heads) slots.
+//   kAuto: on when that workspace is at most 64 MiB (small max_batch; engines whose capacity-sized
+//          batches fill the GPU anyway get it off), off otherwise;
+//   kOn:   on whatever the workspace;   kOff: never.
+enum class KvSplitMode : int32_t { kAuto = 0, kOn = 1, kOff = 2 };
+const char* kv_split_mode_name(KvSplitMode m);  // "auto", "on", "off"
+
 // Fixed at construction: the problem's static shape and the capacity of every buffer.
 struct PrefillConfig {
   int num_qo_heads = 0;
@@ -56,6 +70,7 @@ struct PrefillConfig {
   int64_t max_kv_tokens = 0;    // largest sum of kv lengths
   Device device = Device::cpu();  // where run() executes
   KernelPreference kernel = KernelPreference::kAuto;  // CUDA only
+  KvSplitMode kv_split = KvSplitMode::kAuto;          // CUDA sm90 only
 };
 
 struct WorkspaceSizes {
@@ -74,6 +89,8 @@ struct PlanInfo {
   int grid_blocks = 0;      // persistent blocks run() launches (fixed per object)
   int64_t visible_pairs = 0;  // (query, key) pairs that are not masked, summed over the batch (per head)
   int kernel_arch = 0;      // 0: CPU backend; 80 or 90: the CUDA kernel run() launches
+  bool kv_split = false;    // this object splits key ranges (PrefillConfig::kv_split resolved)
+  int split_slots = 0;      // (q tile, head) pairs this plan runs as two halves of the key range
 };
 
 class RaggedPrefill {

@@ -345,12 +345,16 @@ class RaggedPrefill:
 
     ``device`` is where :meth:`run` executes: ``"cpu"``, ``"cuda"``, ``"cuda:N"``, a
     ``torch.device`` or a CUDA device index.
+
+    ``kv_split``: ``"auto"`` (default), ``"on"`` or ``"off"``: whether the Hopper kernel splits
+    the key range of sequences too small to fill the GPU (``mlakit/prefill.h``, KvSplitMode);
+    outputs stay bitwise batch-invariant either way.
     """
 
     def __init__(self, num_qo_heads: int, num_kv_heads: int, head_dim_qk: int = 192,
                  head_dim_vo: int = 128, *, dtype: Any = "bf16", device: Any = "cpu",
                  max_batch: Optional[int] = None, max_q_tokens: Optional[int] = None,
-                 max_kv_tokens: Optional[int] = None) -> None:
+                 max_kv_tokens: Optional[int] = None, kv_split: str = "auto") -> None:
         self._fixed = (max_batch is not None, max_q_tokens is not None, max_kv_tokens is not None)
         device_name = _device_name(device)
         if device_name == "cuda":
@@ -361,7 +365,7 @@ class RaggedPrefill:
                           max_batch=int(max_batch) if max_batch is not None else 16,
                           max_q_tokens=int(max_q_tokens) if max_q_tokens is not None else 4096,
                           max_kv_tokens=int(max_kv_tokens) if max_kv_tokens is not None else 4096,
-                          device=device_name)
+                          device=device_name, kv_split=str(kv_split))
         self._impl = _C.RaggedPrefill(**self._args)
         self.handle: int = next(_handles)
         _registry[self.handle] = self

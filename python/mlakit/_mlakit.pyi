@@ -81,12 +81,24 @@ class PlanInfo:
     def visible_pairs(self) -> int:
         """unmasked (query, key) pairs summed over the batch, per head"""
 
+    @property
+    def kernel_arch(self) -> int:
+        """0: CPU backend; 80 or 90: the CUDA kernel"""
+
+    @property
+    def kv_split(self) -> bool:
+        """this object splits key ranges (kv_split resolved)"""
+
+    @property
+    def split_slots(self) -> int:
+        """(q tile, head) pairs this plan runs as two halves of the key range"""
+
     def __repr__(self) -> str: ...
 
 class RaggedPrefill:
     """Ragged prefill attention with a plan/run split (native object)."""
 
-    def __init__(self, num_qo_heads: int, num_kv_heads: int, head_dim_qk: int, head_dim_vo: int, dtype: str, max_batch: int, max_q_tokens: int, max_kv_tokens: int, device: str) -> None: ...
+    def __init__(self, num_qo_heads: int, num_kv_heads: int, head_dim_qk: int, head_dim_vo: int, dtype: str, max_batch: int, max_q_tokens: int, max_kv_tokens: int, device: str, kv_split: str = 'auto') -> None: ...
 
     def plan(self, qo_indptr: object, kv_indptr: object, options: PrefillOptions, stream: int) -> None: ...
 
@@ -142,7 +154,7 @@ class RaggedPrefill:
     def logits_soft_cap(self) -> float: ...
 
     @staticmethod
-    def workspace_sizes(num_qo_heads: int, num_kv_heads: int, head_dim_qk: int, head_dim_vo: int, dtype: str, max_batch: int, max_q_tokens: int, max_kv_tokens: int, device: str) -> tuple[int, int]:
+    def workspace_sizes(num_qo_heads: int, num_kv_heads: int, head_dim_qk: int, head_dim_vo: int, dtype: str, max_batch: int, max_q_tokens: int, max_kv_tokens: int, device: str, kv_split: str = 'auto') -> tuple[int, int]:
         """(host_bytes, device_bytes) the object would allocate."""
 
 def ragged_prefill(q: object, k: object, v: object, qo_indptr: object, kv_indptr: object, options: PrefillOptions, out: object, lse: object, stream: int | None) -> None: ...

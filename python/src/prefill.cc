@@ -46,9 +46,17 @@ Indptrs read_indptrs(nb::handle qo_indptr, nb::handle kv_indptr) {
 
 // The Python constructor's keyword arguments -> PrefillConfig (shared by __init__ and
 // workspace_sizes).
+static mlakit::KvSplitMode parse_kv_split(const std::string& s) {
+  if (s == "auto") return mlakit::KvSplitMode::kAuto;
+  if (s == "on") return mlakit::KvSplitMode::kOn;
+  if (s == "off") return mlakit::KvSplitMode::kOff;
+  throw mlakit::Error(mlakit::ErrorKind::kInvalidArgument, "kv_split", "must be 'auto', 'on' or 'off', got '" + s + "'");
+}
+
 static mlakit::PrefillConfig make_config(int num_qo_heads, int num_kv_heads, int head_dim_qk, int head_dim_vo,
                                          const std::string& dtype, int max_batch, int64_t max_q_tokens,
-                                         int64_t max_kv_tokens, const std::string& device) {
+                                         int64_t max_kv_tokens, const std::string& device,
+                                         const std::string& kv_split) {
   mlakit::PrefillConfig c;
   c.num_qo_heads = num_qo_heads;
   c.num_kv_heads = num_kv_heads;
@@ -59,6 +67,7 @@ static mlakit::PrefillConfig make_config(int num_qo_heads, int num_kv_heads, int
   c.max_q_tokens = max_q_tokens;
   c.max_kv_tokens = max_kv_tokens;
   c.device = parse_device(device, "device");
+  c.kv_split = parse_kv_split(kv_split);
   return c;
 }
 
@@ -73,12 +82,17 @@ void bind_prefill(nb::module_& m) {
       .def_ro("grid_blocks", &mlakit::PlanInfo::grid_blocks, "persistent blocks run() launches")
       .def_ro("visible_pairs", &mlakit::PlanInfo::visible_pairs,
               "unmasked (query, key) pairs summed over the batch, per head")
+      .def_ro("kernel_arch", &mlakit::PlanInfo::kernel_arch, "0: CPU backend; 80 or 90: the CUDA kernel")
+      .def_ro("kv_split", &mlakit::PlanInfo::kv_split, "this object splits key ranges (kv_split resolved)")
+      .def_ro("split_slots", &mlakit::PlanInfo::split_slots,
+              "(q tile, head) pairs this plan runs as two halves of the key range")
       .def("__repr__", [](const mlakit::PlanInfo& i) {
         return "PlanInfo(batch_size=" + std::to_string(i.batch_size) + ", total_q=" + std::to_string(i.total_q) +
                ", total_kv=" + std::to_string(i.total_kv) + ", num_tiles=" + std::to_string(i.num_tiles) +
                ", block_m=" + std::to_string(i.block_m) + ", block_n=" + std::to_string(i.block_n) +
                ", grid_blocks=" + std::to_string(i.grid_blocks) +
-               ", visible_pairs=" + std::to_string(i.visible_pairs) + ")";
+               ", visible_pairs=" + std::to_string(i.visible_pairs) +
+               ", kernel_arch=" + std::to_string(i.kernel_arch) + ", split_slots=" + std::to_string(i.split_slots) + ")";
       });
 
   nb::class_<mlakit::RaggedPrefill>(m, "RaggedPrefill",
@@ -86,14 +100,14 @@ void bind_prefill(nb::module_& m) {
       .def("__init__",
            [](mlakit::RaggedPrefill* self, int num_qo_heads, int num_kv_heads, int head_dim_qk, int head_dim_vo,
               const std::string& dtype, int max_batch, int64_t max_q_tokens, int64_t max_kv_tokens,
-              const std::string& device) {
+              const std::string& device, const std::string& kv_split) {
              new (self) mlakit::RaggedPrefill(make_config(num_qo_heads, num_kv_heads, head_dim_qk,
                                                           head_dim_vo, dtype, max_batch, max_q_tokens,
-                                                          max_kv_tokens, device));
+                                                          max_kv_tokens, device, kv_split));
            },
            nb::arg("num_qo_heads"), nb::arg("num_kv_heads"), nb::arg("head_dim_qk"), nb::arg("head_dim_vo"),
            nb::arg("dtype"), nb::arg("max_batch"), nb::arg("max_q_tokens"), nb::arg("max_kv_tokens"),
-           nb::arg("device"))
+           nb::arg("device"), nb::arg("kv_split") = "auto")
       .def(
           "plan",
           [](mlakit::RaggedPrefill& self, nb::handle qo_indptr, nb::handle kv_indptr,
@@ -141,15 +155,16 @@ void bind_prefill(nb::module_& m) {
       .def_static(
           "workspace_sizes",
           [](int num_qo_heads, int num_kv_heads, int head_dim_qk, int head_dim_vo, const std::string& dtype,
-             int max_batch, int64_t max_q_tokens, int64_t max_kv_tokens, const std::string& device) {
+             int max_batch, int64_t max_q_tokens, int64_t max_kv_tokens, const std::string& device,
+             const std::string& kv_split) {
             mlakit::WorkspaceSizes w = mlakit::RaggedPrefill::workspace_sizes(
                 make_config(num_qo_heads, num_kv_heads, head_dim_qk, head_dim_vo, dtype, max_batch,
-                            max_q_tokens, max_kv_tokens, device));
+                            max_q_tokens, max_kv_tokens, device, kv_split));
             return nb::make_tuple(w.host_bytes, w.device_bytes);
           },
           nb::arg("num_qo_heads"), nb::arg("num_kv_heads"), nb::arg("head_dim_qk"), nb::arg("head_dim_vo"),
           nb::arg("dtype"), nb::arg("max_batch"), nb::arg("max_q_tokens"), nb::arg("max_kv_tokens"),
-          nb::arg("device"), "(host_bytes, device_bytes) the object would allocate.");
+          nb::arg("device"), nb::arg("kv_split") = "auto", "(host_bytes, device_bytes) the object would allocate.");
 
   m.def(
       "ragged_prefill",

@@ -38,6 +38,19 @@ def test_config_errors():
         mlakit.RaggedPrefill(4, 2, 64, 64, dtype="int8")
     with pytest.raises(ValueError, match=r"^mlakit: device: unknown device"):
         mlakit.RaggedPrefill(4, 2, 64, 64, dtype="fp16", device="tpu")
+    with pytest.raises(ValueError, match=r"^mlakit: kv_split: must be 'auto', 'on' or 'off'"):
+        mlakit.RaggedPrefill(4, 2, 64, 64, dtype="fp16", kv_split="sometimes")
+
+
+def test_kv_split_setting_on_the_cpu_backend():
+    # The CPU backend never splits key ranges, whatever the setting; the plan says so.
+    for mode in ("auto", "on", "off"):
+        attn = mlakit.RaggedPrefill(4, 2, 64, 64, dtype="fp16", kv_split=mode,
+                                    max_batch=2, max_q_tokens=2000, max_kv_tokens=2000)
+        attn.plan([0, 999], [0, 999], causal=True)
+        assert attn.info.kv_split is False
+        assert attn.info.split_slots == 0
+        assert attn.info.kernel_arch == 0
 
 
 @pytest.mark.skipif(mlakit.built_with_cuda(), reason="only meaningful for a CPU-only build")

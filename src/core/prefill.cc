@@ -11,6 +11,7 @@
 #include "core/plan_staging.h"
 #include "core/prefill_checks.h"
 #include "mlakit/error.h"
+#include "plan/kernel_select.h"
 #include "plan/schedule_block.h"
 #include "plan/schedule_layout.h"
 #include "plan/scheduler.h"
@@ -32,7 +33,9 @@ Setup setup(const PrefillConfig& c) {
   Setup s;
   s.backend = backend::make_backend(c.device, "config.device");
   s.choice = s.backend->choose_kernel(c.head_dim_qk, c.head_dim_vo, c.dtype, c.num_qo_heads, c.kernel);
-  s.layout = plan::make_layout(c.max_batch, c.max_q_tokens, s.choice.block_m);
+  plan::size_kv_split(s.choice, c.kv_split, c.max_batch, c.max_q_tokens, c.num_qo_heads);
+  s.layout = plan::make_layout(c.max_batch, c.max_q_tokens, s.choice.block_m,
+                               static_cast<plan::ScheduleKind>(s.choice.schedule_kind));
   return s;
 }
 
@@ -62,8 +65,10 @@ struct RaggedPrefill::Impl {
         backend(std::move(s.backend)),
         choice(s.choice),
         layout(s.layout),
-        scheduler(c.max_batch, c.max_q_tokens, c.max_kv_tokens, s.choice.block_m, s.choice.block_n) {
+        scheduler(c.max_batch, c.max_q_tokens, c.max_kv_tokens, s.choice.block_m, s.choice.block_n,
+                  plan::KvSplitSettings{s.choice.split_max_items, s.choice.split_slots}) {
     info.kernel_arch = choice.arch;  // known before the first plan
+    info.kv_split = choice.split_max_items > 0;
   }
 
   backend::AttentionCall call(const TensorView& q, const TensorView& k, const TensorView* k_rope,
@@ -152,6 +157,7 @@ void RaggedPrefill::plan(const int32_t* qo_indptr, const int32_t* kv_indptr, int
   info.block_n = m.choice.block_n;
   info.grid_blocks = m.choice.grid_blocks;
   info.visible_pairs = r.visible_pairs;
+  info.split_slots = r.split_slots;
 }
 
 void RaggedPrefill::run(const TensorView& q, const TensorView& k, const TensorView& v,

@@ -36,6 +36,8 @@ void check_config(const PrefillConfig& c) {
   if (c.max_kv_tokens <= 0 || c.max_kv_tokens > INT32_MAX) {
     bad("config.max_kv_tokens", "must be in 1 .. 2^31-1 (indptr arrays are int32)");
   }
+  const int split = static_cast<int>(c.kv_split);
+  if (split < 0 || split > 2) bad("config.kv_split", "must be kAuto, kOn or kOff, got " + std::to_string(split));
 }
 
 void check_capacity(const PrefillConfig& c, int batch_size, const plan::IndptrTotals& totals) {

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 
+#include "common/host_device.h"
 #include "mlakit/prefill.h"
 #include "mlakit/tensor.h"
 
@@ -56,6 +57,9 @@ struct KernelEntry {
   int schedule_kind;                  // plan::ScheduleKind of the work array it reads
   size_t scratch_bytes_fixed;         // device scratch (PrefillArgs::scratch): this much once,
   size_t scratch_bytes_per_block;     // then this much per persistent block; zeroed at creation
+  // Bytes of one partial-result slot for split key ranges (plan/kv_split.h), counters included;
+  // 0: the kernel does not split. The slots follow the per-block scratch (split_region_offset).
+  size_t split_slot_bytes;
   void (*launch)(const PrefillArgs& args, int grid_blocks, Stream stream);
   int (*blocks_per_sm)();             // resident blocks per SM on the current device
 };
@@ -71,8 +75,16 @@ struct KernelChoice {
   int arch;  // 0: CPU backend; 80 or 90: which CUDA kernel
   const KernelEntry* entry = nullptr;  // null for the CPU backend
   size_t scratch_bytes = 0;            // fixed + grid_blocks * per-block scratch of the entry
+                                       // (+ the split slots, size_kv_split in plan/kernel_select.h)
   int schedule_kind = 0;               // plan::ScheduleKind (tiles for the CPU backend)
+  int split_max_items = 0;             // plan::KvSplitSettings: 0 = no split
+  int64_t split_slots = 0;
 };
+
+// Where the split slots start inside the kernel's scratch: after the per-block part, 256-aligned.
+MLAKIT_HD size_t split_region_offset(size_t fixed, size_t per_block, int grid_blocks) {
+  return (fixed + per_block * static_cast<size_t>(grid_blocks) + 255) / 256 * 256;
+}
 
 // True if a CUDA kernel exists for these head dims and dtype.
 bool prefill_supported(int head_dim_qk, int head_dim_vo, DType dtype);

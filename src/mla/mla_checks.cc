@@ -70,6 +70,8 @@ void check_tensor(const TensorView& t, const char* name, std::initializer_list<i
 
 void check_config(const MlaConfig& c) {
   if (c.num_heads <= 0) invalid("config.num_heads", "must be > 0");
+  const int split = static_cast<int>(c.kv_split);
+  if (split < 0 || split > 2) invalid("config.kv_split", "must be kAuto, kOn or kOff, got " + std::to_string(split));
   // 16-byte copies of 8 half-precision values move latents and keys.
   if (c.kv_lora_rank <= 0 || c.kv_lora_rank % 8 != 0) invalid("config.kv_lora_rank", "must be a positive multiple of 8");
   if (c.qk_nope_head_dim <= 0 || c.qk_nope_head_dim % 8 != 0) {

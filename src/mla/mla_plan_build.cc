@@ -13,7 +13,8 @@ PlanBuilder::PlanBuilder(const MlaConfig& c, const MlaLayout& l, const cuda::Ker
     : config_(c),
       layout_(l),
       // Every launch's queries are the step's new tokens; its keys at most the workspace rows.
-      scheduler_(c.max_batch, c.max_tokens, l.rows, k.block_m, k.block_n),
+      scheduler_(c.max_batch, c.max_tokens, l.rows, k.block_m, k.block_n,
+                 plan::KvSplitSettings{k.split_max_items, k.split_slots}),
       kind_(static_cast<plan::ScheduleKind>(k.schedule_kind)),
       qo_(static_cast<size_t>(c.max_batch) + 1),
       kv_(static_cast<size_t>(c.max_batch) + 1),

@@ -13,6 +13,7 @@
 #include "mla/mla_layout.h"
 #include "mla/mla_ops.h"
 #include "mla/mla_plan_build.h"
+#include "plan/kernel_select.h"
 #include "mlakit/error.h"
 
 namespace mlakit {
@@ -40,6 +41,7 @@ Setup setup(const MlaConfig& c) {
                     std::to_string(c.qk_nope_head_dim + c.qk_rope_head_dim) + ", v = " +
                     std::to_string(c.v_head_dim) + " on " + to_string(c.device));
   }
+  plan::size_kv_split(s.choice, c.kv_split, c.max_batch, c.max_tokens, c.num_heads);
   s.layout = mla::make_layout(c, s.choice.block_m);
   return s;
 }

@@ -1,6 +1,17 @@
 #include "plan/kernel_select.h"
 
+#include "plan/kv_split.h"
+
 namespace mlakit {
+
+const char* kv_split_mode_name(KvSplitMode m) {
+  switch (m) {
+    case KvSplitMode::kAuto: return "auto";
+    case KvSplitMode::kOn: return "on";
+    case KvSplitMode::kOff: return "off";
+  }
+  return "?";
+}
 
 const char* kernel_preference_name(KernelPreference p) {
   switch (p) {
@@ -60,6 +71,22 @@ KernelSelection select_kernel(const cuda::KernelEntry* const* table, int count, 
                        : "no CUDA kernel for " + dims_str(r) + " runs on " + dev + " (needs 8.0 or newer)";
   }
   return s;
+}
+
+void size_kv_split(cuda::KernelChoice& c, KvSplitMode mode, int max_batch, int64_t max_q_tokens,
+                   int heads) {
+  c.split_max_items = 0;
+  c.split_slots = 0;
+  if (c.entry == nullptr || c.entry->split_slot_bytes == 0 || mode == KvSplitMode::kOff) return;
+  const int64_t slots = kv_split_slot_bound(max_batch, max_q_tokens, heads, c.block_m, c.grid_blocks);
+  if (slots <= 0) return;
+  const size_t bytes = static_cast<size_t>(slots) * c.entry->split_slot_bytes;
+  if (mode == KvSplitMode::kAuto && bytes > kKvSplitAutoBudget) return;
+  c.split_max_items = c.grid_blocks;
+  c.split_slots = slots;
+  c.scratch_bytes =
+      cuda::split_region_offset(c.entry->scratch_bytes_fixed, c.entry->scratch_bytes_per_block, c.grid_blocks) +
+      bytes;
 }
 
 }  // namespace plan

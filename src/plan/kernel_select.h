@@ -32,5 +32,12 @@ struct KernelSelection {
 // kSm80 / kSm90 accept only that kernel.
 KernelSelection select_kernel(const cuda::KernelEntry* const* table, int count, const KernelRequest& r);
 
+// Resolves `mode` for a chosen kernel and the capacity (mlakit/prefill.h, KvSplitMode): sets
+// choice.split_max_items / split_slots and adds the slots to choice.scratch_bytes. The CPU
+// backend and kernels that do not split keep it off.
+constexpr size_t kKvSplitAutoBudget = size_t{64} << 20;
+void size_kv_split(cuda::KernelChoice& choice, KvSplitMode mode, int max_batch, int64_t max_q_tokens,
+                   int num_qo_heads);
+
 }  // namespace plan
 }  // namespace mlakit

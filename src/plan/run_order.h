@@ -51,5 +51,32 @@ MLAKIT_HD RunSlot run_slot(int local, int num_tiles, int head_group) {
   return RunSlot{group * head_group + (rem - rank * head_group), num_tiles - 1 - rank};
 }
 
+// With split tiles (plan/kv_split.h): a run whose last `split_tiles` q tiles split in two has
+// num_tiles + split_tiles "virtual" tiles per head, ordered as run_slot orders tiles:
+//   chunk 0 of the split tiles (longest tile first), then chunk 1 of the split tiles, then the
+//   tiles that do not split (longest first),
+// so the first halves (the long ones, c kv tiles each) start first and the second halves, which
+// merge, start after them. Each split (q tile, head) owns one partial-result slot,
+// head * split_tiles + (num_tiles - 1 - q_tile), relative to the run's first slot.
+struct RunItemSlot {
+  int head;
+  int q_tile;
+  int chunk;  // -1: the tile's whole kv range; 0 / 1: a half of a split tile
+  int slot;   // chunk >= 0: the slot the tile's two halves share; -1 otherwise
+};
+
+MLAKIT_HD RunItemSlot run_item_slot(int local, int num_tiles, int split_tiles, int head_group) {
+  const int v_tiles = num_tiles + split_tiles;
+  const RunSlot s = run_slot(local, v_tiles, head_group);
+  const int rank = v_tiles - 1 - s.q_tile;  // 0 = the first virtual tile
+  const int u = rank < split_tiles ? rank : rank - split_tiles;  // rank among the q tiles
+  RunItemSlot r;
+  r.head = s.head;
+  r.q_tile = num_tiles - 1 - u;
+  r.chunk = rank < split_tiles ? 0 : (u < split_tiles ? 1 : -1);
+  r.slot = r.chunk >= 0 ? s.head * split_tiles + u : -1;
+  return r;
+}
+
 }  // namespace plan
 }  // namespace mlakit

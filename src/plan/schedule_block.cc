@@ -37,7 +37,9 @@ ScheduleResult write_schedule_block(uint8_t* block, const ScheduleLayout& l, Sch
   h.block_n = s.block_n();
   h.schedule_kind = static_cast<int32_t>(kind);
   h.num_runs = r.num_runs;
-  h.num_items = static_cast<int32_t>(static_cast<int64_t>(r.num_tiles) * num_qo_heads);
+  h.num_items = kind == ScheduleKind::kSequenceRuns
+                    ? r.num_items
+                    : static_cast<int32_t>(static_cast<int64_t>(r.num_tiles) * num_qo_heads);
   h.head_group = run_head_group(num_qo_heads, o.causal, o.window_left);
   std::memcpy(block, &h, sizeof(h));
   const size_t indptr_bytes = sizeof(int32_t) * (static_cast<size_t>(batch) + 1);

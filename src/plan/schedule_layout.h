@@ -51,14 +51,21 @@ struct WorkTile {
   int32_t q_tile;
 };
 
-// Items [item_begin, item_begin + num_tiles * H) are sequence `seq`'s: item i is head
-// (i - item_begin) / num_tiles and q tile num_tiles - 1 - (i - item_begin) % num_tiles.
+// Items [item_begin, item_begin + (num_tiles + split_tiles) * H) are sequence `seq`'s, in the
+// order of plan/run_order.h (run_item_slot). Its last split_tiles q tiles split their key range
+// at kv tile chunk_tiles (plan/kv_split.h); each split (q tile, head) owns a partial-result slot
+// in [slot_begin, slot_begin + split_tiles * H).
 struct SeqRun {
   int32_t seq;
   int32_t num_tiles;
   int32_t item_begin;
   int32_t cost;  // kv tiles visited over the sequence's q tiles (one head); the sort key
+  int32_t split_tiles;  // 0: no tile splits
+  int32_t chunk_tiles;  // kv tiles of a split tile's first half
+  int32_t slot_begin;
+  int32_t reserved;
 };
+static_assert(sizeof(SeqRun) == 32, "two 16-byte words");
 
 // Byte offsets of each array inside the block, fixed by the capacity.
 struct ScheduleLayout {
@@ -82,7 +89,10 @@ inline int64_t max_tiles_for(int max_batch, int64_t max_q_tokens, int block_m) {
   return max_q_tokens / block_m + max_batch + 1;
 }
 
-inline ScheduleLayout make_layout(int max_batch, int64_t max_q_tokens, int block_m) {
+// Room for the work array of `kind` only (`either`: room for both kinds, for blocks built before
+// the kernel is known).
+inline ScheduleLayout make_layout(int max_batch, int64_t max_q_tokens, int block_m, ScheduleKind kind,
+                                  bool either = false) {
   ScheduleLayout l{};
   l.max_tiles = max_tiles_for(max_batch, max_q_tokens, block_m);
   size_t off = sizeof(ScheduleHeader);
@@ -93,9 +103,13 @@ inline ScheduleLayout make_layout(int max_batch, int64_t max_q_tokens, int block
   l.tiles_offset = off;
   const size_t tiles_bytes = sizeof(WorkTile) * static_cast<size_t>(l.max_tiles);
   const size_t runs_bytes = sizeof(SeqRun) * static_cast<size_t>(max_batch);
-  off += tiles_bytes > runs_bytes ? tiles_bytes : runs_bytes;
+  if (either) off += tiles_bytes > runs_bytes ? tiles_bytes : runs_bytes;
+  else off += kind == ScheduleKind::kSequenceRuns ? runs_bytes : tiles_bytes;
   l.total_bytes = align_up(off, 256);
   return l;
+}
+inline ScheduleLayout make_layout(int max_batch, int64_t max_q_tokens, int block_m) {
+  return make_layout(max_batch, max_q_tokens, block_m, ScheduleKind::kTilesLongestFirst, true);
 }
 
 }  // namespace plan

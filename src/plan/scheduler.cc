@@ -47,12 +47,13 @@ int32_t tile_cost(int64_t row_begin, int64_t row_end, int64_t lq, int64_t lk, bo
 }
 
 Scheduler::Scheduler(int max_batch, int64_t max_q_tokens, int64_t max_kv_tokens, int block_m,
-                     int block_n)
+                     int block_n, KvSplitSettings split)
     : block_m_(block_m),
       block_n_(block_n),
       max_batch_(max_batch),
       max_q_tokens_(max_q_tokens),
-      max_kv_tokens_(max_kv_tokens) {
+      max_kv_tokens_(max_kv_tokens),
+      split_(split) {
   if (block_m <= 0 || block_n <= 0 || max_batch < 0 || max_q_tokens < 0 || max_kv_tokens < 0) {
     throw Error(ErrorKind::kInvalidArgument, "scheduler", "bad capacity or tile shape");
   }
@@ -120,23 +121,34 @@ ScheduleResult Scheduler::build_runs(const int32_t* qo, const int32_t* kv, int b
       const int64_t r0 = static_cast<int64_t>(t) * block_m_;
       cost += tile_cost(r0, std::min(lq, r0 + block_m_), lq, lk, causal, window_left, block_n_);
     }
-    run_scratch_[n++] = SeqRun{b, ntiles, 0, static_cast<int32_t>(std::min<int64_t>(cost, INT32_MAX))};
+    const KvSplit ks = kv_split_for(lq, lk, causal, window_left, heads, block_m_, block_n_, split_);
+    run_scratch_[n++] = SeqRun{b, ntiles, 0, static_cast<int32_t>(std::min<int64_t>(cost, INT32_MAX)),
+                               ks.split_tiles, ks.chunk_tiles, 0, 0};
     r.num_tiles += ntiles;
   }
   // Longest first; the tie-break keeps the order a function of the lengths alone.
   std::sort(run_scratch_.begin(), run_scratch_.begin() + n, [](const SeqRun& a, const SeqRun& b) {
     return a.cost != b.cost ? a.cost > b.cost : a.seq < b.seq;
   });
-  int64_t item = 0;
+  int64_t item = 0, slot = 0;
   for (int i = 0; i < n; ++i) {
     runs[i] = run_scratch_[i];
-    runs[i].item_begin = static_cast<int32_t>(item);
-    item += static_cast<int64_t>(runs[i].num_tiles) * heads;
+    runs[i].item_begin = static_cast<int32_t>(std::min<int64_t>(item, INT32_MAX));
+    runs[i].slot_begin = static_cast<int32_t>(std::min<int64_t>(slot, INT32_MAX));
+    item += static_cast<int64_t>(runs[i].num_tiles + runs[i].split_tiles) * heads;
+    slot += static_cast<int64_t>(runs[i].split_tiles) * heads;
   }
   if (item > INT32_MAX) {
     throw Error(ErrorKind::kInvalidArgument, "qo_indptr", "more than 2^31 - 1 (q tile, head) work items");
   }
+  // kv_split_slot_bound sized the slots for any batch within the capacity; this cannot fire
+  // unless that bound and the rule disagree.
+  if (slot > split_.slot_capacity && slot > 0) {
+    throw Error(ErrorKind::kRuntime, "", "plan: split slots exceed the sized capacity (mlakit bug)");
+  }
   r.num_runs = n;
+  r.num_items = static_cast<int>(item);
+  r.split_slots = static_cast<int>(slot);
   return r;
 }
 

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "common/mask_rule.h"
+#include "plan/kv_split.h"
 #include "plan/schedule_layout.h"
 
 namespace mlakit {
@@ -30,14 +31,18 @@ int32_t tile_cost(int64_t row_begin, int64_t row_end, int64_t lq, int64_t lk, bo
 
 struct ScheduleResult {
   int num_tiles = 0;
-  int num_runs = 0;  // build_runs only
+  int num_runs = 0;     // build_runs only
+  int num_items = 0;    // build_runs only: (q tile or half, head) items
+  int split_slots = 0;  // build_runs only: split (q tile, head) pairs (plan/kv_split.h)
   int64_t visible_pairs = 0;
 };
 
 class Scheduler {
  public:
-  // Capacity: the largest batch / token totals build() will see.
-  Scheduler(int max_batch, int64_t max_q_tokens, int64_t max_kv_tokens, int block_m, int block_n);
+  // Capacity: the largest batch / token totals build() will see. `split`: whether build_runs
+  // splits the key ranges of small sequences (plan/kv_split.h); off by default.
+  Scheduler(int max_batch, int64_t max_q_tokens, int64_t max_kv_tokens, int block_m, int block_n,
+            KvSplitSettings split = {});
 
   int64_t max_tiles() const { return max_tiles_; }
   int block_m() const { return block_m_; }
@@ -49,7 +54,8 @@ class Scheduler {
                        bool causal, int window_left, WorkTile* tiles);
 
   // ScheduleKind::kSequenceRuns: one SeqRun per sequence with q rows (room for max_batch),
-  // longest (most kv tiles visited) first, ties by sequence index; item ranges for `heads` q heads.
+  // longest (most kv tiles visited) first, ties by sequence index; item ranges for `heads` q heads,
+  // with the split each sequence's own lengths decide (plan/kv_split.h).
   ScheduleResult build_runs(const int32_t* qo_indptr, const int32_t* kv_indptr, int batch_size,
                             bool causal, int window_left, int heads, SeqRun* runs);
 
@@ -58,6 +64,7 @@ class Scheduler {
   int max_batch_;
   int64_t max_q_tokens_, max_kv_tokens_;
   int64_t max_tiles_;
+  KvSplitSettings split_;
   std::vector<int32_t> cost_;    // per tile, in generation order
   std::vector<int32_t> bucket_;  // counts, then start offsets, per cost
   std::vector<SeqRun> run_scratch_;  // build_runs, before sorting

@@ -16,7 +16,7 @@ int fake_occupancy() { return 1; }
 
 KernelEntry entry(const char* name, int arch, DType t, int dqk, int dvo) {
   return KernelEntry{name, arch, t, dqk, dvo, 128, arch == 90 ? 128 : 64, arch == 90 ? 1 : 0, 0, 0,
-                     &fake_launch, &fake_occupancy};
+                     arch == 90 ? size_t{4096} : size_t{0}, &fake_launch, &fake_occupancy};
 }
 
 struct Table {

@@ -87,12 +87,15 @@ CaseResult run_gpu_case(const GpuCase& c, int repeats) {
   lse.fill_bytes(0xFF);
   DeviceTensor dout(out, dev), dlse(lse, dev);
 
-  RaggedPrefill prefill(cuda_config(c.heads, c.kv_heads, c.dqk, c.dvo, c.dtype, batch, total_q, total_kv, c.kernel));
+  PrefillConfig cfg = cuda_config(c.heads, c.kv_heads, c.dqk, c.dvo, c.dtype, batch, total_q, total_kv, c.kernel);
+  cfg.kv_split = c.kv_split;
+  RaggedPrefill prefill(cfg);
   if (c.kernel != KernelPreference::kAuto) {
     // The kernel asked for is the one that runs.
     EXPECT_EQ(prefill.info().kernel_arch, c.kernel == KernelPreference::kSm90 ? 90 : 80);
   }
   prefill.plan(qo.data(), kv.data(), batch, c.opts);
+  const int split_slots = prefill.info().split_slots;
   TensorView lse_view = dlse.view();
   for (int r = 0; r < repeats; ++r) {
     prefill.run(narrow_last(dq.view(), c.dqk), dk.view(), dv.view(), dout.view(), &lse_view);
@@ -102,9 +105,11 @@ CaseResult run_gpu_case(const GpuCase& c, int repeats) {
   dlse.copy_to(lse);
 
   CaseResult res;
+  res.split_slots = split_slots;
   res.out_bits = out.bytes();
   std::vector<double> got = out.to_doubles();
   std::vector<double> want = ref_out.to_doubles();
+  res.out_values = got;
   for (double x : got) res.unwritten_or_nan += std::isnan(x) ? 1 : 0;
   for (int64_t i = 0; i < lse.numel(); ++i) {
     const double g = lse.get(i), w = ref_lse.get(i);

@@ -25,6 +25,7 @@ struct GpuCase {
   // Extra elements at the end of each token row / head row, to test non-contiguous views.
   int q_token_pad = 0;
   KernelPreference kernel = KernelPreference::kAuto;  // which CUDA kernel runs the case
+  KvSplitMode kv_split = KvSplitMode::kAuto;          // key-range splitting (sm90)
 };
 
 struct CaseResult {
@@ -33,6 +34,8 @@ struct CaseResult {
   int64_t unwritten_or_nan = 0;  // out or lse elements still NaN (poison) or NaN after the run
   int64_t empty_rows_wrong = 0;  // rows with no visible key whose out != 0 or lse != -inf
   std::vector<uint8_t> out_bits;  // raw output, for bitwise comparisons between runs
+  std::vector<double> out_values; // the output as doubles
+  int split_slots = 0;            // PlanInfo::split_slots of the plan that ran
 };
 
 inline double tolerance_for(DType t) { return t == DType::kBF16 ? 1e-2 : 2e-3; }

@@ -134,6 +134,70 @@ TEST_P(CudaPrefill, BitwiseStableAcrossRuns) {
   EXPECT_LE(a.out_relerr, tolerance_for(c.dtype));
 }
 
+// Split key ranges (plan/kv_split.h): plans that split agree with plans that do not, both match
+// the reference, and splitting really happened on the kernel that splits (sm90). Cases: one
+// short prompt (the 1x999 workload at 16 heads), a ragged causal batch with q shorter than kv and
+// a sequence whose first rows see no key, GQA, non-causal context against new tokens, soft cap.
+TEST_P(CudaPrefill, SplitKeyRangesMatchUnsplitPlans) {
+  std::mt19937_64 rng(std::random_device{}());
+  struct Shape {
+    std::vector<int32_t> q, kv;
+    int heads, kv_heads;
+    bool causal;
+    float cap;
+  };
+  const std::vector<Shape> shapes = {
+      {{999}, {999}, 16, 16, true, 0.f},
+      {{1, 600, 130, 513}, {1000, 900, 1100, 513}, 8, 8, true, 0.f},
+      {{700, 300}, {650, 1300}, 12, 2, true, 0.f},  // 700 > 650: the first 50 rows see no key
+      {{256}, {2048}, 16, 16, false, 0.f},
+      {{999}, {999}, 16, 16, true, 30.f},
+  };
+  for (const Shape& sh : shapes) {
+    GpuCase c = base(rng());
+    c.q_lens = sh.q;
+    c.kv_lens = sh.kv;
+    c.heads = sh.heads;
+    c.kv_heads = sh.kv_heads;
+    c.opts.causal = sh.causal;
+    c.opts.logits_soft_cap = sh.cap;
+    c.kv_split = KvSplitMode::kOn;
+    const CaseResult split = run_gpu_case(c, 2);  // twice: the slots' counters reset for the next run
+    std::printf("[   CASE   ] %s split: relerr %.3e, %d split slots\n", describe(c).c_str(), split.out_relerr,
+                split.split_slots);
+    c.kv_split = KvSplitMode::kOff;
+    const CaseResult whole = run_gpu_case(c);
+    EXPECT_EQ(whole.split_slots, 0);
+    if (c.kernel == KernelPreference::kSm90) {
+      EXPECT_GT(split.split_slots, 0) << describe(c);
+    } else {
+      EXPECT_EQ(split.split_slots, 0) << "the sm80 kernel never splits";
+    }
+    for (const CaseResult* r : {&split, &whole}) {
+      EXPECT_EQ(r->unwritten_or_nan, 0) << describe(c);
+      EXPECT_EQ(r->empty_rows_wrong, 0) << describe(c);
+      EXPECT_LE(r->out_relerr, tolerance_for(c.dtype)) << describe(c);
+      EXPECT_LE(r->lse_max_abs_err, 2e-2) << describe(c);
+    }
+    // Split against unsplit: the same values up to rounding.
+    EXPECT_LE(relative_error(split.out_values, whole.out_values), tolerance_for(c.dtype)) << describe(c);
+  }
+}
+
+TEST_P(CudaPrefill, SplitPlansBitwiseStableAcrossRuns) {
+  std::mt19937_64 rng(std::random_device{}());
+  GpuCase c = base(rng());
+  c.q_lens = {999, 300};
+  c.kv_lens = {999, 1300};
+  c.heads = c.kv_heads = 8;
+  c.opts.causal = true;
+  c.kv_split = KvSplitMode::kOn;
+  const CaseResult a = run_gpu_case(c, 1);
+  const CaseResult b = run_gpu_case(c, 5);
+  EXPECT_EQ(a.out_bits, b.out_bits) << describe(c);
+  if (c.kernel == KernelPreference::kSm90) EXPECT_GT(a.split_slots, 0);
+}
+
 constexpr KernelPreference kSm80 = KernelPreference::kSm80;
 constexpr KernelPreference kSm90 = KernelPreference::kSm90;
 

@@ -116,7 +116,7 @@ struct Placed {
 
 std::vector<uint8_t> run_probe_in_batch(const Placed& b, const HostTensor& pq, const HostTensor& pk,
                                         const HostTensor& pv, const PrefillOptions& o, KernelPreference kern,
-                                        std::mt19937_64& rng) {
+                                        KvSplitMode split, std::mt19937_64& rng, int* split_slots) {
   const int h = 4;
   const std::vector<int32_t> qo = make_indptr(b.q_lens), kv = make_indptr(b.kv_lens);
   HostTensor q(DType::kBF16, {qo.back(), h, 192}), k(DType::kBF16, {kv.back(), h, 192}),
@@ -137,8 +137,11 @@ std::vector<uint8_t> run_probe_in_batch(const Placed& b, const HostTensor& pq, c
   out.fill_bytes(0xFF);
   DeviceTensor dout(out, dev);
   const int batch = static_cast<int>(b.q_lens.size());
-  RaggedPrefill p(cuda_config(h, h, 192, 128, DType::kBF16, batch, qo.back(), kv.back(), kern));
+  PrefillConfig cfg = cuda_config(h, h, 192, 128, DType::kBF16, batch, qo.back(), kv.back(), kern);
+  cfg.kv_split = split;
+  RaggedPrefill p(cfg);
   p.plan(qo.data(), kv.data(), batch, o);
+  *split_slots = p.info().split_slots;
   p.run(dq.view(), dk.view(), dv.view(), dout.view());
   synchronize(dev);
   dout.copy_to(out);
@@ -165,11 +168,20 @@ TEST_P(CudaScale, BatchInvariantBitwise) {
         {{1, 1, 1, 1, 1, 1, 1, lq}, {1, 2, 3, 4, 5, 6, 7, lk}, 7},     // many tiny ones first
         {{lq, 999, 999, 999, 999, 999, 999, 999}, {lk, 999, 999, 999, 999, 999, 999, 999}, 0},  // a full step
     };
-    const std::vector<uint8_t> alone = run_probe_in_batch(batches[0], pq, pk, pv, o, GetParam(), rng);
-    for (size_t i = 1; i < batches.size(); ++i) {
-      const std::vector<uint8_t> got = run_probe_in_batch(batches[i], pq, pk, pv, o, GetParam(), rng);
-      EXPECT_EQ(got, alone) << kernel_preference_name(GetParam()) << " probe (" << lq << ", " << lk
-                            << ") differs inside batch " << i;
+    // With key-range splitting on (the probe alone is 8 q tiles x 4 heads on a 132-SM grid: it
+    // splits, and by its own lengths it splits the same way in every batch) and off.
+    for (KvSplitMode split : {KvSplitMode::kOn, KvSplitMode::kOff}) {
+      int slots = 0;
+      const std::vector<uint8_t> alone = run_probe_in_batch(batches[0], pq, pk, pv, o, GetParam(), split, rng, &slots);
+      if (GetParam() == KernelPreference::kSm90 && split == KvSplitMode::kOn) {
+        EXPECT_GT(slots, 0) << "probe (" << lq << ", " << lk << ") alone should split";
+      }
+      for (size_t i = 1; i < batches.size(); ++i) {
+        const std::vector<uint8_t> got =
+            run_probe_in_batch(batches[i], pq, pk, pv, o, GetParam(), split, rng, &slots);
+        EXPECT_EQ(got, alone) << kernel_preference_name(GetParam()) << " probe (" << lq << ", " << lk
+                              << ") differs inside batch " << i << ", kv_split " << kv_split_mode_name(split);
+      }
     }
   }
 }

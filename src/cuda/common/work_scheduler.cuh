@@ -20,6 +20,14 @@ struct WorkItem {
   int row0;          // first row of this tile inside the sequence
 };
 
+// A kSequenceRuns item: the tile, and which half of a split key range it is (plan/kv_split.h).
+struct RunWorkItem {
+  WorkItem it;
+  int chunk;        // -1: the whole kv range; 0: kv tiles [0, chunk_tiles); 1: the rest
+  int chunk_tiles;
+  int slot;         // chunk >= 0: the partial-result slot of its (q tile, head)
+};
+
 struct ScheduleView {
   const plan::ScheduleHeader* header;
   const int32_t* qo_indptr;
@@ -49,8 +57,8 @@ struct ScheduleView {
   }
 
   // Item w of a kSequenceRuns schedule: the run holding it by binary search over item_begin
-  // (ascending), then its (head, q tile) in the run's order (plan/run_order.h).
-  __device__ __forceinline__ WorkItem run_item(int w, int num_runs, int head_group, int block_m) const {
+  // (ascending), then its (head, q tile, half) in the run's order (plan/run_order.h).
+  __device__ __forceinline__ RunWorkItem run_item(int w, int num_runs, int head_group, int block_m) const {
     int lo = 0, hi = num_runs - 1;
     while (lo < hi) {
       const int mid = (lo + hi + 1) >> 1;
@@ -58,16 +66,19 @@ struct ScheduleView {
       else hi = mid - 1;
     }
     const plan::SeqRun r = runs[lo];
-    const plan::RunSlot slot = plan::run_slot(w - r.item_begin, r.num_tiles, head_group);
-    WorkItem it;
+    const plan::RunItemSlot slot = plan::run_item_slot(w - r.item_begin, r.num_tiles, r.split_tiles, head_group);
+    RunWorkItem ri;
+    WorkItem& it = ri.it;
     it.head = slot.head;
-    const int q_tile = slot.q_tile;
     it.q_begin = qo_indptr[r.seq];
     it.lq = qo_indptr[r.seq + 1] - it.q_begin;
     it.kv_begin = kv_indptr[r.seq];
     it.lk = kv_indptr[r.seq + 1] - it.kv_begin;
-    it.row0 = q_tile * block_m;
-    return it;
+    it.row0 = slot.q_tile * block_m;
+    ri.chunk = slot.chunk;
+    ri.chunk_tiles = r.chunk_tiles;
+    ri.slot = slot.chunk >= 0 ? r.slot_begin + slot.slot : -1;
+    return ri;
   }
 };
 

@@ -64,6 +64,7 @@ void launch_entry(const PrefillArgs& args, int grid_blocks, Stream stream) {
       0 /* ScheduleKind::kTilesLongestFirst */,                                                   \
       0,                                                                                          \
       0,                                                                                          \
+      0 /* no split key ranges */,                                                                \
       &sm80::launch_entry<MLAKIT_ELEM_##tag, DQK, DVO>,                                           \
       &sm80::blocks_per_sm_sm80<MLAKIT_ELEM_##tag, DQK, DVO>};
 

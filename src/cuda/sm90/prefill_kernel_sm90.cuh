@@ -80,7 +80,8 @@ struct Sm90Shape {
   static constexpr int kOffV = kOffK + kStages * kKBytes;
   static constexpr int kOffBars = kOffV + kStages * kVBytes;
   static constexpr int kNumBars = 2 + 4 * kStages;
-  static constexpr int kOffMaps = (kOffBars + kNumBars * 8 + 127) / 128 * 128;
+  static constexpr int kOffFlags = kOffBars + kNumBars * 8;  // int per consumer warpgroup (split merge)
+  static constexpr int kOffMaps = (kOffFlags + 8 + 127) / 128 * 128;
   static constexpr int kNumMaps = 4;  // q, k, k_rope, v
   // + 1024: the dynamic shared-memory base is re-aligned to the 1024-byte swizzle atom.
   static constexpr int kSmemBytes = kOffMaps + kNumMaps * 128 + 1024;
@@ -89,8 +90,14 @@ struct Sm90Shape {
   static constexpr size_t kScratchFixed = 128;
   static constexpr size_t kSlotBytes = 64;
   static constexpr size_t kScratchPerBlock = kNumMaps * 128 + 2 * kSlotBytes;
+  // Split key ranges (plan/kv_split.h): per split (q tile, head) slot, one arrival counter per
+  // consumer warpgroup (128 bytes), then per half and warpgroup its partial state in fragment
+  // order: 16 float4 of unnormalized O per thread ([n][thread]), then (m0, m1, l0, l1) per thread.
+  static constexpr size_t kSplitPartBytes = (DVO / 8) * 128 * 16 + 128 * 16;
+  static constexpr size_t kSplitSlotBytes = 128 + 2 * 2 * kSplitPartBytes;
   static_assert(DQK % 64 == 0 && DVO == 128, "the sm90 kernel covers Dqk in {128, 192}, Dvo = 128");
   static_assert(kSmemBytes <= 227 * 1024, "shared memory budget");
+  static_assert(kOffFlags + 8 <= kOffMaps, "flags before the tensor maps");
 };
 
 // Barrier slots inside the barrier area.
@@ -112,7 +119,8 @@ struct alignas(16) ItemPlan {
   int n_begin;   // first kv row walked (a multiple of BN)
   int n_tiles;   // kv tiles walked; 0 when no row of the tile sees a key
   int valid;     // 0: no more work for this block
-  int pad[2];
+  int chunk;     // -1: the tile's whole kv range; 0 / 1: a half of a split tile (plan/kv_split.h)
+  int slot;      // chunk >= 0: the partial-result slot its two halves share
 };
 static_assert(sizeof(ItemPlan) == 48, "three 16-byte words");
 
@@ -120,12 +128,23 @@ template <int BM, int BN>
 __device__ __forceinline__ ItemPlan plan_item(const ScheduleView& sched, const plan::ScheduleHeader& hdr, int w) {
   ItemPlan ip;
   ip.valid = 1;
-  ip.it = sched.run_item(w, hdr.num_runs, hdr.head_group, BM);
+  const RunWorkItem ri = sched.run_item(w, hdr.num_runs, hdr.head_group, BM);
+  ip.it = ri.it;
   ip.rows = min(BM, ip.it.lq - ip.it.row0);
   const rule::MaskRule<int> mr{ip.it.lq, ip.it.lk, hdr.causal != 0, hdr.window_left};
   const rule::KvRange<int> span = mr.tile_range(ip.it.row0, ip.rows);
   ip.n_begin = (span.lo / BN) * BN;
   ip.n_tiles = span.empty() ? 0 : (span.hi - ip.n_begin + BN - 1) / BN;
+  ip.chunk = ri.chunk;
+  ip.slot = ri.slot;
+  // A split tile has no window, so its range starts at key 0: the halves are kv tiles
+  // [0, chunk_tiles) and [chunk_tiles, n_tiles), both non-empty by the plan's rule.
+  if (ri.chunk == 0) {
+    ip.n_tiles = ri.chunk_tiles;
+  } else if (ri.chunk == 1) {
+    ip.n_begin += ri.chunk_tiles * BN;
+    ip.n_tiles -= ri.chunk_tiles;
+  }
   return ip;
 }
 
@@ -136,6 +155,7 @@ enum : int {
   kBarConsFull = 2, kBarConsEmpty = 3,    // producer warp (32) <-> consumers (256)
   kBarSchedFull = 4, kBarSchedEmpty = 5,  // scheduler warp (32) <-> producer warp (32)
   kBarTurn0 = 6, kBarTurn1 = 7,           // consumer warpgroup 0 / 1 may issue (256: both)
+  kBarSplit0 = 8,                         // + warpgroup: its 128 threads around a split arrival
 };
 constexpr int kConsHop = 32 + 256;
 constexpr int kSchedHop = 64;
@@ -388,6 +408,72 @@ __device__ __forceinline__ void turn_pass(int cw) {
 #endif
 }
 
+template <int ID>
+__device__ __forceinline__ void split_barrier(int cw) {
+  if (cw == 0) named_barrier_sync<ID, 128>();
+  else named_barrier_sync<ID + 1, 128>();
+}
+
+// The epilogue of one half of a split tile (plan/kv_split.h), for this warpgroup's 64 rows. Each
+// half publishes its unnormalized state (O, m, l: exact fp32) in its own part of the slot, then
+// counts its arrival; the second to arrive merges the two with half 0 always the first operand
+// (explicit roundings, no contraction), so the bits do not depend on which half finished first,
+// writes the output and LSE, and resets the counter for the next launch (or graph replay).
+template <typename Shape, typename T>
+__device__ __forceinline__ void split_epilogue(float (&o)[Shape::DVO / 8][4], const float (&m)[2],
+                                               const float (&l)[2], const ItemPlan& ip, const PrefillArgs& a,
+                                               unsigned char* smem, int cw, int tid, T* out_tile, float* lse_tile,
+                                               int64_t o_stride, int64_t lse_stride, int warp_row0, int lane) {
+  constexpr int NT = Shape::DVO / 8;
+  unsigned char* slot = static_cast<unsigned char*>(a.scratch) +
+                        split_region_offset(Shape::kScratchFixed, Shape::kScratchPerBlock, gridDim.x) +
+                        static_cast<size_t>(ip.slot) * Shape::kSplitSlotBytes;
+  int* counter = reinterpret_cast<int*>(slot) + cw;
+  auto part = [&](int chunk) {
+    return reinterpret_cast<float4*>(slot + 128 + (chunk * 2 + cw) * Shape::kSplitPartBytes);
+  };
+  float4* mine = part(ip.chunk);
+#pragma unroll
+  for (int n = 0; n < NT; ++n) __stcg(mine + n * 128 + tid, make_float4(o[n][0], o[n][1], o[n][2], o[n][3]));
+  __stcg(mine + NT * 128 + tid, make_float4(m[0], m[1], l[0], l[1]));
+  __threadfence();  // the state is visible before the arrival is
+  split_barrier<kBarSplit0>(cw);
+  volatile int* flag = reinterpret_cast<volatile int*>(smem + Shape::kOffFlags) + cw;
+  if (tid == 0) *flag = atomicAdd(counter, 1);
+  split_barrier<kBarSplit0>(cw);
+  if (*flag == 0) return;  // the other half is still running: it merges
+  __threadfence();  // acquire: the other half's state, published before its arrival
+  const float4* other = part(ip.chunk ^ 1);
+  const float4 oml = __ldcg(other + NT * 128 + tid);
+  const bool first = ip.chunk == 0;  // this thread holds half 0
+  const float m0[2] = {first ? m[0] : oml.x, first ? m[1] : oml.y};
+  const float m1[2] = {first ? oml.x : m[0], first ? oml.y : m[1]};
+  const float l0[2] = {first ? l[0] : oml.z, first ? l[1] : oml.w};
+  const float l1[2] = {first ? oml.z : l[0], first ? oml.w : l[1]};
+  float mm[2], ll[2], w0[2], w1[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    mm[r] = fmaxf(m0[r], m1[r]);
+    const bool none = mm[r] == -INFINITY;  // neither half saw a key of this row
+    w0[r] = none ? 0.f : fast_exp2(m0[r] - mm[r]);
+    w1[r] = none ? 0.f : fast_exp2(m1[r] - mm[r]);
+    ll[r] = __fadd_rn(__fmul_rn(l0[r], w0[r]), __fmul_rn(l1[r], w1[r]));
+  }
+#pragma unroll
+  for (int n = 0; n < NT; ++n) {
+    const float4 v = __ldcg(other + n * 128 + tid);
+    const float x[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const float a0 = first ? o[n][e] : x[e];
+      const float a1 = first ? x[e] : o[n][e];
+      o[n][e] = __fadd_rn(__fmul_rn(a0, w0[e >> 1]), __fmul_rn(a1, w1[e >> 1]));
+    }
+  }
+  store_rows<Shape::DVO>(o, mm, ll, out_tile, o_stride, lse_tile, lse_stride, warp_row0, ip.rows, lane);
+  if (tid == 0) atomicExch(counter, 0);
+}
+
 // Warpgroups 1 and 2: 64 query rows each of the item the producer hands over.
 template <typename T, typename Shape>
 __device__ __forceinline__ void consumer(const Sm90Params& p, uint32_t sbase, unsigned char* smem,
@@ -559,8 +645,13 @@ __device__ __forceinline__ void consumer(const Sm90Params& p, uint32_t sbase, un
     float* lse_tile = a.lse == nullptr ? nullptr
                                        : a.lse + static_cast<int64_t>(it.q_begin + it.row0) * a.lse_stride_tok +
                                              static_cast<int64_t>(it.head) * a.lse_stride_head;
-    store_rows<DVO>(o, sm.m, l_total, out_tile, a.o_stride_tok, lse_tile, a.lse_stride_tok, warp_row0, ip.rows,
-                    lane);
+    if (ip.chunk >= 0) {
+      split_epilogue<Shape>(o, sm.m, l_total, ip, a, smem, cw, tid, out_tile, lse_tile, a.o_stride_tok,
+                            a.lse_stride_tok, warp_row0, lane);
+    } else {
+      store_rows<DVO>(o, sm.m, l_total, out_tile, a.o_stride_tok, lse_tile, a.lse_stride_tok, warp_row0, ip.rows,
+                      lane);
+    }
   }
   if (cw == 0) turn_wait(0);  // takes warpgroup 1's last pass, so no barrier is left half-arrived
 }

@@ -91,6 +91,7 @@ void launch_entry(const PrefillArgs& args, int grid_blocks, Stream stream) {
       static_cast<int>(plan::ScheduleKind::kSequenceRuns),                   \
       sm90::Sm90Shape<DQK, DVO>::kScratchFixed,                              \
       sm90::Sm90Shape<DQK, DVO>::kScratchPerBlock,                           \
+      sm90::Sm90Shape<DQK, DVO>::kSplitSlotBytes,                            \
       &sm90::launch_entry<MLAKIT_ELEM_##tag, DQK, DVO>,                      \
       &sm90::blocks_per_sm_sm90<MLAKIT_ELEM_##tag, DQK, DVO>};
 
