@@ -5,9 +5,9 @@
 // tail; the kernel itself waits (griddepcontrol.wait, cuda/common/grid_dependency.cuh) before
 // touching memory the previous kernel may produce or still read.
 //
-// Stream capture records these launches as programmatic graph edges (CUDA 12.3+); a launch
-// after a non-kernel node (a copy, a memset) or a kernel that never triggers early simply waits
-// as before.
+// Stream capture records these launches as programmatic graph edges (CUDA 12.3+). After a copy
+// or a memset the kernel starts as before; after a kernel that never signals launch_dependents
+// (cuBLASLt's, an engine's) it is launched as that kernel's blocks exit.
 #pragma once
 
 #include <cuda_runtime.h>
