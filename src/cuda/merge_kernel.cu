@@ -6,7 +6,8 @@
 #include <cmath>
 #include <string>
 
-#include "cuda/common/cuda_check.h"
+#include "cuda/common/grid_dependency.cuh"
+#include "cuda/common/pdl_launch.h"
 #include "cuda/prefill_launch.h"
 
 namespace mlakit {
@@ -32,6 +33,10 @@ __device__ __forceinline__ __half from_f<__half>(float x) { return __float2half_
 // rewrites lse_out, so lse_out (and out) may alias the inputs.
 template <typename T>
 __global__ void merge_kernel(const MergeArgs a) {
+  // PDL (docs/pdl.md): both partial results are usually the previous kernel's outputs.
+  pdl_wait();
+  // The next kernel's blocks may be scheduled as these retire (they wait for this grid).
+  pdl_launch_dependents();
   const int lane = threadIdx.x & 31;
   const int64_t rows = a.n * a.h;
   const int64_t warps_total = static_cast<int64_t>(gridDim.x) * (blockDim.x / 32);
@@ -78,14 +83,13 @@ void launch_merge(DType dtype, const MergeArgs& args, Stream stream) {
   const int blocks = static_cast<int>(want < 65535 * 16 ? want : 65535 * 16);
   cudaStream_t s = static_cast<cudaStream_t>(stream);
   switch (dtype) {
-    case DType::kBF16: merge_kernel<__nv_bfloat16><<<blocks, threads, 0, s>>>(args); break;
-    case DType::kFP16: merge_kernel<__half><<<blocks, threads, 0, s>>>(args); break;
-    case DType::kFP32: merge_kernel<float><<<blocks, threads, 0, s>>>(args); break;
+    case DType::kBF16: launch_kernel(merge_kernel<__nv_bfloat16>, blocks, threads, 0, s, args); break;
+    case DType::kFP16: launch_kernel(merge_kernel<__half>, blocks, threads, 0, s, args); break;
+    case DType::kFP32: launch_kernel(merge_kernel<float>, blocks, threads, 0, s, args); break;
     default:
       throw Error(ErrorKind::kTypeMismatch, "out_a",
                   std::string("merge_states needs bf16, fp16 or fp32, got ") + dtype_name(dtype));
   }
-  MLAKIT_CUDA_CHECK(cudaGetLastError());
 }
 
 }  // namespace cuda

@@ -4,7 +4,8 @@
 // prompt), the cache write (fused into the first launch's gather) and its round trip, a prefill
 // over several steps on one cache (eager and through one CUDA graph replayed after re-planning,
 // each step attending what the previous replays wrote), chunk-size independence, and CUDA-graph
-// capture of a layer loop, replayed after re-planning. Outputs are NaN-poisoned before every run.
+// capture of a layer loop, replayed after re-planning (on sm90+ its attention -> next gather edges
+// are programmatic: PDL, docs/pdl.md). Outputs are NaN-poisoned before every run.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -22,6 +23,8 @@
 
 #if MLAKIT_WITH_CUDA
 #include <cuda_runtime.h>
+
+#include "cuda/common/pdl_launch.h"
 #endif
 
 namespace mlakit {
@@ -244,6 +247,46 @@ TEST(CudaMlaChunks, ChunkSizeIndependence) {
 void upload(const HostTensor& h, const DeviceTensor& d) {
   copy_bytes(d.view().data, d.view().device, h.data(), Device::cpu(), h.nbytes());
 }
+
+// Programmatic (PDL) edges in a captured graph; -1 when this toolkit cannot tell.
+int programmatic_edges(cudaGraph_t g) {
+#if CUDART_VERSION >= 12030
+  size_t n = 0;
+#if CUDART_VERSION >= 13000
+  auto get_edges = [&](cudaGraphNode_t* from, cudaGraphNode_t* to, cudaGraphEdgeData* data) {
+    return cudaGraphGetEdges(g, from, to, data, &n);
+  };
+#else
+  auto get_edges = [&](cudaGraphNode_t* from, cudaGraphNode_t* to, cudaGraphEdgeData* data) {
+    return cudaGraphGetEdges_v2(g, from, to, data, &n);
+  };
+#endif
+  if (get_edges(nullptr, nullptr, nullptr) != cudaSuccess) return -1;
+  std::vector<cudaGraphNode_t> from(n), to(n);
+  std::vector<cudaGraphEdgeData> data(n);
+  if (get_edges(from.data(), to.data(), data.data()) != cudaSuccess) return -1;
+  int programmatic = 0;
+  for (const cudaGraphEdgeData& e : data) programmatic += e.type == cudaGraphDependencyTypeProgrammatic ? 1 : 0;
+  return programmatic;
+#else
+  (void)g;
+  return -1;
+#endif
+}
+
+// docs/pdl.md: on sm90+ (unless switched off) each layer's attention -> the next layer's gather
+// is a programmatic edge; on older GPUs, or with MLAKIT_DISABLE_PDL=1, there is none.
+void expect_pdl_edges(cudaGraph_t g, int at_least) {
+  int major = 0;
+  ASSERT_EQ(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0), cudaSuccess);
+  const int n = programmatic_edges(g);
+  if (n < 0) return;
+  if (cuda::pdl_switched_on() && major >= 9) {
+    EXPECT_GE(n, at_least) << "launches on sm90+ should be captured as programmatic (PDL) edges";
+  } else {
+    EXPECT_EQ(n, 0) << "PDL is off (build, MLAKIT_DISABLE_PDL or compute capability < 9.0)";
+  }
+}
 #endif
 
 TEST(CudaMlaGraph, CaptureLayerLoopThenReplanAndReplay) {
@@ -297,6 +340,7 @@ TEST(CudaMlaGraph, CaptureLayerLoopThenReplanAndReplay) {
     step.run(dev[l]->layer(), dev[l]->out->view(), &lse, stream);
   }
   ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
+  expect_pdl_edges(graph, layers - 1);
   cudaGraphExec_t exec;
   ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
 

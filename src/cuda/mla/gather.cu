@@ -4,7 +4,8 @@
 // so it costs no launch of its own and the new rows are not read back from the cache). Rows past
 // the plan's count (up to the launch size) become zeros, so a launch padded for a CUDA graph
 // multiplies zeros, never stale data.
-#include "cuda/common/cuda_check.h"
+#include "cuda/common/grid_dependency.cuh"
+#include "cuda/common/pdl_launch.h"
 #include "cuda/mla/mla_launch.h"
 #include "cuda/mla/row_copy.cuh"
 
@@ -17,6 +18,12 @@ using mlakit::mla::is_new_token_entry;
 using mlakit::mla::new_token_of;
 
 __global__ void gather_kernel(const mlakit::mla::GatherArgs a) {
+  // PDL (docs/pdl.md): what it reads (count, map, cache, new rows) may come from the previous
+  // kernel, and what it writes (`out`, the cache) may still be read by it: the last layer's
+  // attention reads its K RoPE part straight from `out`.
+  pdl_wait();
+  // The next kernel's blocks may be scheduled as these retire (they wait for this grid).
+  pdl_launch_dependents();
   const int pieces = a.cache.width / 8;
   const int latent_pieces = a.fresh.latent_dim / 8;
   const int64_t count = min(static_cast<int64_t>(*a.count), a.rows);
@@ -51,8 +58,7 @@ __global__ void gather_kernel(const mlakit::mla::GatherArgs a) {
 void launch_gather(const mlakit::mla::GatherArgs& a, Stream stream) {
   if (a.rows <= 0) return;
   const int64_t pieces = a.rows * (a.cache.width / 8);
-  gather_kernel<<<row_copy_blocks(pieces), kRowCopyThreads, 0, static_cast<cudaStream_t>(stream)>>>(a);
-  MLAKIT_CUDA_CHECK(cudaGetLastError());
+  launch_kernel(gather_kernel, row_copy_blocks(pieces), kRowCopyThreads, 0, static_cast<cudaStream_t>(stream), a);
 }
 
 }  // namespace mla

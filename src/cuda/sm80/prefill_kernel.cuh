@@ -10,6 +10,7 @@
 
 #include <cstdint>
 
+#include "cuda/common/grid_dependency.cuh"
 #include "cuda/common/ptx.cuh"
 #include "cuda/prefill_launch.h"
 #include "cuda/common/online_softmax.cuh"
@@ -55,6 +56,9 @@ __global__ void __launch_bounds__(Shape::THREADS, 1) prefill_sm80_kernel(const P
   const int lane = tid & 31;
   const int warp = tid >> 5;
 
+  // PDL (docs/pdl.md): the schedule, q/k/v and out may belong to the previous kernel in the
+  // stream until it completes; every thread waits before its first global access.
+  pdl_wait();
   const ScheduleView sched = ScheduleView::from(args);
   const plan::ScheduleHeader hdr = *sched.header;
   const int num_heads = args.num_qo_heads;
@@ -77,6 +81,9 @@ __global__ void __launch_bounds__(Shape::THREADS, 1) prefill_sm80_kernel(const P
   T* o_all = static_cast<T*>(args.out);
 
   for (int w = blockIdx.x; w < total_work; w += gridDim.x) {
+    // This block's last item: the next kernel's blocks may be scheduled (PDL; they still wait
+    // for this grid to complete before touching memory).
+    if (w + static_cast<int>(gridDim.x) >= total_work) pdl_launch_dependents();
     const WorkItem it = sched.item(w, num_heads, BM);
     const int rows = min(BM, it.lq - it.row0);
     const rule::MaskRule<int> mp{it.lq, it.lk, hdr.causal != 0, hdr.window_left};

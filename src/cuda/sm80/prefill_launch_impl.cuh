@@ -6,6 +6,7 @@
 
 #include "cuda/common/cuda_check.h"
 #include "cuda/common/dtype_traits.cuh"
+#include "cuda/common/pdl_launch.h"
 #include "cuda/kernel_list.h"
 #include "cuda/sm80/prefill_kernel.cuh"
 
@@ -24,8 +25,7 @@ void launch_prefill_sm80(const PrefillArgs& args, int grid_blocks, cudaStream_t 
     MLAKIT_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                            Shape::kSmemBytes));
   });
-  kernel<<<grid_blocks, Shape::THREADS, Shape::kSmemBytes, stream>>>(args);
-  MLAKIT_CUDA_CHECK(cudaGetLastError());
+  launch_kernel(kernel, grid_blocks, Shape::THREADS, Shape::kSmemBytes, stream, args);
 }
 
 // Resident blocks per multiprocessor, for sizing the persistent grid.

@@ -247,6 +247,9 @@ __device__ __forceinline__ void scheduler_warp(const Sm90Params& p, const Schedu
     if (lane == 0) next = atomicAdd(next_item, 1);
     w = __shfl_sync(0xffffffffu, next, 0) + static_cast<int>(gridDim.x);
   }
+  // No item left for this block (PDL, docs/pdl.md): the next kernel's blocks may be scheduled
+  // as SMs free up; they still wait for this whole grid before touching memory.
+  pdl_launch_dependents();
   named_barrier_sync<kBarSchedEmpty, kSchedHop>();  // the producer's last "read"
   // The last block out leaves the counters zero for the next launch (or graph replay).
   if (lane == 0) {
@@ -665,6 +668,9 @@ __global__ void __launch_bounds__(Shape::kThreads, 1) prefill_sm90_kernel(const 
   const uint32_t sbase = (raw + 1023u) & ~1023u;
   unsigned char* smem = smem_raw + (sbase - raw);
 
+  // PDL (docs/pdl.md): from here on every thread reads what the previous kernel may write (the
+  // schedule, q/k/v) or writes what it may still read (scratch, out), so all wait for it first.
+  pdl_wait();
   const ScheduleView sched = ScheduleView::from(p.args);
   const plan::ScheduleHeader hdr = *sched.header;
   // Broadcast from lane 0 so the compiler knows the warpgroup index is warp-uniform: the wgmma

@@ -6,6 +6,7 @@
 
 #include "cuda/common/cuda_check.h"
 #include "cuda/common/dtype_traits.cuh"
+#include "cuda/common/pdl_launch.h"
 #include "cuda/kernel_list.h"
 #include "cuda/sm90/prefill_kernel_sm90.cuh"
 #include "cuda/sm90/tma_map.h"
@@ -57,8 +58,7 @@ void launch_prefill_sm90(const PrefillArgs& args, int grid_blocks, cudaStream_t 
   static std::once_flag once;
   std::call_once(once, [] { set_smem_limit<T, DQK, DVO>(); });
   const Sm90Params p = make_params<T, DQK, DVO>(args);
-  prefill_sm90_kernel<T, Shape><<<grid_blocks, Shape::kThreads, Shape::kSmemBytes, stream>>>(p);
-  MLAKIT_CUDA_CHECK(cudaGetLastError());
+  launch_kernel(prefill_sm90_kernel<T, Shape>, grid_blocks, Shape::kThreads, Shape::kSmemBytes, stream, p);
 }
 
 template <typename T, int DQK, int DVO>

@@ -5,7 +5,9 @@
 //     tensor map's outermost extent (tensormap.replace + cp_fenceproxy);
 //   - wgmma: shared-memory matrix descriptors (128-byte swizzle), m64n128k16 with both operands in
 //     shared memory (S = Q K^T) or A in registers and B MN-major (O += P V), fence/commit/wait;
-//   - setmaxnreg, named barriers, proxy fences.
+//   - setmaxnreg, named barriers, proxy fences;
+//   - griddepcontrol (Programmatic Dependent Launch), shared with the sm80 kernels:
+//     cuda/common/grid_dependency.cuh.
 // PTX ISA 8.0+ semantics; every wrapper is one instruction (or one fixed short sequence).
 #pragma once
 
@@ -13,6 +15,8 @@
 #include <cuda_fp16.h>
 
 #include <cstdint>
+
+#include "cuda/common/grid_dependency.cuh"
 
 namespace mlakit {
 namespace cuda {
