@@ -2,6 +2,7 @@
 // the occupancy query, and the kernel-table entry macro. Included by one .cu per instantiation.
 #pragma once
 
+#include <cstring>
 #include <mutex>
 
 #include "cuda/common/cuda_check.h"
@@ -42,6 +43,58 @@ Sm90Params make_params(const PrefillArgs& a) {
   return p;
 }
 
+// Everything the four tensor maps are encoded from (make_params). Compared bytewise, so it is
+// zero-filled before its fields are set.
+struct MapKey {
+  const void* ptr[4];
+  int64_t strides[8];
+  int64_t rows[2];
+  int32_t heads[2];
+  int32_t k_rope_dim;
+  int32_t pad;
+};
+
+inline MapKey map_key(const PrefillArgs& a) {
+  MapKey k;
+  std::memset(&k, 0, sizeof(k));
+  k.ptr[0] = a.q;
+  k.ptr[1] = a.k;
+  k.ptr[2] = a.v;
+  k.ptr[3] = a.k_rope;
+  const int64_t st[8] = {a.q_stride_tok, a.q_stride_head, a.k_stride_tok, a.k_stride_head,
+                         a.v_stride_tok, a.v_stride_head, a.kr_stride_tok, a.kr_stride_head};
+  std::memcpy(k.strides, st, sizeof(st));
+  k.rows[0] = a.q_rows;
+  k.rows[1] = a.kv_rows;
+  k.heads[0] = a.num_qo_heads;
+  k.heads[1] = a.num_kv_heads;
+  k.k_rope_dim = a.k_rope_dim;
+  return k;
+}
+
+// The parameters for a launch. Encoding four tensor maps is host work on every run(); an eager
+// engine loop or a benchmark calls run() on the same buffers again and again, so each thread keeps
+// the last call's maps (per instantiation) and reuses them when every input of the encoding is
+// the same. The encoding is a pure function of those inputs, so reuse is exact.
+template <typename T, int DQK, int DVO>
+Sm90Params params_for(const PrefillArgs& a) {
+  struct Cached {
+    bool valid = false;
+    MapKey key;
+    Sm90Params params;
+  };
+  static thread_local Cached last;
+  const MapKey key = map_key(a);
+  if (!last.valid || std::memcmp(&key, &last.key, sizeof(key)) != 0) {
+    last.params = make_params<T, DQK, DVO>(a);  // throws before the cache changes
+    last.key = key;
+    last.valid = true;
+  }
+  Sm90Params p = last.params;
+  p.args = a;
+  return p;
+}
+
 template <typename T, int DQK, int DVO>
 void set_smem_limit() {
   using Shape = Sm90Shape<DQK, DVO>;
@@ -57,7 +110,7 @@ void launch_prefill_sm90(const PrefillArgs& args, int grid_blocks, cudaStream_t 
   }
   static std::once_flag once;
   std::call_once(once, [] { set_smem_limit<T, DQK, DVO>(); });
-  const Sm90Params p = make_params<T, DQK, DVO>(args);
+  const Sm90Params p = params_for<T, DQK, DVO>(args);
   launch_kernel(prefill_sm90_kernel<T, Shape>, grid_blocks, Shape::kThreads, Shape::kSmemBytes, stream, p);
 }
 
