@@ -52,9 +52,9 @@ const char* kernel_preference_name(KernelPreference p);  // "auto", "sm80", "sm9
 // whether a sequence runs alone or inside any batch. The halves' partial results need device
 // workspace sized for the capacity: about 136 KiB per split (q tile, head) slot, at most
 // min(max_batch x (SMs - 1), max tiles x heads) slots.
-//   kAuto: on when that workspace is at most 64 MiB (small max_batch; engines whose capacity-sized
-//          batches fill the GPU anyway get it off), off otherwise;
-//   kOn:   on whatever the workspace;   kOff: never.
+//   kAuto: the library's choice: currently off, because on the H200 the split measured slower
+//          on every workload tried (1x999: 0.033 ms split, 0.023 ms not; docs/perf-notes.md v9);
+//   kOn:   on (for measuring and for future kernels);   kOff: never.
 enum class KvSplitMode : int32_t { kAuto = 0, kOn = 1, kOff = 2 };
 const char* kv_split_mode_name(KvSplitMode m);  // "auto", "on", "off"
 

@@ -77,11 +77,10 @@ void size_kv_split(cuda::KernelChoice& c, KvSplitMode mode, int max_batch, int64
                    int heads) {
   c.split_max_items = 0;
   c.split_slots = 0;
-  if (c.entry == nullptr || c.entry->split_slot_bytes == 0 || mode == KvSplitMode::kOff) return;
+  if (c.entry == nullptr || c.entry->split_slot_bytes == 0 || mode != KvSplitMode::kOn) return;
   const int64_t slots = kv_split_slot_bound(max_batch, max_q_tokens, heads, c.block_m, c.grid_blocks);
   if (slots <= 0) return;
   const size_t bytes = static_cast<size_t>(slots) * c.entry->split_slot_bytes;
-  if (mode == KvSplitMode::kAuto && bytes > kKvSplitAutoBudget) return;
   c.split_max_items = c.grid_blocks;
   c.split_slots = slots;
   c.scratch_bytes =

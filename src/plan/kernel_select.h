@@ -34,8 +34,8 @@ KernelSelection select_kernel(const cuda::KernelEntry* const* table, int count, 
 
 // Resolves `mode` for a chosen kernel and the capacity (mlakit/prefill.h, KvSplitMode): sets
 // choice.split_max_items / split_slots and adds the slots to choice.scratch_bytes. The CPU
-// backend and kernels that do not split keep it off.
-constexpr size_t kKvSplitAutoBudget = size_t{64} << 20;
+// backend and kernels that do not split keep it off; so does kAuto, because the split measured
+// slower on every workload tried (docs/perf-notes.md, v9).
 void size_kv_split(cuda::KernelChoice& choice, KvSplitMode mode, int max_batch, int64_t max_q_tokens,
                    int num_qo_heads);
 
