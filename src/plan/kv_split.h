@@ -22,9 +22,6 @@
 
 #include <cstdint>
 
-#include "common/host_device.h"
-#include "common/mask_rule.h"
-
 namespace mlakit {
 namespace plan {
 

@@ -55,8 +55,8 @@ const std::vector<int32_t> kTable = {7, 3, 11,   // r0: positions 0-3 in block 7
                                      5, 6, 2};   // r2
 int32_t slot(int r, int p) { return kTable[r * 3 + p / 4] * 4 + p % 4; }
 
-Built build(const MlaConfig& c, const MlaPlanOptions& o = {}, const int64_t* slot_mapping = nullptr) {
-  const MlaLayout l = make_layout(c, 64);
+// The three requests above as a batch.
+MlaBatch fixed_batch(const int64_t* slot_mapping = nullptr) {
   MlaBatch b;
   b.batch_size = 3;
   b.query_lens = kQ.data();
@@ -64,6 +64,12 @@ Built build(const MlaConfig& c, const MlaPlanOptions& o = {}, const int64_t* slo
   b.block_table = kTable.data();
   b.block_table_cols = 3;
   b.slot_mapping = slot_mapping;
+  return b;
+}
+
+Built build(const MlaConfig& c, const MlaPlanOptions& o = {}, const int64_t* slot_mapping = nullptr) {
+  const MlaLayout l = make_layout(c, 64);
+  const MlaBatch b = fixed_batch(slot_mapping);
   const BatchTotals t = check_batch(c, l, b, o);
   Built r;
   r.block.assign(l.plan_bytes, 0xEE);
@@ -311,12 +317,7 @@ TEST(MlaPlanBuild, BuildAllocatesNothing) {
   // for the launches, as MlaStep does) building it must not touch the heap.
   const MlaConfig c = tiny(8);
   const MlaLayout l = make_layout(c, 64);
-  MlaBatch b;
-  b.batch_size = 3;
-  b.query_lens = kQ.data();
-  b.context_lens = kCtx.data();
-  b.block_table = kTable.data();
-  b.block_table_cols = 3;
+  const MlaBatch b = fixed_batch();
   const BatchTotals t = check_batch(c, l, b, {});
   std::vector<uint8_t> block(l.plan_bytes);
   cuda::KernelChoice k{};
