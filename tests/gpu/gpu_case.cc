@@ -15,6 +15,8 @@ std::string describe(const GpuCase& c) {
   s << "] kv_lens=[";
   for (size_t i = 0; i < c.kv_lens.size(); ++i) s << (i ? "," : "") << c.kv_lens[i];
   s << "]";
+  if (c.q_token_pad) s << " q_pad=" << c.q_token_pad;
+  if (c.out_pad) s << " out_pad=" << c.out_pad;
   return s.str();
 }
 
@@ -81,7 +83,7 @@ CaseResult run_gpu_case(const GpuCase& c, int repeats) {
   // The same inputs on the GPU; outputs poisoned with NaN bytes.
   const Device dev = Device::cuda(0);
   DeviceTensor dq(q, dev), dk(k, dev), dv(v, dev);
-  HostTensor out(c.dtype, {total_q, c.heads, c.dvo});
+  HostTensor out(c.dtype, {total_q, c.heads, c.dvo + c.out_pad});
   HostTensor lse(DType::kFP32, {total_q, c.heads});
   out.fill_bytes(0xFF);
   lse.fill_bytes(0xFF);
@@ -98,7 +100,7 @@ CaseResult run_gpu_case(const GpuCase& c, int repeats) {
   const int split_slots = prefill.info().split_slots;
   TensorView lse_view = dlse.view();
   for (int r = 0; r < repeats; ++r) {
-    prefill.run(narrow_last(dq.view(), c.dqk), dk.view(), dv.view(), dout.view(), &lse_view);
+    prefill.run(narrow_last(dq.view(), c.dqk), dk.view(), dv.view(), narrow_last(dout.view(), c.dvo), &lse_view);
   }
   synchronize(dev);
   dout.copy_to(out);
@@ -107,7 +109,14 @@ CaseResult run_gpu_case(const GpuCase& c, int repeats) {
   CaseResult res;
   res.split_slots = split_slots;
   res.out_bits = out.bytes();
-  std::vector<double> got = out.to_doubles();
+  const std::vector<double> padded = out.to_doubles();
+  std::vector<double> got;  // the output without its pad
+  got.reserve(static_cast<size_t>(total_q) * c.heads * c.dvo);
+  const int row = c.dvo + c.out_pad;
+  for (size_t i = 0; i < padded.size(); ++i) {
+    if (static_cast<int>(i % row) < c.dvo) got.push_back(padded[i]);
+    else res.pad_written += std::isnan(padded[i]) ? 0 : 1;
+  }
   std::vector<double> want = ref_out.to_doubles();
   res.out_values = got;
   for (double x : got) res.unwritten_or_nan += std::isnan(x) ? 1 : 0;

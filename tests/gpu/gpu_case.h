@@ -24,6 +24,10 @@ struct GpuCase {
   uint64_t seed = 1;
   // Extra elements at the end of each token row / head row, to test non-contiguous views.
   int q_token_pad = 0;
+  // Extra elements at the end of each output head row: the output is a view into
+  // [T, H, Dvo + out_pad]. The pad must stay untouched (poisoned). The CUDA backend wants 16-byte
+  // strides: a multiple of 8 elements.
+  int out_pad = 0;
   KernelPreference kernel = KernelPreference::kAuto;  // which CUDA kernel runs the case
   KvSplitMode kv_split = KvSplitMode::kAuto;          // key-range splitting (sm90)
 };
@@ -33,6 +37,7 @@ struct CaseResult {
   double lse_max_abs_err = 0;
   int64_t unwritten_or_nan = 0;  // out or lse elements still NaN (poison) or NaN after the run
   int64_t empty_rows_wrong = 0;  // rows with no visible key whose out != 0 or lse != -inf
+  int64_t pad_written = 0;       // elements of the output's pad (GpuCase::out_pad) not poison any more
   std::vector<uint8_t> out_bits;  // raw output, for bitwise comparisons between runs
   std::vector<double> out_values; // the output as doubles
   int split_slots = 0;            // PlanInfo::split_slots of the plan that ran

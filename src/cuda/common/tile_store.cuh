@@ -34,5 +34,18 @@ __device__ __forceinline__ void store_rows(const float (&o)[DVO / 8][4], const f
   }
 }
 
+// Only the log-sum-exp of one warp's rows (when the output itself goes another way).
+__device__ __forceinline__ void store_lse_rows(const float (&m)[2], const float (&l)[2], float* lse_tile,
+                                               int64_t lse_stride, int warp_row0, int valid_rows, int lane) {
+  if (lse_tile == nullptr || (lane & 3) != 0) return;
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int row = warp_row0 + (lane >> 2) + r * 8;
+    if (row >= valid_rows) continue;
+    lse_tile[static_cast<int64_t>(row) * lse_stride] =
+        l[r] > 0.f ? (m[r] + log2f(l[r])) * 0.6931471805599453f : -INFINITY;
+  }
+}
+
 }  // namespace cuda
 }  // namespace mlakit

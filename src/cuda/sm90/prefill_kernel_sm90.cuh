@@ -54,6 +54,24 @@
 #ifndef MLAKIT_SM90_SOFTMAX_AFTER_PV
 #define MLAKIT_SM90_SOFTMAX_AFTER_PV 0
 #endif
+// K0_FIRST: the producer issues an item's first K tile before it waits for the Q buffer (the K
+// stage frees a step earlier than Q does).
+#ifndef MLAKIT_SM90_K0_FIRST
+#define MLAKIT_SM90_K0_FIRST 0
+#endif
+// Measurement only (wrong results; bound what hiding a cost could gain): EXP_Q_ONCE loads Q for
+// a block's first item only; EXP_NO_STORE skips the epilogue's stores.
+// TMA_STORE: the epilogue writes O into the V stage its last P V read and stores it with TMA
+// (off: from registers with 4-byte stores, which ncu showed throttling the load/store queue).
+#ifndef MLAKIT_SM90_TMA_STORE
+#define MLAKIT_SM90_TMA_STORE 1
+#endif
+#ifndef MLAKIT_SM90_EXP_Q_ONCE
+#define MLAKIT_SM90_EXP_Q_ONCE 0
+#endif
+#ifndef MLAKIT_SM90_EXP_NO_STORE
+#define MLAKIT_SM90_EXP_NO_STORE 0
+#endif
 
 namespace mlakit {
 namespace cuda {
@@ -82,7 +100,7 @@ struct Sm90Shape {
   static constexpr int kNumBars = 2 + 4 * kStages;
   static constexpr int kOffFlags = kOffBars + kNumBars * 8;  // int per consumer warpgroup (split merge)
   static constexpr int kOffMaps = (kOffFlags + 8 + 127) / 128 * 128;
-  static constexpr int kNumMaps = 4;  // q, k, k_rope, v
+  static constexpr int kNumMaps = 5;  // q, k, k_rope, v, o
   // + 1024: the dynamic shared-memory base is re-aligned to the 1024-byte swizzle atom.
   static constexpr int kSmemBytes = kOffMaps + kNumMaps * 128 + 1024;
   // Device scratch: two work counters (next item, blocks done), then per block its tensor maps
@@ -108,8 +126,10 @@ struct Sm90Params {
   CUtensorMap tm_k;   // [kv_rows, Hkv, Dqk - k_rope_dim]
   CUtensorMap tm_kr;  // [kv_rows, Hkv, k_rope_dim] or rank 2 [kv_rows, k_rope_dim]; = tm_k without a rope part
   CUtensorMap tm_v;   // [kv_rows, Hkv, Dvo]
+  CUtensorMap tm_o;   // [q_rows, H, Dvo], boxes of 64 rows (TMA-store epilogue); = tm_q unless o_tma
   PrefillArgs args;
   int kr_rank;        // 3 or 2 (one rope row shared by every kv head)
+  int o_tma;          // 1: the epilogue stages O in shared memory and stores it with TMA
 };
 
 // One work item as the producer hands it to the consumers (through shared memory).
@@ -156,6 +176,8 @@ enum : int {
   kBarSchedFull = 4, kBarSchedEmpty = 5,  // scheduler warp (32) <-> producer warp (32)
   kBarTurn0 = 6, kBarTurn1 = 7,           // consumer warpgroup 0 / 1 may issue (256: both)
   kBarSplit0 = 8,                         // + warpgroup: its 128 threads around a split arrival
+  kBarOStage = 10,                        // both consumer warpgroups: past the last P V (its V stage is free)
+  kBarOWritten0 = 11,                     // + warpgroup: its O rows are in shared memory
 };
 constexpr int kConsHop = 32 + 256;
 constexpr int kSchedHop = 64;
@@ -195,12 +217,13 @@ __device__ __forceinline__ CUtensorMap* prepare_tensor_maps(const Sm90Params& p,
   CUtensorMap* gmaps = reinterpret_cast<CUtensorMap*>(static_cast<unsigned char*>(p.args.scratch) +
                                                       Shape::kScratchFixed + blockIdx.x * Shape::kScratchPerBlock);
   const uint32_t smaps = sbase + Shape::kOffMaps;
-  if (lane < 8) {  // 4 maps x 128 bytes = 8 lanes x 4 x 16 bytes
+  if (lane < 8) {  // 5 maps x 128 bytes = 8 lanes x 5 x 16 bytes
     uint4* dst = reinterpret_cast<uint4*>(smem + Shape::kOffMaps);
     dst[0 * 8 + lane] = reinterpret_cast<const uint4*>(&p.tm_q)[lane];
     dst[1 * 8 + lane] = reinterpret_cast<const uint4*>(&p.tm_k)[lane];
     dst[2 * 8 + lane] = reinterpret_cast<const uint4*>(&p.tm_kr)[lane];
     dst[3 * 8 + lane] = reinterpret_cast<const uint4*>(&p.tm_v)[lane];
+    dst[4 * 8 + lane] = reinterpret_cast<const uint4*>(&p.tm_o)[lane];
   }
   __syncwarp();
   if (lane == 0) {
@@ -214,13 +237,16 @@ __device__ __forceinline__ CUtensorMap* prepare_tensor_maps(const Sm90Params& p,
       tensormap_set_extent_smem<1>(smaps + 2 * 128, tkv);
     }
     tensormap_set_extent_smem<2>(smaps + 3 * 128, tkv);
+    // The output's too: a graph captured with a short output view and replayed after a re-plan
+    // with more rows must store them all (stores past the extent are dropped).
+    tensormap_set_extent_smem<2>(smaps + 4 * 128, tq);
   }
   __syncwarp();
 #pragma unroll
   for (int m = 0; m < Shape::kNumMaps; ++m) tensormap_publish(&gmaps[m], smaps + m * 128);
-  if (lane == 0) {
+  if (lane == 0) {  // the producer's loads; the consumers acquire the output map themselves
 #pragma unroll
-    for (int m = 0; m < Shape::kNumMaps; ++m) tensormap_acquire(&gmaps[m]);
+    for (int m = 0; m < 4; ++m) tensormap_acquire(&gmaps[m]);
   }
   return gmaps;
 }
@@ -289,13 +315,16 @@ __device__ __forceinline__ void producer_warp(const Sm90Params& p, uint32_t sbas
     const int kv_head = ip.it.head / group;
 
     if (lane == 0) {
-      mbar_wait(bar(kBarQEmpty), (q_iter & 1) ^ 1);
-      mbar_arrive_expect_tx(bar(kBarQFull), Shape::kQBytes);
+      auto load_q = [&] {
+        if (MLAKIT_SM90_EXP_Q_ONCE && q_iter > 0) return;
+        mbar_wait(bar(kBarQEmpty), (q_iter & 1) ^ 1);
+        mbar_arrive_expect_tx(bar(kBarQFull), Shape::kQBytes);
 #pragma unroll
-      for (int c = 0; c < Shape::kQBoxes; ++c) {
-        tma_load_3d(sbase + Shape::kOffQ + c * Shape::kBoxBytesQ, &gmaps[0], bar(kBarQFull), c * 64, ip.it.head,
-                    ip.it.q_begin + ip.it.row0);
-      }
+        for (int c = 0; c < Shape::kQBoxes; ++c) {
+          tma_load_3d(sbase + Shape::kOffQ + c * Shape::kBoxBytesQ, &gmaps[0], bar(kBarQFull), c * 64, ip.it.head,
+                      ip.it.q_begin + ip.it.row0);
+        }
+      };
       auto load_k = [&](int t) {
         const uint32_t i = kv_iter + t;
         const int s = i & 1;
@@ -327,15 +356,23 @@ __device__ __forceinline__ void producer_warp(const Sm90Params& p, uint32_t sbas
           tma_load_3d(sv + c * Shape::kBoxBytesKV, &gmaps[3], bar(kBarVFull + s), c * 64, kv_head, row);
         }
       };
+#if MLAKIT_SM90_K0_FIRST
+      load_k(0);
+      load_q();
+#else
+      load_q();
 #if MLAKIT_SM90_K_AHEAD
       load_k(0);
+#endif
+#endif
+#if MLAKIT_SM90_K_AHEAD
       for (int t = 0; t < ip.n_tiles; ++t) {
         if (t + 1 < ip.n_tiles) load_k(t + 1);
         load_v(t);
       }
 #else
       for (int t = 0; t < ip.n_tiles; ++t) {
-        load_k(t);
+        if (t > 0 || !MLAKIT_SM90_K0_FIRST) load_k(t);
         load_v(t);
       }
 #endif
@@ -477,6 +514,39 @@ __device__ __forceinline__ void split_epilogue(float (&o)[Shape::DVO / 8][4], co
   if (tid == 0) atomicExch(counter, 0);
 }
 
+// The TMA-store epilogue of this warpgroup's 64 rows (all inside the sequence). Normalized O goes
+// into the V stage the item's last P V read (the caller has met the other warpgroup past that
+// P V), laid out as two 128-byte-swizzled boxes of 64 columns, the layout the output tensor map
+// describes; stmatrix writes the accumulator fragments conflict-free. Thread 0 then stores both
+// boxes; it must wait for their reads (tma_store_wait_read) before the stage is refilled.
+template <typename Shape, typename T>
+__device__ __forceinline__ void stage_and_store_o(const float (&o)[Shape::DVO / 8][4], const float (&l)[2],
+                                                  uint32_t stage, const CUtensorMap* tm_o, int cw, int warp,
+                                                  int lane, int tid, int head, int row_global) {
+  static_assert(Shape::BM <= Shape::BN && Shape::kVBoxes * 64 == Shape::DVO, "O fits one V stage");
+  const float inv[2] = {l[0] > 0.f ? 1.f / l[0] : 0.f, l[1] > 0.f ? 1.f / l[1] : 0.f};
+  const int j = lane >> 3;                                         // the 8x8 matrix this lane addresses
+  const int r = cw * 64 + warp * 16 + (lane & 7) + 8 * (j & 1);    // its row inside the tile
+#pragma unroll
+  for (int n = 0; n < Shape::DVO / 8; n += 2) {
+    const int chunk = n + (j >> 1);  // 16-byte column chunk
+    const uint32_t addr = stage + (chunk >> 3) * Shape::kBoxBytesKV + r * 128 + (((chunk & 7) ^ (r & 7)) << 4);
+    stmatrix_x4(addr, pack2<T>(o[n][0] * inv[0], o[n][1] * inv[0]), pack2<T>(o[n][2] * inv[1], o[n][3] * inv[1]),
+                pack2<T>(o[n + 1][0] * inv[0], o[n + 1][1] * inv[0]),
+                pack2<T>(o[n + 1][2] * inv[1], o[n + 1][3] * inv[1]));
+  }
+  fence_proxy_async_smem();
+  if (cw == 0) named_barrier_sync<kBarOWritten0, 128>();
+  else named_barrier_sync<kBarOWritten0 + 1, 128>();
+  if (tid == 0) {
+#pragma unroll
+    for (int c = 0; c < Shape::kVBoxes; ++c) {
+      tma_store_3d(tm_o, stage + c * Shape::kBoxBytesKV + cw * 64 * 128, c * 64, head, row_global);
+    }
+    tma_store_commit();
+  }
+}
+
 // Warpgroups 1 and 2: 64 query rows each of the item the producer hands over.
 template <typename T, typename Shape>
 __device__ __forceinline__ void consumer(const Sm90Params& p, uint32_t sbase, unsigned char* smem,
@@ -504,7 +574,25 @@ __device__ __forceinline__ void consumer(const Sm90Params& p, uint32_t sbase, un
   if (cw == 1) turn_pass(1);                        // warpgroup 0 issues first
   T* o_all = static_cast<T*>(a.out);
   uint32_t q_iter = 0, kv_iter = 0;
+  // TMA-store epilogue: thread 0 of the warpgroup owes the V stage its stores read an arrival
+  // (for its warp) once those reads are done; it pays it after the next item's first S issue,
+  // so the wait is off the path.
+  const bool o_tma = p.o_tma != 0;
+  int owed_stage = -1;  // -1: nothing owed
+  auto pay_v = [&] {
+    if (owed_stage >= 0) {
+      tma_store_wait_read();
+      mbar_arrive(bar(kBarVEmpty + owed_stage));
+      owed_stage = -1;
+    }
+  };
   ItemPlan upcoming = next_item();
+  // The producer warp published this block's tensor maps before it handed over the first item.
+  const CUtensorMap* tm_o = reinterpret_cast<const CUtensorMap*>(static_cast<unsigned char*>(a.scratch) +
+                                                                 Shape::kScratchFixed +
+                                                                 blockIdx.x * Shape::kScratchPerBlock) +
+                            4;
+  if (tid == 0 && o_tma) tensormap_acquire(tm_o);
   while (upcoming.valid) {
     const ItemPlan ip = upcoming;
     const WorkItem& it = ip.it;
@@ -526,7 +614,7 @@ __device__ __forceinline__ void consumer(const Sm90Params& p, uint32_t sbase, un
       float(&o_flat)[64] = reinterpret_cast<float(&)[64]>(o);
       uint32_t(&pf_flat)[BN / 4] = reinterpret_cast<uint32_t(&)[BN / 4]>(pf);
 
-      mbar_wait(bar(kBarQFull), q_iter & 1);
+      if (!MLAKIT_SM90_EXP_Q_ONCE || q_iter == 0) mbar_wait(bar(kBarQFull), q_iter & 1);
       ++q_iter;
 
       // kv tile 0: S, softmax, P.
@@ -537,6 +625,7 @@ __device__ __forceinline__ void consumer(const Sm90Params& p, uint32_t sbase, un
       issue_qk<T, Shape>(s_flat, q_rows_base, sbase + Shape::kOffK + stage * Shape::kKBytes);
       wgmma_commit();
       turn_pass(cw);
+      if (tid == 0) pay_v();
       wgmma_wait<0>();
       fence_regs(s_flat);
       if (lane == 0) {
@@ -635,7 +724,8 @@ __device__ __forceinline__ void consumer(const Sm90Params& p, uint32_t sbase, un
       wgmma_wait<0>();
       fence_regs(o_flat);
       fence_regs(pf_flat);
-      if (lane == 0) mbar_arrive(bar(kBarVEmpty + stage));
+      // With the TMA-store epilogue, warp 0's arrival waits for the stores that read this stage.
+      if (lane == 0 && !(o_tma && ip.chunk < 0 && warp == 0)) mbar_arrive(bar(kBarVEmpty + stage));
       ++kv_iter;
     }
 
@@ -651,10 +741,27 @@ __device__ __forceinline__ void consumer(const Sm90Params& p, uint32_t sbase, un
     if (ip.chunk >= 0) {
       split_epilogue<Shape>(o, sm.m, l_total, ip, a, smem, cw, tid, out_tile, lse_tile, a.o_stride_tok,
                             a.lse_stride_tok, warp_row0, lane);
-    } else {
+    } else if (o_tma && ip.n_tiles > 0) {
+      named_barrier_sync<kBarOStage, 256>();  // both warpgroups' last P V has read the stage
+      const uint32_t last_stage = (kv_iter - 1) & 1;  // the V stage of the item's last P V
+      if (ip.rows >= (cw + 1) * 64) {
+        stage_and_store_o<Shape, T>(o, l_total, sbase + Shape::kOffV + last_stage * Shape::kVBytes, tm_o, cw,
+                                    warp, lane, tid, it.head, it.q_begin + it.row0 + cw * 64);
+        store_lse_rows(sm.m, l_total, lse_tile, a.lse_stride_tok, warp_row0, ip.rows, lane);
+        if (tid == 0) owed_stage = static_cast<int>(last_stage);
+      } else {  // the sequence ends inside these rows: a box would write the next sequence's
+        store_rows<DVO>(o, sm.m, l_total, out_tile, a.o_stride_tok, lse_tile, a.lse_stride_tok, warp_row0,
+                        ip.rows, lane);
+        if (tid == 0) mbar_arrive(bar(kBarVEmpty + last_stage));
+      }
+    } else if (!MLAKIT_SM90_EXP_NO_STORE) {
       store_rows<DVO>(o, sm.m, l_total, out_tile, a.o_stride_tok, lse_tile, a.lse_stride_tok, warp_row0, ip.rows,
                       lane);
     }
+  }
+  if (tid == 0) {
+    pay_v();
+    tma_store_wait_all();  // the output is written before the block exits
   }
   if (cw == 0) turn_wait(0);  // takes warpgroup 1's last pass, so no barrier is left half-arrived
 }

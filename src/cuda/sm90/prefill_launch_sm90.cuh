@@ -40,14 +40,25 @@ Sm90Params make_params(const PrefillArgs& a) {
     p.tm_kr = p.tm_k;  // unused; keeps the per-block extent rewrite uniform
     p.kr_rank = 3;
   }
+  // The output through TMA stores of 64-row boxes when the driver accepts its layout (validation
+  // already asks for 16-byte aligned data and strides); otherwise the epilogue stores from
+  // registers (o_tma = 0). Only whole 64-row halves inside one sequence are stored this way. Like
+  // q's, the map's row extent is rewritten on the device to the plan's total (a graph captured
+  // with a short view and replayed after a re-plan with more rows must store them all).
+  p.o_tma = MLAKIT_SM90_TMA_STORE &&
+            try_encode_tma_map(&p.tm_o, {a.out, dt, DVO, a.num_qo_heads, a.q_rows, a.o_stride_head, a.o_stride_tok},
+                               64)
+                ? 1
+                : 0;
+  if (!p.o_tma) p.tm_o = p.tm_q;  // unused; keeps the per-block extent rewrite uniform
   return p;
 }
 
-// Everything the four tensor maps are encoded from (make_params). Compared bytewise, so it is
+// Everything the five tensor maps are encoded from (make_params). Compared bytewise, so it is
 // zero-filled before its fields are set.
 struct MapKey {
-  const void* ptr[4];
-  int64_t strides[8];
+  const void* ptr[5];
+  int64_t strides[10];
   int64_t rows[2];
   int32_t heads[2];
   int32_t k_rope_dim;
@@ -61,8 +72,10 @@ inline MapKey map_key(const PrefillArgs& a) {
   k.ptr[1] = a.k;
   k.ptr[2] = a.v;
   k.ptr[3] = a.k_rope;
-  const int64_t st[8] = {a.q_stride_tok, a.q_stride_head, a.k_stride_tok, a.k_stride_head,
-                         a.v_stride_tok, a.v_stride_head, a.kr_stride_tok, a.kr_stride_head};
+  k.ptr[4] = a.out;
+  const int64_t st[10] = {a.q_stride_tok,  a.q_stride_head,  a.k_stride_tok,  a.k_stride_head,
+                          a.v_stride_tok,  a.v_stride_head,  a.kr_stride_tok, a.kr_stride_head,
+                          a.o_stride_tok,  a.o_stride_head};
   std::memcpy(k.strides, st, sizeof(st));
   k.rows[0] = a.q_rows;
   k.rows[1] = a.kv_rows;
@@ -72,7 +85,7 @@ inline MapKey map_key(const PrefillArgs& a) {
   return k;
 }
 
-// The parameters for a launch. Encoding four tensor maps is host work on every run(); an eager
+// The parameters for a launch. Encoding five tensor maps is host work on every run(); an eager
 // engine loop or a benchmark calls run() on the same buffers again and again, so each thread keeps
 // the last call's maps (per instantiation) and reuses them when every input of the encoding is
 // the same. The encoding is a pure function of those inputs, so reuse is exact.

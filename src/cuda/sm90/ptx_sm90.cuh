@@ -1,8 +1,9 @@
 // The Hopper (sm_90a) instructions the prefill kernel uses, as thin inline-PTX wrappers (see
 // docs/sm90-kernel.md for why mlakit keeps its own small layer instead of CUTLASS/CuTe):
 //   - mbarrier: init, arrive, arrive with an expected transaction count, parity wait;
-//   - TMA (cp.async.bulk.tensor) loads completing on an mbarrier, and the device-side rewrite of a
-//     tensor map's outermost extent (tensormap.replace + cp_fenceproxy);
+//   - TMA (cp.async.bulk.tensor) loads completing on an mbarrier, stores in bulk groups, and the
+//     device-side rewrite of a tensor map's outermost extent (tensormap.replace + cp_fenceproxy);
+//   - stmatrix (accumulator fragments to shared memory for the TMA-store epilogue);
 //   - wgmma: shared-memory matrix descriptors (128-byte swizzle), m64n128k16 with both operands in
 //     shared memory (S = Q K^T) or A in registers and B MN-major (O += P V), fence/commit/wait;
 //   - setmaxnreg, named barriers, proxy fences;
@@ -70,6 +71,30 @@ __device__ __forceinline__ void tma_load_2d(uint32_t dst, const void* tmap, uint
       "[%2];\n" ::"r"(dst),
       "l"(tmap), "r"(bar), "r"(c0), "r"(c1)
       : "memory");
+}
+
+// Stores a box from shared memory (written by ordinary stores, then fence_proxy_async_smem and a
+// barrier) to global memory through the tensor map, in the issuing thread's current bulk group.
+__device__ __forceinline__ void tma_store_3d(const void* tmap, uint32_t src, int c0, int c1, int c2) {
+  asm volatile("cp.async.bulk.tensor.3d.global.shared::cta.bulk_group [%0, {%2, %3, %4}], [%1];\n" ::"l"(tmap),
+               "r"(src), "r"(c0), "r"(c1), "r"(c2)
+               : "memory");
+}
+__device__ __forceinline__ void tma_store_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
+// Until this thread's committed stores have read their shared memory (it may be rewritten).
+__device__ __forceinline__ void tma_store_wait_read() {
+  asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
+}
+// Until this thread's committed stores are complete (their writes performed).
+__device__ __forceinline__ void tma_store_wait_all() { asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory"); }
+
+// Four 8x8 matrices of 16-bit elements from the mma accumulator layout to shared memory: lane i
+// gives the address of row i % 8 of matrix i / 8; register j holds this thread's two elements of
+// matrix j (row lane / 4, columns 2 (lane % 4) and + 1).
+__device__ __forceinline__ void stmatrix_x4(uint32_t addr, uint32_t r0, uint32_t r1, uint32_t r2, uint32_t r3) {
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(r0), "r"(r1),
+               "r"(r2), "r"(r3)
+               : "memory");
 }
 
 // Rewrites extent `ORD` (0 = innermost) of a tensor map held in shared memory.

@@ -41,9 +41,7 @@ uint64_t usable_stride(int64_t extent, int64_t stride_elems, uint64_t fallback_b
   return extent > 1 ? static_cast<uint64_t>(stride_elems) * 2 : fallback_bytes;
 }
 
-}  // namespace
-
-void encode_tma_map(CUtensorMap* map, const TmaTensor& t, int box_rows, const char* what) {
+CUresult encode(CUtensorMap* map, const TmaTensor& t, int box_rows) {
   const CUtensorMapDataType type =
       t.dtype == DType::kBF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
   const uint64_t row_bytes = static_cast<uint64_t>(t.cols) * 2;
@@ -72,9 +70,19 @@ void encode_tma_map(CUtensorMap* map, const TmaTensor& t, int box_rows, const ch
     box[0] = 64;
     box[1] = static_cast<cuuint32_t>(box_rows);
   }
-  const CUresult r = encode_fn()(map, type, rank, const_cast<void*>(t.base), dims, strides, box, elem_strides,
-                                 CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                                 CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  return encode_fn()(map, type, rank, const_cast<void*>(t.base), dims, strides, box, elem_strides,
+                     CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                     CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+}
+
+}  // namespace
+
+bool try_encode_tma_map(CUtensorMap* map, const TmaTensor& t, int box_rows) {
+  return encode(map, t, box_rows) == CUDA_SUCCESS;
+}
+
+void encode_tma_map(CUtensorMap* map, const TmaTensor& t, int box_rows, const char* what) {
+  const CUresult r = encode(map, t, box_rows);
   if (r != CUDA_SUCCESS) {
     throw Error(ErrorKind::kRuntime, what,
                 "cuTensorMapEncodeTiled failed (CUresult " + std::to_string(static_cast<int>(r)) +

@@ -25,6 +25,9 @@ struct TmaTensor {
 
 // Throws mlakit::Error(kRuntime) naming `what` when the driver refuses the map.
 void encode_tma_map(CUtensorMap* map, const TmaTensor& t, int box_rows, const char* what);
+// The same without throwing: false when the driver refuses the map (e.g. a stride that is not a
+// multiple of 16 bytes), for a caller that has another way to do the copy.
+bool try_encode_tma_map(CUtensorMap* map, const TmaTensor& t, int box_rows);
 
 }  // namespace sm90
 }  // namespace cuda
