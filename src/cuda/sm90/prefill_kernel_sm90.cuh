@@ -66,6 +66,11 @@
 #ifndef MLAKIT_SM90_TMA_STORE
 #define MLAKIT_SM90_TMA_STORE 1
 #endif
+// Q_PER_BOX: Q's three 64-column boxes complete on their own mbarriers, and an item's first
+// S = Q K^T issues each box's k-steps as soon as that box has landed.
+#ifndef MLAKIT_SM90_Q_PER_BOX
+#define MLAKIT_SM90_Q_PER_BOX 0
+#endif
 #ifndef MLAKIT_SM90_EXP_Q_ONCE
 #define MLAKIT_SM90_EXP_Q_ONCE 0
 #endif
@@ -97,7 +102,7 @@ struct Sm90Shape {
   static constexpr int kOffK = kOffQ + kQBytes;
   static constexpr int kOffV = kOffK + kStages * kKBytes;
   static constexpr int kOffBars = kOffV + kStages * kVBytes;
-  static constexpr int kNumBars = 2 + 4 * kStages;
+  static constexpr int kNumBars = 2 + 4 * kStages + 2;  // + Q boxes 1 and 2 (MLAKIT_SM90_Q_PER_BOX)
   static constexpr int kOffFlags = kOffBars + kNumBars * 8;  // int per consumer warpgroup (split merge)
   static constexpr int kOffMaps = (kOffFlags + 8 + 127) / 128 * 128;
   static constexpr int kNumMaps = 5;  // q, k, k_rope, v, o
@@ -119,7 +124,10 @@ struct Sm90Shape {
 };
 
 // Barrier slots inside the barrier area.
-enum : int { kBarQFull = 0, kBarQEmpty = 1, kBarKFull = 2, kBarKEmpty = 4, kBarVFull = 6, kBarVEmpty = 8 };
+enum : int { kBarQFull = 0, kBarQEmpty = 1, kBarKFull = 2, kBarKEmpty = 4, kBarVFull = 6, kBarVEmpty = 8,
+              kBarQBox1 = 10 };
+// The barrier Q's box `c` completes on: all on kBarQFull unless MLAKIT_SM90_Q_PER_BOX.
+__device__ __forceinline__ int q_box_bar(int c) { return (MLAKIT_SM90_Q_PER_BOX && c > 0) ? kBarQBox1 + c - 1 : kBarQFull; }
 
 struct Sm90Params {
   CUtensorMap tm_q;   // [q_rows, H, Dqk]
@@ -318,11 +326,16 @@ __device__ __forceinline__ void producer_warp(const Sm90Params& p, uint32_t sbas
       auto load_q = [&] {
         if (MLAKIT_SM90_EXP_Q_ONCE && q_iter > 0) return;
         mbar_wait(bar(kBarQEmpty), (q_iter & 1) ^ 1);
+#if MLAKIT_SM90_Q_PER_BOX
+#pragma unroll
+        for (int c = 0; c < Shape::kQBoxes; ++c) mbar_arrive_expect_tx(bar(q_box_bar(c)), Shape::kBoxBytesQ);
+#else
         mbar_arrive_expect_tx(bar(kBarQFull), Shape::kQBytes);
+#endif
 #pragma unroll
         for (int c = 0; c < Shape::kQBoxes; ++c) {
-          tma_load_3d(sbase + Shape::kOffQ + c * Shape::kBoxBytesQ, &gmaps[0], bar(kBarQFull), c * 64, ip.it.head,
-                      ip.it.q_begin + ip.it.row0);
+          tma_load_3d(sbase + Shape::kOffQ + c * Shape::kBoxBytesQ, &gmaps[0], bar(q_box_bar(c)), c * 64,
+                      ip.it.head, ip.it.q_begin + ip.it.row0);
         }
       };
       auto load_k = [&](int t) {
@@ -391,6 +404,22 @@ __device__ __forceinline__ void issue_qk(float (&s)[64], uint32_t q_rows_base, u
   for (int kk = 0; kk < Shape::DQK / 16; ++kk) {
     const int box = kk / 4;
     const uint32_t k_off = (kk % 4) * 32;  // 16 columns of 2 bytes inside the 128-byte swizzled row
+    const uint64_t da = smem_desc_sw128(q_rows_base + box * Shape::kBoxBytesQ + k_off, 16, 1024);
+    const uint64_t db = smem_desc_sw128(k_stage + box * Shape::kBoxBytesKV + k_off, 16, 1024);
+    wgmma_m64n128k16_ss<T>(s, da, db, kk > 0 ? 1 : 0);
+  }
+}
+
+// The same for an item's first kv tile with Q arriving box by box (MLAKIT_SM90_Q_PER_BOX): each
+// box's k-steps issue once that box has landed.
+template <typename T, typename Shape>
+__device__ __forceinline__ void issue_qk_first(float (&s)[64], uint32_t q_rows_base, uint32_t k_stage,
+                                               uint32_t bars, uint32_t q_parity) {
+#pragma unroll
+  for (int kk = 0; kk < Shape::DQK / 16; ++kk) {
+    const int box = kk / 4;
+    if (kk % 4 == 0) mbar_wait(bars + 8 * q_box_bar(box), q_parity);
+    const uint32_t k_off = (kk % 4) * 32;
     const uint64_t da = smem_desc_sw128(q_rows_base + box * Shape::kBoxBytesQ + k_off, 16, 1024);
     const uint64_t db = smem_desc_sw128(k_stage + box * Shape::kBoxBytesKV + k_off, 16, 1024);
     wgmma_m64n128k16_ss<T>(s, da, db, kk > 0 ? 1 : 0);
@@ -614,7 +643,8 @@ __device__ __forceinline__ void consumer(const Sm90Params& p, uint32_t sbase, un
       float(&o_flat)[64] = reinterpret_cast<float(&)[64]>(o);
       uint32_t(&pf_flat)[BN / 4] = reinterpret_cast<uint32_t(&)[BN / 4]>(pf);
 
-      if (!MLAKIT_SM90_EXP_Q_ONCE || q_iter == 0) mbar_wait(bar(kBarQFull), q_iter & 1);
+      const uint32_t q_parity = q_iter & 1;
+      if (!MLAKIT_SM90_Q_PER_BOX && (!MLAKIT_SM90_EXP_Q_ONCE || q_iter == 0)) mbar_wait(bar(kBarQFull), q_parity);
       ++q_iter;
 
       // kv tile 0: S, softmax, P.
@@ -622,7 +652,12 @@ __device__ __forceinline__ void consumer(const Sm90Params& p, uint32_t sbase, un
       mbar_wait(bar(kBarKFull + stage), parity);
       turn_wait(cw);
       wgmma_fence();
+#if MLAKIT_SM90_Q_PER_BOX
+      issue_qk_first<T, Shape>(s_flat, q_rows_base, sbase + Shape::kOffK + stage * Shape::kKBytes,
+                               sbase + Shape::kOffBars, q_parity);
+#else
       issue_qk<T, Shape>(s_flat, q_rows_base, sbase + Shape::kOffK + stage * Shape::kKBytes);
+#endif
       wgmma_commit();
       turn_pass(cw);
       if (tid == 0) pay_v();
@@ -789,6 +824,8 @@ __global__ void __launch_bounds__(Shape::kThreads, 1) prefill_sm90_kernel(const 
     if (hdr.block_m != Shape::BM || hdr.block_n != Shape::BN) __trap();
     const uint32_t bars = sbase + Shape::kOffBars;
     mbar_init(bars + 8 * kBarQFull, 1);
+    mbar_init(bars + 8 * kBarQBox1, 1);
+    mbar_init(bars + 8 * (kBarQBox1 + 1), 1);
     mbar_init(bars + 8 * kBarQEmpty, Shape::kConsumerWarps);
     for (int s = 0; s < Shape::kStages; ++s) {
       mbar_init(bars + 8 * (kBarKFull + s), 1);
