@@ -1,0 +1,117 @@
+// The consumers' epilogues: the TMA-store epilogue of a whole tile and the merge of the two
+// halves of a split tile (register stores of rows a sequence ends inside: cuda/common/tile_store.cuh).
+#pragma once
+
+#include <cmath>
+
+#include "cuda/common/ptx.cuh"
+#include "cuda/common/tile_store.cuh"
+#include "cuda/sm90/kernel_layout_sm90.cuh"
+#include "cuda/sm90/ptx_sm90.cuh"
+
+namespace mlakit {
+namespace cuda {
+namespace sm90 {
+
+template <int ID>
+__device__ __forceinline__ void split_barrier(int cw) {
+  if (cw == 0) named_barrier_sync<ID, 128>();
+  else named_barrier_sync<ID + 1, 128>();
+}
+
+// The epilogue of one half of a split tile (plan/kv_split.h), for this warpgroup's 64 rows. Each
+// half publishes its unnormalized state (O, m, l: exact fp32) in its own part of the slot, then
+// counts its arrival; the second to arrive merges the two with half 0 always the first operand
+// (explicit roundings, no contraction), so the bits do not depend on which half finished first,
+// writes the output and LSE, and resets the counter for the next launch (or graph replay).
+template <typename Shape, typename T>
+__device__ __forceinline__ void split_epilogue(float (&o)[Shape::DVO / 8][4], const float (&m)[2],
+                                               const float (&l)[2], const ItemPlan& ip, const PrefillArgs& a,
+                                               unsigned char* smem, int cw, int tid, T* out_tile, float* lse_tile,
+                                               int64_t o_stride, int64_t lse_stride, int warp_row0, int lane) {
+  constexpr int NT = Shape::DVO / 8;
+  unsigned char* slot = static_cast<unsigned char*>(a.scratch) +
+                        split_region_offset(Shape::kScratchFixed, Shape::kScratchPerBlock, gridDim.x) +
+                        static_cast<size_t>(ip.slot) * Shape::kSplitSlotBytes;
+  int* counter = reinterpret_cast<int*>(slot) + cw;
+  auto part = [&](int chunk) {
+    return reinterpret_cast<float4*>(slot + 128 + (chunk * 2 + cw) * Shape::kSplitPartBytes);
+  };
+  float4* mine = part(ip.chunk);
+#pragma unroll
+  for (int n = 0; n < NT; ++n) __stcg(mine + n * 128 + tid, make_float4(o[n][0], o[n][1], o[n][2], o[n][3]));
+  __stcg(mine + NT * 128 + tid, make_float4(m[0], m[1], l[0], l[1]));
+  __threadfence();  // the state is visible before the arrival is
+  split_barrier<kBarSplit0>(cw);
+  volatile int* flag = reinterpret_cast<volatile int*>(smem + Shape::kOffFlags) + cw;
+  if (tid == 0) *flag = atomicAdd(counter, 1);
+  split_barrier<kBarSplit0>(cw);
+  if (*flag == 0) return;  // the other half is still running: it merges
+  __threadfence();  // acquire: the other half's state, published before its arrival
+  const float4* other = part(ip.chunk ^ 1);
+  const float4 oml = __ldcg(other + NT * 128 + tid);
+  const bool first = ip.chunk == 0;  // this thread holds half 0
+  const float m0[2] = {first ? m[0] : oml.x, first ? m[1] : oml.y};
+  const float m1[2] = {first ? oml.x : m[0], first ? oml.y : m[1]};
+  const float l0[2] = {first ? l[0] : oml.z, first ? l[1] : oml.w};
+  const float l1[2] = {first ? oml.z : l[0], first ? oml.w : l[1]};
+  float mm[2], ll[2], w0[2], w1[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    mm[r] = fmaxf(m0[r], m1[r]);
+    const bool none = mm[r] == -INFINITY;  // neither half saw a key of this row
+    w0[r] = none ? 0.f : fast_exp2(m0[r] - mm[r]);
+    w1[r] = none ? 0.f : fast_exp2(m1[r] - mm[r]);
+    ll[r] = __fadd_rn(__fmul_rn(l0[r], w0[r]), __fmul_rn(l1[r], w1[r]));
+  }
+#pragma unroll
+  for (int n = 0; n < NT; ++n) {
+    const float4 v = __ldcg(other + n * 128 + tid);
+    const float x[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const float a0 = first ? o[n][e] : x[e];
+      const float a1 = first ? x[e] : o[n][e];
+      o[n][e] = __fadd_rn(__fmul_rn(a0, w0[e >> 1]), __fmul_rn(a1, w1[e >> 1]));
+    }
+  }
+  store_rows<Shape::DVO>(o, mm, ll, out_tile, o_stride, lse_tile, lse_stride, warp_row0, ip.rows, lane);
+  if (tid == 0) atomicExch(counter, 0);
+}
+
+// The TMA-store epilogue of this warpgroup's 64 rows (all inside the sequence). Normalized O goes
+// into the V stage the item's last P V read (the caller has met the other warpgroup past that
+// P V), laid out as two 128-byte-swizzled boxes of 64 columns, the layout the output tensor map
+// describes; stmatrix writes the accumulator fragments conflict-free. Thread 0 then stores both
+// boxes; it must wait for their reads (tma_store_wait_read) before the stage is refilled.
+template <typename Shape, typename T>
+__device__ __forceinline__ void stage_and_store_o(const float (&o)[Shape::DVO / 8][4], const float (&l)[2],
+                                                  uint32_t stage, const CUtensorMap* tm_o, int cw, int warp,
+                                                  int lane, int tid, int head, int row_global) {
+  static_assert(Shape::BM <= Shape::BN && Shape::kVBoxes * 64 == Shape::DVO, "O fits one V stage");
+  const float inv[2] = {l[0] > 0.f ? 1.f / l[0] : 0.f, l[1] > 0.f ? 1.f / l[1] : 0.f};
+  const int j = lane >> 3;                                         // the 8x8 matrix this lane addresses
+  const int r = cw * 64 + warp * 16 + (lane & 7) + 8 * (j & 1);    // its row inside the tile
+#pragma unroll
+  for (int n = 0; n < Shape::DVO / 8; n += 2) {
+    const int chunk = n + (j >> 1);  // 16-byte column chunk
+    const uint32_t addr = stage + (chunk >> 3) * Shape::kBoxBytesKV + r * 128 + (((chunk & 7) ^ (r & 7)) << 4);
+    stmatrix_x4(addr, pack2<T>(o[n][0] * inv[0], o[n][1] * inv[0]), pack2<T>(o[n][2] * inv[1], o[n][3] * inv[1]),
+                pack2<T>(o[n + 1][0] * inv[0], o[n + 1][1] * inv[0]),
+                pack2<T>(o[n + 1][2] * inv[1], o[n + 1][3] * inv[1]));
+  }
+  fence_proxy_async_smem();
+  if (cw == 0) named_barrier_sync<kBarOWritten0, 128>();
+  else named_barrier_sync<kBarOWritten0 + 1, 128>();
+  if (tid == 0) {
+#pragma unroll
+    for (int c = 0; c < Shape::kVBoxes; ++c) {
+      tma_store_3d(tm_o, stage + c * Shape::kBoxBytesKV + cw * 64 * 128, c * 64, head, row_global);
+    }
+    tma_store_commit();
+  }
+}
+
+}  // namespace sm90
+}  // namespace cuda
+}  // namespace mlakit

@@ -1,0 +1,104 @@
+// What the sm90 kernel's warps share: the tile shape and shared-memory layout, the mbarrier and
+// named-barrier ids, the launch parameters and the work item handed from warp to warp.
+#pragma once
+
+#include <cuda.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "cuda/common/work_scheduler.cuh"
+#include "cuda/prefill_launch.h"
+#include "cuda/sm90/kernel_options_sm90.cuh"
+
+namespace mlakit {
+namespace cuda {
+namespace sm90 {
+
+template <int DQK_, int DVO_>
+struct Sm90Shape {
+  static constexpr int DQK = DQK_;
+  static constexpr int DVO = DVO_;
+  static constexpr int BM = 128;  // q rows per tile (two consumer warpgroups x 64)
+  static constexpr int BN = 128;  // keys per kv tile
+  static constexpr int kStages = 2;
+  static constexpr int kThreads = 384;
+  static constexpr int kConsumerWarps = 8;
+  static constexpr int kQBoxes = DQK / 64;  // TMA boxes are 64 columns (128 bytes) wide
+  static constexpr int kVBoxes = DVO / 64;
+  static constexpr int kBoxBytesQ = BM * 128;
+  static constexpr int kBoxBytesKV = BN * 128;
+  static constexpr int kQBytes = kQBoxes * kBoxBytesQ;
+  static constexpr int kKBytes = kQBoxes * kBoxBytesKV;  // one stage
+  static constexpr int kVBytes = kVBoxes * kBoxBytesKV;  // one stage
+  static constexpr int kOffQ = 0;
+  static constexpr int kOffK = kOffQ + kQBytes;
+  static constexpr int kOffV = kOffK + kStages * kKBytes;
+  static constexpr int kOffBars = kOffV + kStages * kVBytes;
+  static constexpr int kNumBars = 2 + 4 * kStages + 2;  // + Q boxes 1 and 2 (MLAKIT_SM90_Q_PER_BOX)
+  static constexpr int kOffFlags = kOffBars + kNumBars * 8;  // int per consumer warpgroup (split merge)
+  static constexpr int kOffMaps = (kOffFlags + 8 + 127) / 128 * 128;
+  static constexpr int kNumMaps = 5;  // q, k, k_rope, v, o
+  // + 1024: the dynamic shared-memory base is re-aligned to the 1024-byte swizzle atom.
+  static constexpr int kSmemBytes = kOffMaps + kNumMaps * 128 + 1024;
+  // Device scratch: two work counters (next item, blocks done), then per block its tensor maps
+  // and the two item hand-over slots (scheduler -> producer -> consumers).
+  static constexpr size_t kScratchFixed = 128;
+  static constexpr size_t kSlotBytes = 64;
+  static constexpr size_t kScratchPerBlock = kNumMaps * 128 + 2 * kSlotBytes;
+  // Split key ranges (plan/kv_split.h): per split (q tile, head) slot, one arrival counter per
+  // consumer warpgroup (128 bytes), then per half and warpgroup its partial state in fragment
+  // order: 16 float4 of unnormalized O per thread ([n][thread]), then (m0, m1, l0, l1) per thread.
+  static constexpr size_t kSplitPartBytes = (DVO / 8) * 128 * 16 + 128 * 16;
+  static constexpr size_t kSplitSlotBytes = 128 + 2 * 2 * kSplitPartBytes;
+  static_assert(DQK % 64 == 0 && DVO == 128, "the sm90 kernel covers Dqk in {128, 192}, Dvo = 128");
+  static_assert(kSmemBytes <= 227 * 1024, "shared memory budget");
+  static_assert(kOffFlags + 8 <= kOffMaps, "flags before the tensor maps");
+};
+
+// Barrier slots inside the barrier area.
+enum : int { kBarQFull = 0, kBarQEmpty = 1, kBarKFull = 2, kBarKEmpty = 4, kBarVFull = 6, kBarVEmpty = 8,
+              kBarQBox1 = 10 };
+// The barrier Q's box `c` completes on: all on kBarQFull unless MLAKIT_SM90_Q_PER_BOX.
+__device__ __forceinline__ int q_box_bar(int c) { return (MLAKIT_SM90_Q_PER_BOX && c > 0) ? kBarQBox1 + c - 1 : kBarQFull; }
+
+struct Sm90Params {
+  CUtensorMap tm_q;   // [q_rows, H, Dqk]
+  CUtensorMap tm_k;   // [kv_rows, Hkv, Dqk - k_rope_dim]
+  CUtensorMap tm_kr;  // [kv_rows, Hkv, k_rope_dim] or rank 2 [kv_rows, k_rope_dim]; = tm_k without a rope part
+  CUtensorMap tm_v;   // [kv_rows, Hkv, Dvo]
+  CUtensorMap tm_o;   // [q_rows, H, Dvo], boxes of 64 rows (TMA-store epilogue); = tm_q unless o_tma
+  PrefillArgs args;
+  int kr_rank;        // 3 or 2 (one rope row shared by every kv head)
+  int o_tma;          // 1: the epilogue stages O in shared memory and stores it with TMA
+};
+
+// One work item as the producer hands it to the consumers (through shared memory).
+struct alignas(16) ItemPlan {
+  WorkItem it;
+  int rows;      // valid q rows of the tile
+  int n_begin;   // first kv row walked (a multiple of BN)
+  int n_tiles;   // kv tiles walked; 0 when no row of the tile sees a key
+  int valid;     // 0: no more work for this block
+  int chunk;     // -1: the tile's whole kv range; 0 / 1: a half of a split tile (plan/kv_split.h)
+  int slot;      // chunk >= 0: the partial-result slot its two halves share
+};
+static_assert(sizeof(ItemPlan) == 48, "three 16-byte words");
+
+// Named barriers (id 0 is __syncthreads). Work items travel scheduler warp -> producer warp ->
+// consumer warpgroups through one shared-memory slot per hop, each hop a full/empty pair.
+enum : int {
+  kBarVClear = 1,   // the two consumer warpgroups, around clearing V rows past a sequence
+  kBarConsFull = 2, kBarConsEmpty = 3,    // producer warp (32) <-> consumers (256)
+  kBarSchedFull = 4, kBarSchedEmpty = 5,  // scheduler warp (32) <-> producer warp (32)
+  kBarTurn0 = 6, kBarTurn1 = 7,           // consumer warpgroup 0 / 1 may issue (256: both)
+  kBarSplit0 = 8,                         // + warpgroup: its 128 threads around a split arrival
+  kBarOStage = 10,                        // both consumer warpgroups: past the last P V (its V stage is free)
+  kBarOWritten0 = 11,                     // + warpgroup: its O rows are in shared memory
+};
+constexpr int kConsHop = 32 + 256;
+constexpr int kSchedHop = 64;
+
+}  // namespace sm90
+}  // namespace cuda
+}  // namespace mlakit

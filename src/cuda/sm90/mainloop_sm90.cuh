@@ -1,0 +1,99 @@
+// The consumers' matrix products and softmax step: S = Q K^T and O += P V issued with wgmma from
+// the swizzled shared tiles, P packed from the S accumulators, the (masked) online softmax, and
+// the ping-pong issue turn.
+#pragma once
+
+#include "common/mask_rule.h"
+#include "cuda/common/online_softmax.cuh"
+#include "cuda/common/ptx.cuh"
+#include "cuda/common/score_transform.cuh"
+#include "cuda/sm90/kernel_layout_sm90.cuh"
+#include "cuda/sm90/ptx_sm90.cuh"
+
+namespace mlakit {
+namespace cuda {
+namespace sm90 {
+
+// S (this warpgroup's 64 rows x 128 keys) = Q K^T over Dqk, from the swizzled shared tiles.
+template <typename T, typename Shape>
+__device__ __forceinline__ void issue_qk(float (&s)[64], uint32_t q_rows_base, uint32_t k_stage) {
+#pragma unroll
+  for (int kk = 0; kk < Shape::DQK / 16; ++kk) {
+    const int box = kk / 4;
+    const uint32_t k_off = (kk % 4) * 32;  // 16 columns of 2 bytes inside the 128-byte swizzled row
+    const uint64_t da = smem_desc_sw128(q_rows_base + box * Shape::kBoxBytesQ + k_off, 16, 1024);
+    const uint64_t db = smem_desc_sw128(k_stage + box * Shape::kBoxBytesKV + k_off, 16, 1024);
+    wgmma_m64n128k16_ss<T>(s, da, db, kk > 0 ? 1 : 0);
+  }
+}
+
+// The same for an item's first kv tile with Q arriving box by box (MLAKIT_SM90_Q_PER_BOX): each
+// box's k-steps issue once that box has landed.
+template <typename T, typename Shape>
+__device__ __forceinline__ void issue_qk_first(float (&s)[64], uint32_t q_rows_base, uint32_t k_stage,
+                                               uint32_t bars, uint32_t q_parity) {
+#pragma unroll
+  for (int kk = 0; kk < Shape::DQK / 16; ++kk) {
+    const int box = kk / 4;
+    if (kk % 4 == 0) mbar_wait(bars + 8 * q_box_bar(box), q_parity);
+    const uint32_t k_off = (kk % 4) * 32;
+    const uint64_t da = smem_desc_sw128(q_rows_base + box * Shape::kBoxBytesQ + k_off, 16, 1024);
+    const uint64_t db = smem_desc_sw128(k_stage + box * Shape::kBoxBytesKV + k_off, 16, 1024);
+    wgmma_m64n128k16_ss<T>(s, da, db, kk > 0 ? 1 : 0);
+  }
+}
+
+// O (64 rows x 128 value columns) += P V, P from registers (kk-th 16 keys in p[kk]).
+template <typename T, typename Shape>
+__device__ __forceinline__ void issue_pv(float (&o)[64], const uint32_t (&p)[Shape::BN / 16][4], uint32_t v_stage) {
+#pragma unroll
+  for (int kk = 0; kk < Shape::BN / 16; ++kk) {
+    // Keys 16kk..16kk+15 start 16 rows (2048 bytes) further; the next 64 value columns live in
+    // the next TMA box (LBO), the next 8 keys 1024 bytes on (SBO).
+    const uint64_t db = smem_desc_sw128(v_stage + kk * 16 * 128, Shape::kBoxBytesKV, 1024);
+    wgmma_m64n128k16_rs_mnb<T>(o, p[kk], db, 1);
+  }
+}
+
+// Probabilities (fp32, in the S accumulator layout) -> the A-operand fragments of P V.
+template <typename T, int BN>
+__device__ __forceinline__ void pack_p(uint32_t (&p)[BN / 16][4], const float (&s)[BN / 8][4]) {
+#pragma unroll
+  for (int kk = 0; kk < BN / 16; ++kk) {
+    p[kk][0] = pack2<T>(s[2 * kk][0], s[2 * kk][1]);
+    p[kk][1] = pack2<T>(s[2 * kk][2], s[2 * kk][3]);
+    p[kk][2] = pack2<T>(s[2 * kk + 1][0], s[2 * kk + 1][1]);
+    p[kk][3] = pack2<T>(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+  }
+}
+
+template <int BN>
+__device__ __forceinline__ void softmax_step(RowSoftmax<BN / 8>& sm, float (&s)[BN / 8][4], float (&alpha)[2],
+                                             const ScoreTransform& tf, const rule::MaskRule<int>& mr,
+                                             const int (&row)[2], int col0, bool full, int lane) {
+  if (tf.capped()) {
+    if (full) sm.template update<false, true>(s, alpha, tf, mr, row, col0, lane);
+    else sm.template update<true, true>(s, alpha, tf, mr, row, col0, lane);
+  } else {
+    if (full) sm.template update<false, false>(s, alpha, tf, mr, row, col0, lane);
+    else sm.template update<true, false>(s, alpha, tf, mr, row, col0, lane);
+  }
+}
+
+// The issue turn of consumer warpgroup `cw` (MLAKIT_SM90_PINGPONG): wait for it, pass it on.
+__device__ __forceinline__ void turn_wait(int cw) {
+#if MLAKIT_SM90_PINGPONG
+  if (cw == 0) named_barrier_sync<kBarTurn0, 256>();
+  else named_barrier_sync<kBarTurn1, 256>();
+#endif
+}
+__device__ __forceinline__ void turn_pass(int cw) {
+#if MLAKIT_SM90_PINGPONG
+  if (cw == 0) named_barrier_arrive<kBarTurn1, 256>();
+  else named_barrier_arrive<kBarTurn0, 256>();
+#endif
+}
+
+}  // namespace sm90
+}  // namespace cuda
+}  // namespace mlakit

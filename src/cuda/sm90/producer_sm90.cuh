@@ -1,0 +1,159 @@
+// The producer warp: the per-block tensor maps with the plan's extents, then the TMA loads of Q,
+// K and V into their shared-memory rings.
+#pragma once
+
+#include "cuda/sm90/kernel_layout_sm90.cuh"
+#include "cuda/sm90/ptx_sm90.cuh"
+#include "cuda/sm90/work_handover_sm90.cuh"
+
+namespace mlakit {
+namespace cuda {
+namespace sm90 {
+
+// Warp 0 of warpgroup 0, all lanes: the per-block tensor maps with the plan's extents (see the
+// file comment); lane 0 then acquires them for its TMA loads.
+template <typename Shape>
+__device__ __forceinline__ CUtensorMap* prepare_tensor_maps(const Sm90Params& p, uint32_t sbase, unsigned char* smem,
+                                                            const plan::ScheduleHeader& hdr, int lane) {
+  CUtensorMap* gmaps = reinterpret_cast<CUtensorMap*>(static_cast<unsigned char*>(p.args.scratch) +
+                                                      Shape::kScratchFixed + blockIdx.x * Shape::kScratchPerBlock);
+  const uint32_t smaps = sbase + Shape::kOffMaps;
+  if (lane < 8) {  // 5 maps x 128 bytes = 8 lanes x 5 x 16 bytes
+    uint4* dst = reinterpret_cast<uint4*>(smem + Shape::kOffMaps);
+    dst[0 * 8 + lane] = reinterpret_cast<const uint4*>(&p.tm_q)[lane];
+    dst[1 * 8 + lane] = reinterpret_cast<const uint4*>(&p.tm_k)[lane];
+    dst[2 * 8 + lane] = reinterpret_cast<const uint4*>(&p.tm_kr)[lane];
+    dst[3 * 8 + lane] = reinterpret_cast<const uint4*>(&p.tm_v)[lane];
+    dst[4 * 8 + lane] = reinterpret_cast<const uint4*>(&p.tm_o)[lane];
+  }
+  __syncwarp();
+  if (lane == 0) {
+    const uint32_t tq = hdr.total_q > 0 ? hdr.total_q : 1;
+    const uint32_t tkv = hdr.total_kv > 0 ? hdr.total_kv : 1;
+    tensormap_set_extent_smem<2>(smaps + 0 * 128, tq);
+    tensormap_set_extent_smem<2>(smaps + 1 * 128, tkv);
+    if (p.kr_rank == 3) {
+      tensormap_set_extent_smem<2>(smaps + 2 * 128, tkv);
+    } else {
+      tensormap_set_extent_smem<1>(smaps + 2 * 128, tkv);
+    }
+    tensormap_set_extent_smem<2>(smaps + 3 * 128, tkv);
+    // The output's too: a graph captured with a short output view and replayed after a re-plan
+    // with more rows must store them all (stores past the extent are dropped).
+    tensormap_set_extent_smem<2>(smaps + 4 * 128, tq);
+  }
+  __syncwarp();
+#pragma unroll
+  for (int m = 0; m < Shape::kNumMaps; ++m) tensormap_publish(&gmaps[m], smaps + m * 128);
+  if (lane == 0) {  // the producer's loads; the consumers acquire the output map themselves
+#pragma unroll
+    for (int m = 0; m < 4; ++m) tensormap_acquire(&gmaps[m]);
+  }
+  return gmaps;
+}
+
+// Warp 0 of warpgroup 0 (lane 0 issues): TMA loads of Q once per item, then K one tile ahead of V
+// (the consumers need K_{t+1} and V_t together), each into a two-stage ring guarded by mbarriers.
+template <typename Shape>
+__device__ __forceinline__ void producer_warp(const Sm90Params& p, uint32_t sbase,
+                                              const CUtensorMap* gmaps, int lane) {
+  constexpr int BN = Shape::BN;
+  const PrefillArgs& a = p.args;
+  const int group = a.num_qo_heads / a.num_kv_heads;
+  const int nope_cols = Shape::DQK - a.k_rope_dim;  // columns of K that come from `k`
+  auto bar = [&](int i) { return sbase + Shape::kOffBars + 8 * i; };
+  const ItemPlan* from_sched = item_slot<Shape>(a, 0);
+  ItemPlan* to_cons = item_slot<Shape>(a, 1);
+
+  named_barrier_arrive<kBarSchedEmpty, kSchedHop>();  // the scheduler's first slot is free
+  uint32_t q_iter = 0, kv_iter = 0;
+  while (true) {
+    named_barrier_sync<kBarSchedFull, kSchedHop>();
+    const ItemPlan ip = load_item(from_sched);
+    named_barrier_arrive<kBarSchedEmpty, kSchedHop>();
+    named_barrier_sync<kBarConsEmpty, kConsHop>();
+    if (lane == 0) store_item(to_cons, ip);
+    __syncwarp();
+    named_barrier_arrive<kBarConsFull, kConsHop>();
+    if (!ip.valid) break;
+    if (ip.n_tiles == 0) continue;  // rows with no key: nothing to load
+    const int kv_head = ip.it.head / group;
+
+    if (lane == 0) {
+      auto load_q = [&] {
+        if (MLAKIT_SM90_EXP_Q_ONCE && q_iter > 0) return;
+        mbar_wait(bar(kBarQEmpty), (q_iter & 1) ^ 1);
+#if MLAKIT_SM90_Q_PER_BOX
+#pragma unroll
+        for (int c = 0; c < Shape::kQBoxes; ++c) mbar_arrive_expect_tx(bar(q_box_bar(c)), Shape::kBoxBytesQ);
+#else
+        mbar_arrive_expect_tx(bar(kBarQFull), Shape::kQBytes);
+#endif
+#pragma unroll
+        for (int c = 0; c < Shape::kQBoxes; ++c) {
+          tma_load_3d(sbase + Shape::kOffQ + c * Shape::kBoxBytesQ, &gmaps[0], bar(q_box_bar(c)), c * 64,
+                      ip.it.head, ip.it.q_begin + ip.it.row0);
+        }
+      };
+      auto load_k = [&](int t) {
+        const uint32_t i = kv_iter + t;
+        const int s = i & 1;
+        const int row = ip.it.kv_begin + ip.n_begin + t * BN;
+        mbar_wait(bar(kBarKEmpty + s), ((i >> 1) & 1) ^ 1);
+        mbar_arrive_expect_tx(bar(kBarKFull + s), Shape::kKBytes);
+        const uint32_t sk = sbase + Shape::kOffK + s * Shape::kKBytes;
+#pragma unroll
+        for (int c = 0; c < Shape::kQBoxes; ++c) {
+          const int col = c * 64;
+          if (col < nope_cols) {
+            tma_load_3d(sk + c * Shape::kBoxBytesKV, &gmaps[1], bar(kBarKFull + s), col, kv_head, row);
+          } else if (p.kr_rank == 3) {
+            tma_load_3d(sk + c * Shape::kBoxBytesKV, &gmaps[2], bar(kBarKFull + s), col - nope_cols, kv_head, row);
+          } else {
+            tma_load_2d(sk + c * Shape::kBoxBytesKV, &gmaps[2], bar(kBarKFull + s), col - nope_cols, row);
+          }
+        }
+      };
+      auto load_v = [&](int t) {
+        const uint32_t i = kv_iter + t;
+        const int s = i & 1;
+        const int row = ip.it.kv_begin + ip.n_begin + t * BN;
+        mbar_wait(bar(kBarVEmpty + s), ((i >> 1) & 1) ^ 1);
+        mbar_arrive_expect_tx(bar(kBarVFull + s), Shape::kVBytes);
+        const uint32_t sv = sbase + Shape::kOffV + s * Shape::kVBytes;
+#pragma unroll
+        for (int c = 0; c < Shape::kVBoxes; ++c) {
+          tma_load_3d(sv + c * Shape::kBoxBytesKV, &gmaps[3], bar(kBarVFull + s), c * 64, kv_head, row);
+        }
+      };
+#if MLAKIT_SM90_K0_FIRST
+      load_k(0);
+      load_q();
+#else
+      load_q();
+#if MLAKIT_SM90_K_AHEAD
+      load_k(0);
+#endif
+#endif
+#if MLAKIT_SM90_K_AHEAD
+      for (int t = 0; t < ip.n_tiles; ++t) {
+        if (t + 1 < ip.n_tiles) load_k(t + 1);
+        load_v(t);
+      }
+#else
+      for (int t = 0; t < ip.n_tiles; ++t) {
+        if (t > 0 || !MLAKIT_SM90_K0_FIRST) load_k(t);
+        load_v(t);
+      }
+#endif
+    }
+    ++q_iter;
+    kv_iter += ip.n_tiles;
+    __syncwarp();
+  }
+  named_barrier_sync<kBarConsEmpty, kConsHop>();  // the consumers' last "read"
+}
+
+}  // namespace sm90
+}  // namespace cuda
+}  // namespace mlakit

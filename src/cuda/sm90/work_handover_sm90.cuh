@@ -1,0 +1,104 @@
+// Work items from the plan to the consumers: the scheduler warp decodes them (dynamic
+// scheduling on an atomic counter) and they travel scheduler -> producer -> consumers through
+// per-block slots in the device scratch.
+#pragma once
+
+#include "common/mask_rule.h"
+#include "cuda/common/work_scheduler.cuh"
+#include "cuda/sm90/kernel_layout_sm90.cuh"
+#include "cuda/sm90/ptx_sm90.cuh"
+
+namespace mlakit {
+namespace cuda {
+namespace sm90 {
+
+template <int BM, int BN>
+__device__ __forceinline__ ItemPlan plan_item(const ScheduleView& sched, const plan::ScheduleHeader& hdr, int w) {
+  ItemPlan ip;
+  ip.valid = 1;
+  const RunWorkItem ri = sched.run_item(w, hdr.num_runs, hdr.head_group, BM);
+  ip.it = ri.it;
+  ip.rows = min(BM, ip.it.lq - ip.it.row0);
+  const rule::MaskRule<int> mr{ip.it.lq, ip.it.lk, hdr.causal != 0, hdr.window_left};
+  const rule::KvRange<int> span = mr.tile_range(ip.it.row0, ip.rows);
+  ip.n_begin = (span.lo / BN) * BN;
+  ip.n_tiles = span.empty() ? 0 : (span.hi - ip.n_begin + BN - 1) / BN;
+  ip.chunk = ri.chunk;
+  ip.slot = ri.slot;
+  // A split tile has no window, so its range starts at key 0: the halves are kv tiles
+  // [0, chunk_tiles) and [chunk_tiles, n_tiles), both non-empty by the plan's rule.
+  if (ri.chunk == 0) {
+    ip.n_tiles = ri.chunk_tiles;
+  } else if (ri.chunk == 1) {
+    ip.n_begin += ri.chunk_tiles * BN;
+    ip.n_tiles -= ri.chunk_tiles;
+  }
+  return ip;
+}
+
+// The hand-over slots live in this block's device scratch, not in shared memory: a global slot
+// is as cheap for one item per tile, and it keeps compute-sanitizer's racecheck (which tracks
+// shared memory and does not model bar.arrive -> bar.sync hand-overs) free of false reports.
+// Loads and stores go to L2 (.cg), so no stale L1 line is ever read.
+template <typename Shape>
+__device__ __forceinline__ ItemPlan* item_slot(const PrefillArgs& a, int hop) {
+  return reinterpret_cast<ItemPlan*>(static_cast<unsigned char*>(a.scratch) + Shape::kScratchFixed +
+                                     blockIdx.x * Shape::kScratchPerBlock + Shape::kNumMaps * 128 +
+                                     hop * Shape::kSlotBytes);
+}
+__device__ __forceinline__ void store_item(ItemPlan* slot, const ItemPlan& ip) {
+  const int4* src = reinterpret_cast<const int4*>(&ip);
+  int4* dst = reinterpret_cast<int4*>(slot);
+  __stcg(dst + 0, src[0]);
+  __stcg(dst + 1, src[1]);
+  __stcg(dst + 2, src[2]);
+}
+__device__ __forceinline__ ItemPlan load_item(const ItemPlan* slot) {
+  ItemPlan ip;
+  int4* dst = reinterpret_cast<int4*>(&ip);
+  const int4* src = reinterpret_cast<const int4*>(slot);
+  dst[0] = __ldcg(src + 0);
+  dst[1] = __ldcg(src + 1);
+  dst[2] = __ldcg(src + 2);
+  return ip;
+}
+
+// Warp 1 of warpgroup 0: dynamic scheduling. The first item is blockIdx.x, then whatever the
+// counter hands out, so a block that drew short items takes more of them; each is decoded (a
+// binary search over the plan's runs) one item ahead of the producer, off its critical path.
+template <typename Shape>
+__device__ __forceinline__ void scheduler_warp(const Sm90Params& p, const ScheduleView& sched,
+                                               const plan::ScheduleHeader& hdr, int lane) {
+  int* next_item = static_cast<int*>(p.args.scratch);  // items handed out beyond the first grid
+  int* blocks_done = next_item + 1;
+  ItemPlan* slot = item_slot<Shape>(p.args, 0);
+  int w = blockIdx.x;
+  while (true) {
+    ItemPlan ip{};  // valid = 0: no more work
+    if (w < hdr.num_items) ip = plan_item<Shape::BM, Shape::BN>(sched, hdr, w);
+    named_barrier_sync<kBarSchedEmpty, kSchedHop>();
+    if (lane == 0) store_item(slot, ip);
+    __syncwarp();
+    named_barrier_arrive<kBarSchedFull, kSchedHop>();
+    if (!ip.valid) break;
+    int next = 0;
+    if (lane == 0) next = atomicAdd(next_item, 1);
+    w = __shfl_sync(0xffffffffu, next, 0) + static_cast<int>(gridDim.x);
+  }
+  // No item left for this block (PDL, docs/pdl.md): the next kernel's blocks may be scheduled
+  // as SMs free up; they still wait for this whole grid before touching memory.
+  pdl_launch_dependents();
+  named_barrier_sync<kBarSchedEmpty, kSchedHop>();  // the producer's last "read"
+  // The last block out leaves the counters zero for the next launch (or graph replay).
+  if (lane == 0) {
+    __threadfence();
+    if (atomicAdd(blocks_done, 1) == static_cast<int>(gridDim.x) - 1) {
+      atomicExch(next_item, 0);
+      atomicExch(blocks_done, 0);
+    }
+  }
+}
+
+}  // namespace sm90
+}  // namespace cuda
+}  // namespace mlakit
