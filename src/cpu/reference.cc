@@ -1,12 +1,16 @@
 // The float64 reference. Deliberately plain: one query row at a time, scores over the row's
-// visible keys, two-pass softmax (max, then exponentials), everything in double. Speed does not
-// matter here; being obviously right does.
+// visible keys, two-pass softmax (max, then exponentials), everything in double. Being obviously
+// right matters more than speed; the one concession is that rows, which are independent, are
+// spread over threads (each row's arithmetic is the same sequential loop, so the result does not
+// depend on the thread count). The GPU tests spend most of their time here.
 #include "mlakit/reference.h"
 
 #include <algorithm>
 #include <cmath>
+#include <exception>
 #include <limits>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "cpu/half_convert.h"
@@ -154,10 +158,14 @@ void ragged_prefill(const TensorView& q, const TensorView& k, const TensorView& 
   plan::require_device(q, "q", Device::cpu());  // the reference reads host memory only
 
   const int64_t heads = q.shape[1], dvo = v.shape[2];
-  std::vector<double> o(dvo);
   const size_t os = dtype_size(out.dtype);
-  for (int b = 0; b < batch_size; ++b) {
-    for (int64_t r = qo_indptr[b]; r < qo_indptr[b + 1]; ++r) {
+  // Rows [r0, r1) of the batch, every head; each (row, head) writes only its own output.
+  auto rows = [&](int64_t r0, int64_t r1) {
+    std::vector<double> o(dvo);
+    int b = static_cast<int>(std::upper_bound(qo_indptr, qo_indptr + batch_size + 1, static_cast<int32_t>(r0)) -
+                             qo_indptr - 1);
+    for (int64_t r = r0; r < r1; ++r) {
+      while (r >= qo_indptr[b + 1]) ++b;  // skips empty sequences too
       for (int64_t h = 0; h < heads; ++h) {
         double l = 0.0;
         row(q, k, v, qo_indptr, kv_indptr, b, options, r, static_cast<int>(h), o.data(), &l);
@@ -166,6 +174,31 @@ void ragged_prefill(const TensorView& q, const TensorView& k, const TensorView& 
         if (lse != nullptr) store(lse->ptr_at(r, h), lse->dtype, l);
       }
     }
+  };
+  const int64_t total = totals.total_q;
+  const int64_t hw = static_cast<int64_t>(std::max(1u, std::thread::hardware_concurrency()));
+  const int64_t threads = std::min<int64_t>({hw, 64, std::max<int64_t>(1, total * heads / 64)});
+  if (threads <= 1) {
+    rows(0, total);
+    return;
+  }
+  // Interleaved chunks of rows, so long rows at the end of causal sequences are shared out.
+  const int64_t chunk = 16;
+  std::vector<std::exception_ptr> errors(static_cast<size_t>(threads));
+  std::vector<std::thread> pool;
+  pool.reserve(static_cast<size_t>(threads));
+  for (int64_t t = 0; t < threads; ++t) {
+    pool.emplace_back([&, t] {
+      try {
+        for (int64_t r0 = t * chunk; r0 < total; r0 += threads * chunk) rows(r0, std::min(total, r0 + chunk));
+      } catch (...) {
+        errors[static_cast<size_t>(t)] = std::current_exception();
+      }
+    });
+  }
+  for (std::thread& th : pool) th.join();
+  for (const std::exception_ptr& e : errors) {
+    if (e) std::rethrow_exception(e);
   }
 }
 
