@@ -11,6 +11,13 @@
 namespace mlakit {
 namespace cuda {
 
+// A row's normalization factor 1 / l and its log-sum-exp (m is the running max in log2 units).
+// A row with no visible key has l == 0: its output is 0 and its lse -inf.
+__device__ __forceinline__ float row_inv_sum(float l) { return l > 0.f ? 1.f / l : 0.f; }
+__device__ __forceinline__ float row_lse(float m, float l) {
+  return l > 0.f ? (m + log2f(l)) * 0.6931471805599453f : -INFINITY;
+}
+
 template <int DVO, typename T>
 __device__ __forceinline__ void store_rows(const float (&o)[DVO / 8][4], const float (&m)[2],
                                            const float (&l)[2], T* out_tile, int64_t o_stride,
@@ -20,16 +27,14 @@ __device__ __forceinline__ void store_rows(const float (&o)[DVO / 8][4], const f
   for (int r = 0; r < 2; ++r) {
     const int row = warp_row0 + (lane >> 2) + r * 8;
     if (row >= valid_rows) continue;
-    // A row with no visible key has l == 0: its output is 0 and its lse -inf.
-    const float inv = l[r] > 0.f ? 1.f / l[r] : 0.f;
+    const float inv = row_inv_sum(l[r]);
     T* dst = out_tile + static_cast<int64_t>(row) * o_stride + (lane & 3) * 2;
 #pragma unroll
     for (int n = 0; n < DVO / 8; ++n) {
       *reinterpret_cast<uint32_t*>(dst + n * 8) = pack2<T>(o[n][2 * r] * inv, o[n][2 * r + 1] * inv);
     }
     if (lse_tile != nullptr && (lane & 3) == 0) {
-      lse_tile[static_cast<int64_t>(row) * lse_stride] =
-          l[r] > 0.f ? (m[r] + log2f(l[r])) * 0.6931471805599453f : -INFINITY;
+      lse_tile[static_cast<int64_t>(row) * lse_stride] = row_lse(m[r], l[r]);
     }
   }
 }
@@ -42,8 +47,7 @@ __device__ __forceinline__ void store_lse_rows(const float (&m)[2], const float 
   for (int r = 0; r < 2; ++r) {
     const int row = warp_row0 + (lane >> 2) + r * 8;
     if (row >= valid_rows) continue;
-    lse_tile[static_cast<int64_t>(row) * lse_stride] =
-        l[r] > 0.f ? (m[r] + log2f(l[r])) * 0.6931471805599453f : -INFINITY;
+    lse_tile[static_cast<int64_t>(row) * lse_stride] = row_lse(m[r], l[r]);
   }
 }
 

@@ -89,7 +89,7 @@ __device__ __forceinline__ void stage_and_store_o(const float (&o)[Shape::DVO / 
                                                   uint32_t stage, const CUtensorMap* tm_o, int cw, int warp,
                                                   int lane, int tid, int head, int row_global) {
   static_assert(Shape::BM <= Shape::BN && Shape::kVBoxes * 64 == Shape::DVO, "O fits one V stage");
-  const float inv[2] = {l[0] > 0.f ? 1.f / l[0] : 0.f, l[1] > 0.f ? 1.f / l[1] : 0.f};
+  const float inv[2] = {row_inv_sum(l[0]), row_inv_sum(l[1])};
   const int j = lane >> 3;                                         // the 8x8 matrix this lane addresses
   const int r = cw * 64 + warp * 16 + (lane & 7) + 8 * (j & 1);    // its row inside the tile
 #pragma unroll

@@ -99,6 +99,15 @@ enum : int {
 constexpr int kConsHop = 32 + 256;
 constexpr int kSchedHop = 64;
 
+// This block's tensor maps in the device scratch (after the fixed counters), in this order; the
+// producer warp rewrites their extents and publishes them there (producer_sm90.cuh).
+enum : int { kMapQ = 0, kMapK = 1, kMapKRope = 2, kMapV = 3, kMapO = 4 };
+template <typename Shape>
+__device__ __forceinline__ CUtensorMap* block_tensor_maps(const PrefillArgs& a) {
+  return reinterpret_cast<CUtensorMap*>(static_cast<unsigned char*>(a.scratch) + Shape::kScratchFixed +
+                                        blockIdx.x * Shape::kScratchPerBlock);
+}
+
 }  // namespace sm90
 }  // namespace cuda
 }  // namespace mlakit

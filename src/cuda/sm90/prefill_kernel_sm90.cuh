@@ -90,10 +90,7 @@ __device__ __forceinline__ void consumer(const Sm90Params& p, uint32_t sbase, un
   };
   ItemPlan upcoming = next_item();
   // The producer warp published this block's tensor maps before it handed over the first item.
-  const CUtensorMap* tm_o = reinterpret_cast<const CUtensorMap*>(static_cast<unsigned char*>(a.scratch) +
-                                                                 Shape::kScratchFixed +
-                                                                 blockIdx.x * Shape::kScratchPerBlock) +
-                            4;
+  const CUtensorMap* tm_o = block_tensor_maps<Shape>(a) + kMapO;
   if (tid == 0 && o_tma) tensormap_acquire(tm_o);
   while (upcoming.valid) {
     const ItemPlan ip = upcoming;

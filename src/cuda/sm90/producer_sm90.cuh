@@ -15,8 +15,7 @@ namespace sm90 {
 template <typename Shape>
 __device__ __forceinline__ CUtensorMap* prepare_tensor_maps(const Sm90Params& p, uint32_t sbase, unsigned char* smem,
                                                             const plan::ScheduleHeader& hdr, int lane) {
-  CUtensorMap* gmaps = reinterpret_cast<CUtensorMap*>(static_cast<unsigned char*>(p.args.scratch) +
-                                                      Shape::kScratchFixed + blockIdx.x * Shape::kScratchPerBlock);
+  CUtensorMap* gmaps = block_tensor_maps<Shape>(p.args);
   const uint32_t smaps = sbase + Shape::kOffMaps;
   if (lane < 8) {  // 5 maps x 128 bytes = 8 lanes x 5 x 16 bytes
     uint4* dst = reinterpret_cast<uint4*>(smem + Shape::kOffMaps);
@@ -47,7 +46,7 @@ __device__ __forceinline__ CUtensorMap* prepare_tensor_maps(const Sm90Params& p,
   for (int m = 0; m < Shape::kNumMaps; ++m) tensormap_publish(&gmaps[m], smaps + m * 128);
   if (lane == 0) {  // the producer's loads; the consumers acquire the output map themselves
 #pragma unroll
-    for (int m = 0; m < 4; ++m) tensormap_acquire(&gmaps[m]);
+    for (int m = kMapQ; m < kMapO; ++m) tensormap_acquire(&gmaps[m]);
   }
   return gmaps;
 }

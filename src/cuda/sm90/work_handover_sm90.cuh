@@ -42,8 +42,7 @@ __device__ __forceinline__ ItemPlan plan_item(const ScheduleView& sched, const p
 // Loads and stores go to L2 (.cg), so no stale L1 line is ever read.
 template <typename Shape>
 __device__ __forceinline__ ItemPlan* item_slot(const PrefillArgs& a, int hop) {
-  return reinterpret_cast<ItemPlan*>(static_cast<unsigned char*>(a.scratch) + Shape::kScratchFixed +
-                                     blockIdx.x * Shape::kScratchPerBlock + Shape::kNumMaps * 128 +
+  return reinterpret_cast<ItemPlan*>(reinterpret_cast<unsigned char*>(block_tensor_maps<Shape>(a) + Shape::kNumMaps) +
                                      hop * Shape::kSlotBytes);
 }
 __device__ __forceinline__ void store_item(ItemPlan* slot, const ItemPlan& ip) {
