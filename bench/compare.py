@@ -555,6 +555,9 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--workload", action="append", default=[], help="named workload (repeatable)")
     ap.add_argument("--all", action="store_true", help="every named workload (the default)")
+    ap.add_argument("--custom", action="append", default=[],
+                    help='extra workload "Q[:KV][/c|/n][@H]" in mlakit-bench --lens syntax, e.g. 16x999 or '
+                         '8x1024:8x4096/n or 1x4096@128 (repeatable; bench/workloads.py custom())')
     ap.add_argument("--methods", default=None, help="comma list of: " + ", ".join(ALL_METHODS) +
                     " (default: all; with --smoke all but flex_attention)")
     ap.add_argument("--iters", type=int, default=None, help="timed calls (default 30; --smoke 3)")
@@ -586,8 +589,13 @@ def main(argv=None):
     if iters < 1 or warmup < 0 or plan_iters < 1:
         ap.error("--iters and --plan-iters must be >= 1, --warmup >= 0")
 
-    names = args.workload or [w.name for w in W.named_workloads()]
+    names = args.workload or ([] if args.custom else [w.name for w in W.named_workloads()])
     wls = []
+    for spec in args.custom:
+        try:
+            wls.append(W.custom(spec))
+        except ValueError as ex:
+            ap.error(f"--custom: {ex}")
     for n in names:
         w = W.find(n)
         if w is None:

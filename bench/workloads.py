@@ -131,6 +131,42 @@ def find(name: str) -> Optional[Workload]:
     return None
 
 
+def parse_lens(spec: str) -> List[int]:
+    """"8x999,200" -> [999] * 8 + [200] (mlakit-bench's --lens syntax)."""
+    out: List[int] = []
+    for part in spec.split(","):
+        part = part.strip()
+        if not part:
+            continue
+        if "x" in part:
+            n, length = part.split("x", 1)
+            out += [int(length)] * int(n)
+        else:
+            out.append(int(part))
+    if not out or any(n < 0 for n in out):
+        raise ValueError(f"bad length list {spec!r}")
+    return out
+
+
+def custom(spec: str) -> Workload:
+    """A workload from a spec string, for sweeps beside the named ones:
+    "Q[:KV][/c|/n][@H]", Q and KV in --lens syntax (KV defaults to Q), /c causal (default) or
+    /n non-causal, @H heads (default 16). E.g. "16x999", "8x1024:8x4096/n", "1x4096@128"."""
+    body, heads = (spec.split("@", 1) + ["16"])[:2]
+    causal = True
+    if body.endswith("/n"):
+        body, causal = body[:-2], False
+    elif body.endswith("/c"):
+        body = body[:-2]
+    q_spec, kv_spec = (body.split(":", 1) + [""])[:2]
+    q = parse_lens(q_spec)
+    kv = parse_lens(kv_spec) if kv_spec else list(q)
+    if len(kv) != len(q):
+        raise ValueError(f"{spec!r}: {len(q)} q lengths but {len(kv)} kv lengths")
+    h = int(heads)
+    return Workload(spec, q, kv, causal=causal, heads=h, kv_heads=h)
+
+
 def scaled(w: Workload, divisor: int) -> Workload:
     """Every length divided by `divisor` (at least 1), as mlakit-bench does on the CPU backend."""
     if divisor <= 1:
