@@ -115,7 +115,39 @@ def run_pass(path, steps, bufs, clock, on_out=None):
     return res
 
 
-def busy_pass(torch, path, steps, bufs, clock):
+TIMELINES = []  # --timeline: one entry per (case, path) profiled pass, in run order
+
+
+def timeline_summary(marks, intervals):
+    """Where a step's wall time goes when the GPU is not busy: the host's time before the first
+    device activity (plan + launch), the gaps between consecutive activities (named by the pair
+    around them), and the time after the last one (the host's synchronize). One dict per step."""
+    out = {}
+    for start, idx, ev in marks:
+        iv = sorted(intervals.get(idx, []))
+        host_s, host_e = ev.time_range.start, ev.time_range.end
+        if not iv:
+            continue
+        gaps, by_pair = [], {}
+        end = iv[0][1]
+        for (s0, e0, n0), (s1, e1, n1) in zip(iv, iv[1:]):
+            end = max(end, e0)
+            g = s1 - end
+            if g > 0:
+                gaps.append(g)
+                key = f"{n0[:40]} -> {n1[:40]}"
+                by_pair[key] = by_pair.get(key, 0.0) + g
+        top = sorted(by_pair.items(), key=lambda kv: -kv[1])[:6]
+        out[idx] = {"host_us": host_e - host_s, "before_first_us": iv[0][0] - host_s,
+                    "after_last_us": host_e - max(e for _, e, _ in iv), "gaps_us": sum(gaps),
+                    "num_activities": len(iv), "num_gaps": len(gaps),
+                    "median_gap_us": statistics.median(gaps) if gaps else 0.0,
+                    "top_gap_pairs_us": top,
+                    "activities": [(n[:60], s_ - host_s, e_ - s_) for s_, e_, n in iv]}
+    return out
+
+
+def busy_pass(torch, path, steps, bufs, clock, timeline=None):
     """{step index: GPU-busy ms} from torch.profiler over one pass; None when unavailable.
     Device activities (kernels, copies, memsets) are assigned to the step whose host time window
     contains their start (each step ends with a synchronize, so none spills into the next), which
@@ -145,11 +177,13 @@ def busy_pass(torch, path, steps, bufs, clock):
         for ev in dev_events:
             i = bisect.bisect_right(starts, ev.time_range.start) - 1
             if i >= 0:
-                intervals[marks[i][1]].append((ev.time_range.start, ev.time_range.end))
+                intervals[marks[i][1]].append((ev.time_range.start, ev.time_range.end, ev.name))
+        if timeline is not None:
+            timeline.update(timeline_summary(marks, intervals))
         for idx, iv in intervals.items():  # union of intervals (no double count of overlaps)
             iv.sort()
             total, cur_s, cur_e = 0.0, None, None
-            for s_, e_ in iv:
+            for s_, e_, _ in iv:
                 if cur_e is None or s_ > cur_e:
                     if cur_e is not None:
                         total += cur_e - cur_s
@@ -193,11 +227,28 @@ def measure_path(torch, M, path, steps, bufs, clock, model, args, refs):
     for _ in range(max(1, args.warmup_reps)):
         run_pass(path, steps, bufs, clock, on_out=check if not errs else None)
     warm_s = time.perf_counter() - t0
+    if hasattr(path, "host_split"):
+        path.host_split.clear()
     passes = [run_pass(path, steps, bufs, clock) for _ in range(args.reps)]
+    if getattr(path, "host_split", None):
+        hs = path.host_split
+        log(f"    host per step (median of {len(hs)}): plan() {med([h[0] for h in hs]):.1f} us, "
+            f"graph replay() {med([h[1] for h in hs]):.1f} us")
     busy = None
     if not args.no_profile and clock.cuda:
         try:
-            busy = busy_pass(torch, path, steps, bufs, clock)
+            tl = {} if args.timeline else None
+            busy = busy_pass(torch, path, steps, bufs, clock, timeline=tl)
+            if tl:
+                TIMELINES.append({"path": path.name, "steps": tl})
+                for idx in sorted(tl)[:3]:
+                    t = tl[idx]
+                    log(f"    timeline step {idx}: host {t['host_us']:.0f} us, before first activity "
+                        f"{t['before_first_us']:.0f}, {t['num_gaps']} gaps {t['gaps_us']:.0f} (median "
+                        f"{t['median_gap_us']:.2f}), after last {t['after_last_us']:.0f}, "
+                        f"{t['num_activities']} activities")
+                    for pair, us in t["top_gap_pairs_us"][:4]:
+                        log(f"      gaps {us:7.1f} us  {pair}")
         except Exception as ex:  # noqa: BLE001
             log(f"    (profiler unavailable: {short(ex)}; no busy time / host share)")
     per_step = []
@@ -221,6 +272,9 @@ def measure_path(torch, M, path, steps, bufs, clock, model, args, refs):
            "warmup_s": warm_s, "ttft": S.ttft_stats(ttft),
            "check": {"max_relerr": maxerr, "tol": args.tol,
                      "pass": (maxerr is not None and maxerr <= args.tol) if not args.no_check else None}}
+    if getattr(path, "host_split", None):
+        res["host_plan_us"] = med([h[0] for h in path.host_split])
+        res["host_replay_us"] = med([h[1] for h in path.host_split])
     if res["total_busy_ms"] is not None and total_wall:
         res["host_share"] = 1.0 - res["total_busy_ms"] / total_wall
     if hasattr(path, "graphs"):
@@ -349,6 +403,9 @@ def main(argv=None):
     ap.add_argument("--smoke", action="store_true",
                     help="seconds: 2 layers, N=1 and N=8 at budgets 8192/2048, one timed pass")
     ap.add_argument("--json", default=None)
+    ap.add_argument("--timeline", default=None,
+                    help="write the profiled pass's per-step device activities and the gaps between them "
+                         "(what the host share is made of) to this JSON file")
     args = ap.parse_args(argv)
     args.layers = args.layers or (2 if args.smoke else 27)
     args.reps = args.reps or (1 if args.smoke else 5)
@@ -473,6 +530,11 @@ def main(argv=None):
         with open(args.json, "w") as f:
             json.dump(R.finite_or_none(doc), f, indent=1, default=lambda o: None)
         log(f"wrote {args.json}")
+    if args.timeline:
+        os.makedirs(os.path.dirname(os.path.abspath(args.timeline)), exist_ok=True)
+        with open(args.timeline, "w") as f:
+            json.dump({"git_commit": R.git_commit(), "passes": TIMELINES}, f, indent=0, default=lambda o: None)
+        log(f"wrote {args.timeline}")
     failed = [n for n, r in (small or {}).items() if r.get("pass") is False]
     failed += [f"{c['requests']}:{c['budget']}/{n}" for c in out_cases for n, r in c["paths"].items()
                if (r.get("check") or {}).get("pass") is False]

@@ -378,6 +378,7 @@ class MlakitStepGraphPath(MlakitStepPath):
         self.graphs = {}        # bucket -> torch.cuda.CUDAGraph (or _EmulatedGraph)
         self.graph_bytes = 0    # device memory the captures took (free memory before - after)
         self.capture_s = 0.0
+        self.host_split = []    # per run_step: (plan us, replay us)
 
     def bucket(self, st):
         return S.graph_bucket(st.T + st.ctx_total, self.rows_cap)
@@ -390,11 +391,17 @@ class MlakitStepGraphPath(MlakitStepPath):
 
     def run_step(self, st):
         g_rows = self.bucket(st)
+        t0 = time.perf_counter()
         self._plan(st, g_rows)  # the plan every replay reads (published to the device workspace)
+        t1 = time.perf_counter()
         g = self.graphs.get(g_rows)
         if g is None:
             g = self.graphs[g_rows] = self._capture(g_rows)
+        t2 = time.perf_counter()
         g.replay()
+        # Host time of the two calls (compare_mla reports their medians): plan() from Python, and
+        # the graph launch, during which the GPU has not started the step's first kernel.
+        self.host_split.append(((t1 - t0) * 1e6, (time.perf_counter() - t2) * 1e6))
         return self.out0[:st.T]
 
     def describe(self):

@@ -1,0 +1,51 @@
+#!/usr/bin/env python3
+"""Host cost of MlaStep.plan() from Python, per input form (what an engine passes), for the seed's
+first steps: N=1 (one 999-token request) and N=100 at budget 8192 (8 new requests + one cut at
+the budget, and a step with context). The graph-replayed N=1 step spends its non-busy time here.
+
+    python3 bench/mla_plan_cost.py [--device cuda|cpu] [--iters 2000]
+"""
+import argparse
+import statistics
+import time
+
+import numpy as np
+
+import mlakit
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--device", default="cuda")
+    ap.add_argument("--iters", type=int, default=2000)
+    args = ap.parse_args()
+    try:
+        import torch
+    except ImportError:
+        torch = None
+    step = mlakit.MlaStep(16, dtype="bf16", device=args.device, block_size=16, num_blocks=8192, max_batch=256,
+                          max_tokens=8192, max_context_tokens=8192)
+    cases = {
+        "N=1 (999 new)": ([999], [0]),
+        "N=100 step 1 (8x999 + 200)": ([999] * 8 + [200], [0] * 9),
+        "N=100 step 2 (799 after 200 ctx + 7x999 + 394)": ([799] + [999] * 7 + [400], [200] + [0] * 8),
+    }
+    print(f"device {args.device}; median of {args.iters} plan() calls, microseconds")
+    for name, (q, ctx) in cases.items():
+        cols = max(-(-(a + b) // 16) for a, b in zip(q, ctx))
+        bt = np.arange(len(q) * cols, dtype=np.int32).reshape(len(q), cols)
+        forms = {"numpy int32": bt, "list of lists": bt.tolist()}
+        if torch is not None:
+            forms["torch cpu int32"] = torch.from_numpy(bt)
+        for gr in (0, 8192 + 1024):
+            for fname, table in forms.items():
+                ts = []
+                for _ in range(args.iters):
+                    t0 = time.perf_counter()
+                    step.plan(q, ctx, table, graph_rows=gr)
+                    ts.append(time.perf_counter() - t0)
+                print(f"  {name:48s} graph_rows={gr:5d} {fname:16s} {statistics.median(ts) * 1e6:8.1f}")
+
+
+if __name__ == "__main__":
+    main()
