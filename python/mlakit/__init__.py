@@ -173,6 +173,17 @@ def _is_cuda_array(x: Any) -> bool:
     return False
 
 
+_TORCH_CUDA_USABLE = None
+
+
+def _torch_cuda_usable(torch: Any) -> bool:
+    """torch.cuda.is_available(), asked once per process."""
+    global _TORCH_CUDA_USABLE
+    if _TORCH_CUDA_USABLE is None:
+        _TORCH_CUDA_USABLE = bool(torch.cuda.is_available())
+    return _TORCH_CUDA_USABLE
+
+
 def _torch_current_stream(device: Any) -> int:
     """PyTorch's current stream on `device` (a CUDA device index, or a torch.device)."""
     torch = sys.modules["torch"]
@@ -208,8 +219,11 @@ def _stream_handle(stream: Any, like: Any = None, device: Any = None) -> int:
         return 0
     if device is not None and str(device).startswith("cuda"):
         torch = sys.modules.get("torch")
-        if torch is not None and torch.cuda.is_available():
-            return _torch_current_stream(str(device))
+        if torch is not None and _torch_cuda_usable(torch):
+            # "cuda:N" -> N: the raw getter takes an index (a device string takes torch's slow path,
+            # which builds a Stream object: ~10 us per plan() on the H200's host).
+            dev = str(device)
+            return _torch_current_stream(int(dev[5:]) if len(dev) > 5 else 0)
         cupy = sys.modules.get("cupy")
         if cupy is not None:
             return cupy.cuda.get_current_stream().ptr

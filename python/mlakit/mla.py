@@ -28,18 +28,15 @@ MlaPlanInfo = _C.MlaPlanInfo
 
 
 def _flat_block_table(block_table: Any):
-    """(flat host int array, cols) of a [batch, cols] block table given as a 2-D NumPy array, a CPU
-    torch tensor or a list of equal-length rows."""
+    """(host int array, cols) of a [batch, cols] block table given as a 2-D NumPy array or CPU torch
+    tensor (passed on as it is, any strides) or a list of equal-length rows (flattened)."""
     shape = getattr(block_table, "shape", None)
     if shape is not None:
         if len(shape) != 2:
             raise ValueError(f"mlakit: block_table: must be 2-D [batch_size, cols], got shape {list(shape)}")
-        cols = int(shape[1])
-        if hasattr(block_table, "reshape"):
-            if type(block_table).__module__.startswith("torch"):
-                return block_table.contiguous().reshape(-1), cols
-            import numpy as np
-            return np.ascontiguousarray(block_table).reshape(-1), cols
+        # The extension reads a 2-D host array through its strides: no copy or reshape here (a
+        # torch reshape from Python costs more than the planning it feeds).
+        return block_table, int(shape[1])
     rows = [list(r) for r in block_table]
     cols = len(rows[0]) if rows else 1
     if any(len(r) != cols for r in rows):

@@ -77,7 +77,12 @@ void bind_mla(nb::module_& m) {
              int block_table_cols, nb::handle slot_mapping, float sm_scale, int64_t graph_rows, uintptr_t stream) {
             const std::vector<int32_t> q = host_indptr(query_lens, "query_lens");
             const std::vector<int32_t> ctx = host_indptr(context_lens, "context_lens");
-            const std::vector<int32_t> bt = host_indptr(block_table, "block_table");
+            int64_t table_cols = -1;  // set when block_table comes as a 2-D array
+            const std::vector<int32_t> bt = host_indptr(block_table, "block_table", &table_cols);
+            if (table_cols >= 0 && table_cols != block_table_cols)
+              throw Error(ErrorKind::kInvalidArgument, "block_table",
+                          "has " + std::to_string(table_cols) + " columns but block_table_cols is " +
+                              std::to_string(block_table_cols));
             if (ctx.size() != q.size())
               throw Error(ErrorKind::kInvalidArgument, "context_lens",
                           "has " + std::to_string(ctx.size()) + " entries but query_lens has " + std::to_string(q.size()));

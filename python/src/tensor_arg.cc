@@ -381,10 +381,52 @@ std::optional<TensorArg> optional_tensor_arg(nb::handle obj, const char* name, b
   return tensor_arg(obj, name, writable);
 }
 
-std::vector<int32_t> host_indptr(nb::handle obj, const char* name) {
+// The entries of a 2-D host int32/int64 array, row-major, through its strides.
+static std::vector<int32_t> host_table(const nb::ndarray<nb::ro>& a, const char* name) {
+  int type = a.device_type();
+  if (type != kDLCPU && type != kDLCUDAHost)
+    throw Error(ErrorKind::kTypeMismatch, name,
+                "must be a host (CPU) array: plan() reads it on the host and never synchronizes the device");
+  auto code = static_cast<nb::dlpack::dtype_code>(a.dtype().code);
+  const int bits = a.dtype().bits;
+  const bool is_signed = code == nb::dlpack::dtype_code::Int;
+  if ((!is_signed && code != nb::dlpack::dtype_code::UInt) || (bits != 32 && bits != 64) || a.dtype().lanes != 1)
+    throw Error(ErrorKind::kTypeMismatch, name, "must be an int32 or int64 array, got " + describe_dl_dtype(a.dtype()));
+  const int64_t rows = a.shape(0), cols = a.shape(1);
+  std::vector<int32_t> values(static_cast<size_t>(rows * cols));
+  const char* base = static_cast<const char*>(a.data());
+  const int64_t s0 = a.stride(0) * (bits / 8), s1 = a.stride(1) * (bits / 8);
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t c = 0; c < cols; ++c) {
+      const char* p = base + r * s0 + c * s1;
+      int64_t x;
+      if (bits == 32) {
+        x = is_signed ? static_cast<int64_t>(*reinterpret_cast<const int32_t*>(p))
+                      : static_cast<int64_t>(*reinterpret_cast<const uint32_t*>(p));
+      } else {
+        x = *reinterpret_cast<const int64_t*>(p);
+        if (!is_signed && x < 0) x = std::numeric_limits<int64_t>::max();  // a uint64 past int64
+      }
+      if (x < std::numeric_limits<int32_t>::min() || x > std::numeric_limits<int32_t>::max())
+        throw Error(ErrorKind::kInvalidArgument, name,
+                    "entry [" + std::to_string(r) + ", " + std::to_string(c) + "] = " + std::to_string(x) +
+                        " does not fit in int32");
+      values[static_cast<size_t>(r * cols + c)] = static_cast<int32_t>(x);
+    }
+  }
+  return values;
+}
+
+std::vector<int32_t> host_indptr(nb::handle obj, const char* name, int64_t* cols) {
   std::vector<int32_t> values;
   nb::ndarray<nb::ro> a;
   if (!obj.is_none() && import_array(obj, &a)) {
+    // A 2-D array (a block table) is read row-major through its strides, so the caller need not
+    // flatten it (a torch reshape from Python costs more than the whole read).
+    if (cols != nullptr && a.ndim() == 2) {
+      *cols = a.shape(1);
+      return host_table(a, name);
+    }
     if (a.ndim() != 1)
       throw Error(ErrorKind::kInvalidArgument, name,
                   "must be 1-D, got " + std::to_string(a.ndim()) + " dimensions");

@@ -46,7 +46,8 @@ std::optional<TensorArg> optional_tensor_arg(nb::handle obj, const char* name, b
 void transpose_2d(mlakit::TensorView* v, const char* name);
 
 // Host int32/int64 1-D array (or any sequence of ints) -> int32 values, range-checked.
-std::vector<int32_t> host_indptr(nb::handle obj, const char* name);
+// With `cols`, a 2-D array is accepted too (read row-major; *cols = its column count).
+std::vector<int32_t> host_indptr(nb::handle obj, const char* name, int64_t* cols = nullptr);
 
 // "bf16"/"fp16"/"fp32"/"fp64"/"int32" -> DType; "cpu", "cuda", "cuda:N" -> Device.
 mlakit::DType parse_dtype(const std::string& s, const char* name);

@@ -97,3 +97,28 @@ def test_bad_block_table_and_weight_are_named(rng):
     with pytest.raises(ValueError, match="kv_b_proj"):
         step.run(c["q"], c["kv_c"], c["k_pe"], c["w"].T.copy(), cache)
     np.testing.assert_array_equal(cache, c["cache"])  # nothing written
+
+
+@pytest.mark.parametrize("form", ["int64", "uint32", "strided", "fortran", "list"])
+def test_block_table_forms_plan_the_same_step(rng, form):
+    """The extension reads a 2-D block table through its strides (no flattening in Python): every
+    host form of the same table gives the same output as the contiguous int32 array."""
+    c = make_case(rng, [7, 4], [19, 33])
+    step = mlakit.MlaStep(H, L, DN, R, DV, dtype="fp16", device="cpu", block_size=BS,
+                          num_blocks=c["cache"].shape[0], max_batch=2, max_tokens=16, max_context_tokens=64)
+    step.plan(c["q_lens"], c["ctx_lens"], c["bt"])
+    want = step.run(c["q"], c["kv_c"], c["k_pe"], c["w"], c["cache"].copy())
+    bt = c["bt"]
+    table = {
+        "int64": bt.astype(np.int64),
+        "uint32": np.where(bt < 0, 0, bt).astype(np.uint32),
+        "strided": np.repeat(bt, 2, axis=1)[:, ::2],  # a view with column stride 2
+        "fortran": np.asfortranarray(bt),
+        "list": bt.tolist(),
+    }[form]
+    assert form in ("list", "uint32") or not table.flags.c_contiguous or form == "int64"
+    step.plan(c["q_lens"], c["ctx_lens"], table)
+    got = step.run(c["q"], c["kv_c"], c["k_pe"], c["w"], c["cache"].copy())
+    np.testing.assert_array_equal(got, want)
+    with pytest.raises(ValueError, match="block_table"):
+        step.plan(c["q_lens"], c["ctx_lens"], bt[:, None, :])  # 3-D
