@@ -33,10 +33,45 @@
 #ifndef MLAKIT_SM90_Q_PER_BOX
 #define MLAKIT_SM90_Q_PER_BOX 0
 #endif
+// PREFETCH_Q: the producer prefetches an item's Q tile into L2 as soon as it takes the item from
+// the scheduler (about one item before the single Q buffer frees), so the load that follows the
+// previous item's last S finds it in L2 instead of device memory (each Q tile is read once, so
+// it is never in L2 otherwise). PREFETCH_KV = N > 0: K and V tiles are prefetched into L2 N tiles
+// ahead of their loads (the ring holds two).
+#ifndef MLAKIT_SM90_PREFETCH_Q
+#define MLAKIT_SM90_PREFETCH_Q 0
+#endif
+#ifndef MLAKIT_SM90_PREFETCH_KV
+#define MLAKIT_SM90_PREFETCH_KV 0
+#endif
+// TILE_ORDER: the plan's global longest-first tile list (ScheduleKind::kTilesLongestFirst, heads
+// innermost, as the sm80 kernel walks it) instead of the per-sequence runs; no key-range split.
+#ifndef MLAKIT_SM90_TILE_ORDER
+#define MLAKIT_SM90_TILE_ORDER 0
+#endif
+// LATE_CLAIM: the scheduler warp claims a block's next item from the global counter only once the
+// producer has issued the current item's last load (instead of one whole item ahead), so the
+// plan's longest-first order holds across blocks (work_handover_sm90.cuh).
+#ifndef MLAKIT_SM90_LATE_CLAIM
+#define MLAKIT_SM90_LATE_CLAIM 0
+#endif
+// CROSS_ITEM: the consumers walk the kv tiles of all their items as one stream (the next item's
+// first S and softmax under this item's last P V, this item's epilogue under the next S):
+// consumer_xitem_sm90.cuh. Off: one loop per item (prefill_kernel_sm90.cuh).
+#ifndef MLAKIT_SM90_CROSS_ITEM
+#define MLAKIT_SM90_CROSS_ITEM 0
+#endif
 // Measurement only (wrong results; they bound what hiding a cost could gain): EXP_Q_ONCE loads
 // Q for a block's first item only; EXP_NO_STORE skips the epilogue's stores.
 #ifndef MLAKIT_SM90_EXP_Q_ONCE
 #define MLAKIT_SM90_EXP_Q_ONCE 0
+#endif
+// EXP_PARAM_MAPS: TMA reads the tensor maps from the kernel parameters as the host encoded them
+// (the views' extents, no per-block rewrite to the plan's totals, no publish / acquire fences);
+// right only when the views hold exactly the plan's rows, as mlakit-bench's do. It bounds what the
+// per-block rewrite costs a launch.
+#ifndef MLAKIT_SM90_EXP_PARAM_MAPS
+#define MLAKIT_SM90_EXP_PARAM_MAPS 0
 #endif
 #ifndef MLAKIT_SM90_EXP_NO_STORE
 #define MLAKIT_SM90_EXP_NO_STORE 0

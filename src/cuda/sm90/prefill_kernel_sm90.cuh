@@ -38,10 +38,12 @@
 #include "cuda/common/online_softmax.cuh"
 #include "cuda/common/score_transform.cuh"
 #include "cuda/common/tile_store.cuh"
+#include "cuda/sm90/consumer_xitem_sm90.cuh"
 #include "cuda/sm90/epilogue_sm90.cuh"
 #include "cuda/sm90/kernel_layout_sm90.cuh"
 #include "cuda/sm90/mainloop_sm90.cuh"
 #include "cuda/sm90/producer_sm90.cuh"
+#include "cuda/sm90/trace_sm90.cuh"
 #include "cuda/sm90/ptx_sm90.cuh"
 #include "cuda/sm90/work_handover_sm90.cuh"
 
@@ -90,11 +92,30 @@ __device__ __forceinline__ void consumer(const Sm90Params& p, uint32_t sbase, un
   };
   ItemPlan upcoming = next_item();
   // The producer warp published this block's tensor maps before it handed over the first item.
+#if MLAKIT_SM90_EXP_PARAM_MAPS
+  const CUtensorMap* tm_o = &p.tm_o;
+#else
   const CUtensorMap* tm_o = block_tensor_maps<Shape>(a) + kMapO;
   if (tid == 0 && o_tma) tensormap_acquire(tm_o);
+#endif
+#if MLAKIT_SM90_TRACE
+  int trace_k = 0;
+  TraceRec trace_rec{};
+  const bool tracer = cw == 0 && tid == 0;
+#endif
   while (upcoming.valid) {
     const ItemPlan ip = upcoming;
     const WorkItem& it = ip.it;
+#if MLAKIT_SM90_TRACE
+    if (tracer) {
+      trace_rec = TraceRec{};
+      trace_rec.t_begin = trace_now();
+      trace_rec.n_tiles = ip.n_tiles;
+      trace_rec.head = it.head;
+      trace_rec.row0 = it.row0;
+      trace_rec.q_begin = it.q_begin;
+    }
+#endif
     const rule::MaskRule<int> mr{it.lq, it.lk, hdr.causal != 0, hdr.window_left};
     const int row_in_seq[2] = {it.row0 + warp_row0 + lane / 4, it.row0 + warp_row0 + lane / 4 + 8};
 
@@ -120,6 +141,9 @@ __device__ __forceinline__ void consumer(const Sm90Params& p, uint32_t sbase, un
       // kv tile 0: S, softmax, P.
       uint32_t stage = kv_iter & 1, parity = (kv_iter >> 1) & 1;
       mbar_wait(bar(kBarKFull + stage), parity);
+#if MLAKIT_SM90_TRACE
+      if (tracer) trace_rec.t_qk = trace_now();
+#endif
       turn_wait(cw);
       wgmma_fence();
 #if MLAKIT_SM90_Q_PER_BOX
@@ -133,6 +157,9 @@ __device__ __forceinline__ void consumer(const Sm90Params& p, uint32_t sbase, un
       if (tid == 0) pay_v();
       wgmma_wait<0>();
       fence_regs(s_flat);
+#if MLAKIT_SM90_TRACE
+      if (tracer) trace_rec.t_s0 = trace_now();
+#endif
       if (lane == 0) {
         mbar_arrive(bar(kBarKEmpty + stage));
         if (ip.n_tiles == 1) mbar_arrive(bar(kBarQEmpty));
@@ -200,10 +227,16 @@ __device__ __forceinline__ void consumer(const Sm90Params& p, uint32_t sbase, un
       // zeros): P is 0 there, but 0 * inf would be NaN, so zero them first (both warpgroups
       // share the stage; each clears half, then they meet at a named barrier).
       mbar_wait(bar(kBarVFull + stage), parity);
+#if MLAKIT_SM90_TRACE
+      if (tracer) trace_rec.t_vlast = trace_now();
+#endif
       // The next item, now: the producer handed it over once it had issued this item's last
       // load (which has landed), and the slot's L2 round trip then overlaps the last P V.
       upcoming = next_item();
       fetched = true;
+#if MLAKIT_SM90_TRACE
+      if (tracer) trace_rec.t_next = trace_now();
+#endif
       const int valid = it.lk - n0;
       if (valid < BN) {
         const int ctid = threadIdx.x - 128;  // 0..255 over both consumer warpgroups
@@ -229,6 +262,9 @@ __device__ __forceinline__ void consumer(const Sm90Params& p, uint32_t sbase, un
       wgmma_wait<0>();
       fence_regs(o_flat);
       fence_regs(pf_flat);
+#if MLAKIT_SM90_TRACE
+      if (tracer) trace_rec.t_pv = trace_now();
+#endif
       // With the TMA-store epilogue, warp 0's arrival waits for the stores that read this stage.
       if (lane == 0 && !(o_tma && ip.chunk < 0 && warp == 0)) mbar_arrive(bar(kBarVEmpty + stage));
       ++kv_iter;
@@ -248,6 +284,9 @@ __device__ __forceinline__ void consumer(const Sm90Params& p, uint32_t sbase, un
                             a.lse_stride_tok, warp_row0, lane);
     } else if (o_tma && ip.n_tiles > 0) {
       named_barrier_sync<kBarOStage, 256>();  // both warpgroups' last P V has read the stage
+#if MLAKIT_SM90_TRACE
+      if (tracer) trace_rec.t_ostage = trace_now();
+#endif
       const uint32_t last_stage = (kv_iter - 1) & 1;  // the V stage of the item's last P V
       if (ip.rows >= (cw + 1) * 64) {
         stage_and_store_o<Shape, T>(o, l_total, sbase + Shape::kOffV + last_stage * Shape::kVBytes, tm_o, cw,
@@ -263,11 +302,25 @@ __device__ __forceinline__ void consumer(const Sm90Params& p, uint32_t sbase, un
       store_rows<DVO>(o, sm.m, l_total, out_tile, a.o_stride_tok, lse_tile, a.lse_stride_tok, warp_row0, ip.rows,
                       lane);
     }
+#if MLAKIT_SM90_TRACE
+    if (tracer) {
+      trace_rec.t_end = trace_now();
+      if (blockIdx.x < kTraceBlocks && trace_k < kTracePerBlock)
+        g_sm90_trace[blockIdx.x * kTracePerBlock + trace_k] = trace_rec;
+      ++trace_k;
+    }
+#endif
   }
   if (tid == 0) {
     pay_v();
     tma_store_wait_all();  // the output is written before the block exits
   }
+#if MLAKIT_SM90_TRACE
+  if (tracer && blockIdx.x < kTraceBlocks) {
+    g_sm90_block_t[2 * blockIdx.x + 1] = trace_now();
+    g_sm90_trace_n[blockIdx.x] = trace_k;
+  }
+#endif
   if (cw == 0) turn_wait(0);  // takes warpgroup 1's last pass, so no barrier is left half-arrived
 }
 
@@ -289,6 +342,9 @@ __global__ void __launch_bounds__(Shape::kThreads, 1) prefill_sm90_kernel(const 
   // descriptors derived from it then live in uniform registers (no R2UR per wgmma, no spills).
   const int wg = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x / 128), 0);
 
+#if MLAKIT_SM90_TRACE
+  if (threadIdx.x == 128 && blockIdx.x < kTraceBlocks) g_sm90_block_t[2 * blockIdx.x] = trace_now();
+#endif
   if (threadIdx.x == 0) {
     // The plan must have been built for this kernel's tile, or rows would be skipped or repeated.
     if (hdr.block_m != Shape::BM || hdr.block_n != Shape::BN) __trap();
@@ -321,7 +377,11 @@ __global__ void __launch_bounds__(Shape::kThreads, 1) prefill_sm90_kernel(const 
     }
   } else {
     setmaxnreg_inc<232>();
+#if MLAKIT_SM90_CROSS_ITEM
+    consumer_xitem<T, Shape>(p, sbase, smem, hdr, wg - 1);
+#else
     consumer<T, Shape>(p, sbase, smem, hdr, wg - 1);
+#endif
   }
 }
 

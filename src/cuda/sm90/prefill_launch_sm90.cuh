@@ -124,6 +124,10 @@ void launch_prefill_sm90(const PrefillArgs& args, int grid_blocks, cudaStream_t 
   static std::once_flag once;
   std::call_once(once, [] { set_smem_limit<T, DQK, DVO>(); });
   const Sm90Params p = params_for<T, DQK, DVO>(args);
+#if MLAKIT_SM90_TRACE
+  trace_register(DQK == 192 ? (sizeof(T) == 2 && DTypeOf<T>::value == DType::kBF16 ? "d192_bf16" : "d192_fp16")
+                                   : (DTypeOf<T>::value == DType::kBF16 ? "d128_bf16" : "d128_fp16"));
+#endif
   launch_kernel(prefill_sm90_kernel<T, Shape>, grid_blocks, Shape::kThreads, Shape::kSmemBytes, stream, p);
 }
 
@@ -154,7 +158,8 @@ void launch_entry(const PrefillArgs& args, int grid_blocks, Stream stream) {
       DVO,                                                                   \
       sm90::Sm90Shape<DQK, DVO>::BM,                                         \
       sm90::Sm90Shape<DQK, DVO>::BN,                                         \
-      static_cast<int>(plan::ScheduleKind::kSequenceRuns),                   \
+      static_cast<int>(MLAKIT_SM90_TILE_ORDER ? plan::ScheduleKind::kTilesLongestFirst           \
+                                              : plan::ScheduleKind::kSequenceRuns),             \
       sm90::Sm90Shape<DQK, DVO>::kScratchFixed,                              \
       sm90::Sm90Shape<DQK, DVO>::kScratchPerBlock,                           \
       sm90::Sm90Shape<DQK, DVO>::kSplitSlotBytes,                            \

@@ -13,10 +13,20 @@ namespace cuda {
 namespace sm90 {
 
 template <int BM, int BN>
-__device__ __forceinline__ ItemPlan plan_item(const ScheduleView& sched, const plan::ScheduleHeader& hdr, int w) {
+__device__ __forceinline__ ItemPlan plan_item(const ScheduleView& sched, const plan::ScheduleHeader& hdr, int w,
+                                              int num_heads) {
   ItemPlan ip;
   ip.valid = 1;
+#if MLAKIT_SM90_TILE_ORDER
+  RunWorkItem ri;
+  ri.it = sched.item(w, num_heads, BM);
+  ri.chunk = -1;
+  ri.chunk_tiles = 0;
+  ri.slot = -1;
+#else
+  (void)num_heads;
   const RunWorkItem ri = sched.run_item(w, hdr.num_runs, hdr.head_group, BM);
+#endif
   ip.it = ri.it;
   ip.rows = min(BM, ip.it.lq - ip.it.row0);
   const rule::MaskRule<int> mr{ip.it.lq, ip.it.lk, hdr.causal != 0, hdr.window_left};
@@ -72,9 +82,31 @@ __device__ __forceinline__ void scheduler_warp(const Sm90Params& p, const Schedu
   int* blocks_done = next_item + 1;
   ItemPlan* slot = item_slot<Shape>(p.args, 0);
   int w = blockIdx.x;
+#if MLAKIT_SM90_LATE_CLAIM
+  // An item is claimed only when the producer asks for it, i.e. once it has issued the last load
+  // of the block's current item (about two kv tiles before that item ends). Claiming at the start
+  // of the current item instead (one item ahead) hands the plan's long items to blocks that are
+  // still busy for a whole long item: the last long items then start late and the launch ends on
+  // them (measured with MLAKIT_SM90_TRACE: 11-14% of 8x999+200 and 8x999 spent in that tail).
+  for (bool first = true;; first = false) {
+    named_barrier_sync<kBarSchedEmpty, kSchedHop>();  // the producer wants its next item
+    if (!first) {
+      int next = 0;
+      if (lane == 0) next = atomicAdd(next_item, 1);
+      w = __shfl_sync(0xffffffffu, next, 0) + static_cast<int>(gridDim.x);
+    }
+    ItemPlan ip{};  // valid = 0: no more work
+    if (w < hdr.num_items) ip = plan_item<Shape::BM, Shape::BN>(sched, hdr, w, p.args.num_qo_heads);
+    if (lane == 0) store_item(slot, ip);
+    __syncwarp();
+    named_barrier_arrive<kBarSchedFull, kSchedHop>();
+    if (!ip.valid) break;
+  }
+  pdl_launch_dependents();  // as below
+#else
   while (true) {
     ItemPlan ip{};  // valid = 0: no more work
-    if (w < hdr.num_items) ip = plan_item<Shape::BM, Shape::BN>(sched, hdr, w);
+    if (w < hdr.num_items) ip = plan_item<Shape::BM, Shape::BN>(sched, hdr, w, p.args.num_qo_heads);
     named_barrier_sync<kBarSchedEmpty, kSchedHop>();
     if (lane == 0) store_item(slot, ip);
     __syncwarp();
@@ -88,6 +120,7 @@ __device__ __forceinline__ void scheduler_warp(const Sm90Params& p, const Schedu
   // as SMs free up; they still wait for this whole grid before touching memory.
   pdl_launch_dependents();
   named_barrier_sync<kBarSchedEmpty, kSchedHop>();  // the producer's last "read"
+#endif
   // The last block out leaves the counters zero for the next launch (or graph replay).
   if (lane == 0) {
     __threadfence();

@@ -1,0 +1,91 @@
+#!/usr/bin/env python3
+"""Summarize a block timeline of one sm90 launch (a build with MLAKIT_SM90_TRACE=1; see
+src/cuda/sm90/trace_sm90.cuh): where the launch's time goes between start-up, items and the tail.
+
+    MLAKIT_SM90_TRACE_FILE=/tmp/t mlakit-bench --kernel sm90 --workload 8x999+200 --no-check
+    python3 bench/sm90_trace.py /tmp/t.d192_bf16.txt
+"""
+import collections
+import statistics
+import sys
+
+
+def main(path):
+    blocks, items = {}, []
+    for line in open(path):
+        f = line.split()
+        if not f or f[0] == "#":
+            continue
+        if f[0] == "B":
+            blocks[int(f[1])] = (int(f[2]), int(f[3]))
+        elif f[0] == "I":
+            v = list(map(int, f[1:])) + [-1] * 5
+            b, k, n, head, row0, qb, t0, ts, te, tqk, tvl, tnx, tpv, tos = v[:14]
+            items.append(dict(b=b, k=k, n=n, head=head, row0=row0, q=qb, t0=t0, ts=ts, te=te, tqk=tqk, tvl=tvl,
+                              tnx=tnx, tpv=tpv, tos=tos))
+    if not blocks:
+        print("no blocks")
+        return
+    end = max(e for _, e in blocks.values())
+    P = len(blocks)
+    print(f"{path}: {P} blocks, {len(items)} items, launch {end / 1e3:.1f} us (first block start to last block end)")
+    starts = sorted(s for s, _ in blocks.values())
+    ends = sorted(e for _, e in blocks.values())
+    print(f"  block starts: min {starts[0]/1e3:.1f} median {statistics.median(starts)/1e3:.1f} max {starts[-1]/1e3:.1f} us")
+    print(f"  block ends:   min {ends[0]/1e3:.1f} median {statistics.median(ends)/1e3:.1f} max {ends[-1]/1e3:.1f} us")
+    by_b = collections.defaultdict(list)
+    for it in items:
+        by_b[it["b"]].append(it)
+    first_item = [min(x["t0"] for x in v) - blocks[b][0] for b, v in by_b.items()]
+    busy = sum(it["te"] - it["t0"] for it in items)
+    idle_end = sum(end - e for _, e in blocks.values())
+    gaps = []
+    for b, v in by_b.items():
+        v.sort(key=lambda x: x["k"])
+        gaps += [v[i + 1]["t0"] - v[i]["te"] for i in range(len(v) - 1)]
+    total = P * end
+    print(f"  of {P} x launch = {total/1e6:.2f} block-ms: items {100*busy/total:.1f}%, "
+          f"before the first item {100*sum(first_item)/total:.1f}% (median {statistics.median(first_item)/1e3:.2f} us), "
+          f"after the block's last item until the launch ends {100*idle_end/total:.1f}%, "
+          f"between items {100*sum(gaps)/total:.1f}%")
+    by_n = collections.defaultdict(list)
+    for it in items:
+        by_n[it["n"]].append(it)
+    print("  n_tiles  count  median us  first-S us (take item -> S0 landed)  per-tile us")
+    for n in sorted(by_n):
+        v = by_n[n]
+        d = statistics.median(x["te"] - x["t0"] for x in v) / 1e3
+        s0 = statistics.median(x["ts"] - x["t0"] for x in v if x["ts"]) / 1e3 if any(x["ts"] for x in v) else 0
+        print(f"  {n:7d} {len(v):6d} {d:10.2f} {s0:12.2f} {d / max(n, 1):20.2f}")
+    # An item's phases (medians over items with all stamps), for the short items that dominate
+    # ragged batches: take -> Q,K landed -> S0 done ... last V landed -> next item taken -> last
+    # P V done -> O staging barrier -> end.
+    print("  phases (median us): n  qk-wait  S0  [loop..vlast]  next-item  lastPV  to-ostage  epilogue")
+    for n in sorted(by_n)[:4] + sorted(by_n)[-1:]:
+        v = [x for x in by_n[n] if min(x["tqk"], x["tvl"], x["tnx"], x["tpv"]) >= 0]
+        if not v:
+            continue
+        m = lambda a, b: statistics.median(x[b] - x[a] for x in v) / 1e3  # noqa: E731
+        ost = [x for x in v if x["tos"] >= 0]
+        to_os = statistics.median(x["tos"] - x["tpv"] for x in ost) / 1e3 if ost else float("nan")
+        ep = statistics.median(x["te"] - x["tos"] for x in ost) / 1e3 if ost else float("nan")
+        print(f"  {n:3d} {m('t0', 'tqk'):8.2f} {m('tqk', 'ts'):5.2f} {m('ts', 'tvl'):13.2f} {m('tvl', 'tnx'):10.2f} "
+              f"{m('tnx', 'tpv'):7.2f} {to_os:10.2f} {ep:9.2f}")
+    # Items that finish last: what the tail is made of.
+    last = sorted(items, key=lambda x: -x["te"])[:8]
+    print("  the last items to finish: (block, k, n_tiles, head, row0, q_begin, begin us, end us)")
+    for it in last:
+        print(f"    {it['b']:4d} {it['k']:3d} {it['n']:3d} {it['head']:3d} {it['row0']:5d} {it['q']:6d} "
+              f"{it['t0']/1e3:8.1f} {it['te']/1e3:8.1f}")
+    # Least-squares fit of item duration = c0 + n * t.
+    xs = [it["n"] for it in items]
+    ys = [(it["te"] - it["t0"]) / 1e3 for it in items]
+    if len(set(xs)) > 1:
+        mx, my = statistics.mean(xs), statistics.mean(ys)
+        t = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)
+        print(f"  fit: item us = {my - t * mx:.2f} + {t:.2f} x n_tiles")
+
+
+if __name__ == "__main__":
+    for p in sys.argv[1:]:
+        main(p)

@@ -1,0 +1,91 @@
+// Build option MLAKIT_SM90_TRACE (measurement only, off in every shipped build): consumer thread 0
+// of each block stamps every item it runs with the global timer (when it takes the item, when its
+// first S = Q K^T has landed, when its epilogue is done), and the block's start and end. At
+// process exit the last launch's stamps are written to $MLAKIT_SM90_TRACE_FILE (one file per
+// instantiation that ran), so a block-by-block timeline of one launch can be read back from a
+// benchmark run of a single workload. The buffers are per translation unit (static).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <mutex>
+
+#ifndef MLAKIT_SM90_TRACE
+#define MLAKIT_SM90_TRACE 0
+#endif
+
+namespace mlakit {
+namespace cuda {
+namespace sm90 {
+
+constexpr int kTraceBlocks = 264;
+constexpr int kTracePerBlock = 160;
+
+struct TraceRec {
+  unsigned long long t_begin, t_s0, t_end;
+  // t_qk: Q and K_0 landed (S0 issue); t_vlast: the last tile's V landed; t_next: the next item
+  // taken; t_pv: the last P V done; t_ostage: both warpgroups at the O staging barrier.
+  unsigned long long t_qk, t_vlast, t_next, t_pv, t_ostage;
+  int n_tiles, head, row0, q_begin;
+};
+
+#if MLAKIT_SM90_TRACE
+static __device__ TraceRec g_sm90_trace[kTraceBlocks * kTracePerBlock];
+static __device__ unsigned long long g_sm90_block_t[kTraceBlocks * 2];
+static __device__ int g_sm90_trace_n[kTraceBlocks];
+
+__device__ __forceinline__ unsigned long long trace_now() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
+static void trace_dump(const char* tag) {
+  static TraceRec rec[kTraceBlocks * kTracePerBlock];
+  static unsigned long long bt[kTraceBlocks * 2];
+  static int n[kTraceBlocks];
+  if (cudaDeviceSynchronize() != cudaSuccess) return;
+  if (cudaMemcpyFromSymbol(rec, g_sm90_trace, sizeof(rec)) != cudaSuccess) return;
+  if (cudaMemcpyFromSymbol(bt, g_sm90_block_t, sizeof(bt)) != cudaSuccess) return;
+  if (cudaMemcpyFromSymbol(n, g_sm90_trace_n, sizeof(n)) != cudaSuccess) return;
+  const char* env = std::getenv("MLAKIT_SM90_TRACE_FILE");
+  char path[512];
+  std::snprintf(path, sizeof(path), "%s.%s.txt", env ? env : "/tmp/sm90_trace", tag);
+  FILE* f = std::fopen(path, "w");
+  if (!f) return;
+  unsigned long long t0 = ~0ull;
+  for (int b = 0; b < kTraceBlocks; ++b)
+    if (bt[2 * b] && bt[2 * b] < t0) t0 = bt[2 * b];
+  std::fprintf(f, "# times in ns from the first block's start\n# B block start end\n# I block k n_tiles head row0 q_begin begin s0 end qk vlast next pv ostage\n");
+  for (int b = 0; b < kTraceBlocks; ++b) {
+    if (!bt[2 * b]) continue;
+    std::fprintf(f, "B %d %lld %lld\n", b, (long long)(bt[2 * b] - t0), (long long)(bt[2 * b + 1] - t0));
+    for (int k = 0; k < n[b] && k < kTracePerBlock; ++k) {
+      const TraceRec& r = rec[b * kTracePerBlock + k];
+      auto rel = [&](unsigned long long t) { return t ? (long long)(t - t0) : -1ll; };
+      std::fprintf(f, "I %d %d %d %d %d %d %lld %lld %lld %lld %lld %lld %lld %lld\n", b, k, r.n_tiles, r.head,
+                   r.row0, r.q_begin, rel(r.t_begin), rel(r.t_s0), rel(r.t_end), rel(r.t_qk), rel(r.t_vlast),
+                   rel(r.t_next), rel(r.t_pv), rel(r.t_ostage));
+    }
+  }
+  std::fclose(f);
+}
+
+// Called by the host launch: registers the dump once per translation unit (internal linkage, like
+// the buffers it reads).
+static void trace_register(const char* tag) {
+  static std::once_flag once;
+  static const char* saved = nullptr;
+  std::call_once(once, [&] {
+    saved = tag;
+    std::atexit([] { trace_dump(saved); });
+  });
+}
+#endif
+
+}  // namespace sm90
+}  // namespace cuda
+}  // namespace mlakit
