@@ -381,41 +381,31 @@ std::optional<TensorArg> optional_tensor_arg(nb::handle obj, const char* name, b
   return tensor_arg(obj, name, writable);
 }
 
-// The entries of a 2-D host int32/int64 array, row-major, through its strides.
-static std::vector<int32_t> host_table(const nb::ndarray<nb::ro>& a, const char* name) {
+// A host int32/int64 (signed or unsigned) array's checks, and one entry widened to int64 (a
+// uint64 past int64's range saturates; the int32 range check then rejects it).
+static void check_host_int_array(const nb::ndarray<nb::ro>& a, const char* name) {
   int type = a.device_type();
   if (type != kDLCPU && type != kDLCUDAHost)
     throw Error(ErrorKind::kTypeMismatch, name,
                 "must be a host (CPU) array: plan() reads it on the host and never synchronizes the device");
   auto code = static_cast<nb::dlpack::dtype_code>(a.dtype().code);
-  const int bits = a.dtype().bits;
-  const bool is_signed = code == nb::dlpack::dtype_code::Int;
-  if ((!is_signed && code != nb::dlpack::dtype_code::UInt) || (bits != 32 && bits != 64) || a.dtype().lanes != 1)
+  int bits = a.dtype().bits;
+  bool integral = code == nb::dlpack::dtype_code::Int || code == nb::dlpack::dtype_code::UInt;
+  if (!integral || (bits != 32 && bits != 64) || a.dtype().lanes != 1)
     throw Error(ErrorKind::kTypeMismatch, name, "must be an int32 or int64 array, got " + describe_dl_dtype(a.dtype()));
-  const int64_t rows = a.shape(0), cols = a.shape(1);
-  std::vector<int32_t> values(static_cast<size_t>(rows * cols));
-  const char* base = static_cast<const char*>(a.data());
-  const int64_t s0 = a.stride(0) * (bits / 8), s1 = a.stride(1) * (bits / 8);
-  for (int64_t r = 0; r < rows; ++r) {
-    for (int64_t c = 0; c < cols; ++c) {
-      const char* p = base + r * s0 + c * s1;
-      int64_t x;
-      if (bits == 32) {
-        x = is_signed ? static_cast<int64_t>(*reinterpret_cast<const int32_t*>(p))
-                      : static_cast<int64_t>(*reinterpret_cast<const uint32_t*>(p));
-      } else {
-        x = *reinterpret_cast<const int64_t*>(p);
-        if (!is_signed && x < 0) x = std::numeric_limits<int64_t>::max();  // a uint64 past int64
-      }
-      if (x < std::numeric_limits<int32_t>::min() || x > std::numeric_limits<int32_t>::max())
-        throw Error(ErrorKind::kInvalidArgument, name,
-                    "entry [" + std::to_string(r) + ", " + std::to_string(c) + "] = " + std::to_string(x) +
-                        " does not fit in int32");
-      values[static_cast<size_t>(r * cols + c)] = static_cast<int32_t>(x);
-    }
-  }
-  return values;
 }
+
+static int64_t host_int_at(const char* p, bool is_signed, int bits) {
+  if (bits == 32)
+    // Each branch widened on its own: a bare ?: would convert int32 to uint32 (-1 -> 2^32 - 1).
+    return is_signed ? static_cast<int64_t>(*reinterpret_cast<const int32_t*>(p))
+                     : static_cast<int64_t>(*reinterpret_cast<const uint32_t*>(p));
+  if (is_signed) return *reinterpret_cast<const int64_t*>(p);
+  uint64_t u = *reinterpret_cast<const uint64_t*>(p);
+  return u > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) ? std::numeric_limits<int64_t>::max()
+                                                                        : static_cast<int64_t>(u);
+}
+
 
 std::vector<int32_t> host_indptr(nb::handle obj, const char* name, int64_t* cols) {
   std::vector<int32_t> values;
@@ -423,44 +413,28 @@ std::vector<int32_t> host_indptr(nb::handle obj, const char* name, int64_t* cols
   if (!obj.is_none() && import_array(obj, &a)) {
     // A 2-D array (a block table) is read row-major through its strides, so the caller need not
     // flatten it (a torch reshape from Python costs more than the whole read).
-    if (cols != nullptr && a.ndim() == 2) {
-      *cols = a.shape(1);
-      return host_table(a, name);
-    }
-    if (a.ndim() != 1)
+    const bool table = cols != nullptr && a.ndim() == 2;
+    if (a.ndim() != 1 && !table)
       throw Error(ErrorKind::kInvalidArgument, name,
                   "must be 1-D, got " + std::to_string(a.ndim()) + " dimensions");
-    int type = a.device_type();
-    if (type != kDLCPU && type != kDLCUDAHost)
-      throw Error(ErrorKind::kTypeMismatch, name,
-                  "must be a host (CPU) array: plan() reads it on the host and never synchronizes the device");
-    auto code = static_cast<nb::dlpack::dtype_code>(a.dtype().code);
-    int bits = a.dtype().bits;
-    bool integral = code == nb::dlpack::dtype_code::Int || code == nb::dlpack::dtype_code::UInt;
-    if (!integral || (bits != 32 && bits != 64) || a.dtype().lanes != 1)
-      throw Error(ErrorKind::kTypeMismatch, name,
-                  "must be an int32 or int64 array, got " + describe_dl_dtype(a.dtype()));
-    values.resize(a.shape(0));
+    check_host_int_array(a, name);
+    const bool is_signed = static_cast<nb::dlpack::dtype_code>(a.dtype().code) == nb::dlpack::dtype_code::Int;
+    const int bits = a.dtype().bits;
+    const int64_t rows = table ? a.shape(0) : 1, n = table ? a.shape(1) : a.shape(0);
+    const int64_t s0 = table ? a.stride(0) * (bits / 8) : 0, s1 = a.stride(table ? 1 : 0) * (bits / 8);
+    if (table) *cols = n;
+    values.resize(static_cast<size_t>(rows * n));
     const char* base = static_cast<const char*>(a.data());
-    const int64_t stride_bytes = a.stride(0) * (bits / 8);
-    for (size_t i = 0; i < values.size(); ++i) {
-      const char* p = base + static_cast<int64_t>(i) * stride_bytes;
-      int64_t x;
-      if (bits == 32)
-        // Each branch widened on its own: a bare ?: would convert int32 to uint32 (-1 -> 2^32 - 1).
-        x = code == nb::dlpack::dtype_code::Int ? static_cast<int64_t>(*reinterpret_cast<const int32_t*>(p))
-                                                : static_cast<int64_t>(*reinterpret_cast<const uint32_t*>(p));
-      else if (code == nb::dlpack::dtype_code::Int)
-        x = *reinterpret_cast<const int64_t*>(p);
-      else {
-        uint64_t u = *reinterpret_cast<const uint64_t*>(p);
-        x = u > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) ? std::numeric_limits<int64_t>::max()
-                                                                           : static_cast<int64_t>(u);
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t i = 0; i < n; ++i) {
+        const int64_t x = host_int_at(base + r * s0 + i * s1, is_signed, bits);
+        if (x < std::numeric_limits<int32_t>::min() || x > std::numeric_limits<int32_t>::max())
+          throw Error(ErrorKind::kInvalidArgument, name,
+                      (table ? "entry [" + std::to_string(r) + ", " + std::to_string(i) + "]"
+                             : "entry " + std::to_string(i)) +
+                          " = " + std::to_string(x) + " does not fit in int32");
+        values[static_cast<size_t>(r * n + i)] = static_cast<int32_t>(x);
       }
-      if (x < std::numeric_limits<int32_t>::min() || x > std::numeric_limits<int32_t>::max())
-        throw Error(ErrorKind::kInvalidArgument, name,
-                    "entry " + std::to_string(i) + " = " + std::to_string(x) + " does not fit in int32");
-      values[i] = static_cast<int32_t>(x);
     }
     return values;
   }
