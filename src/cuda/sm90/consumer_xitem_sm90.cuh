@@ -136,23 +136,6 @@ __device__ __forceinline__ void consumer_xitem(const Sm90Params& p, uint32_t sba
       store_rows<DVO>(o, m, l, out_tile, a.o_stride_tok, lse_tile, a.lse_stride_tok, warp_row0, ip.rows, lane);
     }
   };
-  // V rows past the sequence end (the last tile of an item): P is 0 there, but 0 * inf = NaN.
-  auto clear_v_tail = [&](const ItemPlan& ip, int n0, uint32_t stage) {
-    const int valid = ip.it.lk - n0;
-    if (valid < BN) {
-      const int ctid = threadIdx.x - 128;  // 0..255 over both consumer warpgroups
-      const int chunks = (BN - valid) * Shape::kVBoxes * 8;
-      unsigned char* sv = smem + Shape::kOffV + stage * Shape::kVBytes;
-      for (int c = ctid; c < chunks; c += 256) {
-        const int row = valid + c / (Shape::kVBoxes * 8);
-        const int rem = c % (Shape::kVBoxes * 8);
-        *reinterpret_cast<uint4*>(sv + (rem / 8) * Shape::kBoxBytesKV + row * 128 + (rem % 8) * 16) =
-            make_uint4(0, 0, 0, 0);
-      }
-      fence_proxy_async_smem();
-      named_barrier_sync<kBarVClear, 256>();
-    }
-  };
   // The (masked) softmax of a tile of item `ip` starting at key n0.
   auto softmax_of = [&](RowSoftmax<BN / 8>& sm, const ItemPlan& ip, int n0) {
     const rule::MaskRule<int> mr{ip.it.lq, ip.it.lk, hdr.causal != 0, hdr.window_left};
@@ -245,7 +228,7 @@ __device__ __forceinline__ void consumer_xitem(const Sm90Params& p, uint32_t sba
 #endif
       mbar_wait(bar(kBarVFull + ct_stage), ct_phase);
       const bool ct_last = !same;
-      if (ct_last) clear_v_tail(ct_item, n0, ct_stage);
+      if (ct_last) clear_v_rows_past<Shape>(smem, ct_stage, ct_item.it.lk - n0);
       wgmma_fence();  // O was just written by ordinary instructions
       issue_pv<T, Shape>(o_flat, pf, sbase + Shape::kOffV + ct_stage * Shape::kVBytes, t != 0);
       wgmma_commit();
@@ -301,7 +284,7 @@ __device__ __forceinline__ void consumer_xitem(const Sm90Params& p, uint32_t sba
     }
     rescale_rows(o, alpha);
     mbar_wait(bar(kBarVFull + ct_stage), ct_phase);
-    clear_v_tail(ct_item, n0, ct_stage);
+    clear_v_rows_past<Shape>(smem, ct_stage, ct_item.it.lk - n0);
     wgmma_fence();
     issue_pv<T, Shape>(o_flat, pf, sbase + Shape::kOffV + ct_stage * Shape::kVBytes, t != 0);
     wgmma_commit();

@@ -57,6 +57,27 @@ __device__ __forceinline__ void issue_pv(float (&o)[64], const uint32_t (&p)[Sha
   }
 }
 
+// V rows past the sequence end in an item's last kv tile (`valid` rows hold keys): P is 0 there, but
+// 0 * inf would be NaN, so both consumer warpgroups zero half of them each and meet at a named
+// barrier before the P V.
+template <typename Shape>
+__device__ __forceinline__ void clear_v_rows_past(unsigned char* smem, uint32_t stage, int valid) {
+  constexpr int BN = Shape::BN;
+  if (valid < BN) {
+    const int ctid = threadIdx.x - 128;  // 0..255 over both consumer warpgroups
+    const int chunks = (BN - valid) * Shape::kVBoxes * 8;  // 16-byte chunks to clear
+    unsigned char* sv = smem + Shape::kOffV + stage * Shape::kVBytes;
+    for (int c = ctid; c < chunks; c += 256) {
+      const int row = valid + c / (Shape::kVBoxes * 8);
+      const int rem = c % (Shape::kVBoxes * 8);
+      *reinterpret_cast<uint4*>(sv + (rem / 8) * Shape::kBoxBytesKV + row * 128 + (rem % 8) * 16) =
+          make_uint4(0, 0, 0, 0);
+    }
+    fence_proxy_async_smem();
+    named_barrier_sync<kBarVClear, 256>();
+  }
+}
+
 // Probabilities (fp32, in the S accumulator layout) -> the A-operand fragments of P V.
 template <typename T, int BN>
 __device__ __forceinline__ void pack_p(uint32_t (&p)[BN / 16][4], const float (&s)[BN / 8][4]) {

@@ -237,20 +237,7 @@ __device__ __forceinline__ void consumer(const Sm90Params& p, uint32_t sbase, un
 #if MLAKIT_SM90_TRACE
       if (tracer) trace_rec.t_next = trace_now();
 #endif
-      const int valid = it.lk - n0;
-      if (valid < BN) {
-        const int ctid = threadIdx.x - 128;  // 0..255 over both consumer warpgroups
-        const int chunks = (BN - valid) * Shape::kVBoxes * 8;  // 16-byte chunks to clear
-        unsigned char* sv = smem + Shape::kOffV + stage * Shape::kVBytes;
-        for (int c = ctid; c < chunks; c += 256) {
-          const int row = valid + c / (Shape::kVBoxes * 8);
-          const int rem = c % (Shape::kVBoxes * 8);
-          *reinterpret_cast<uint4*>(sv + (rem / 8) * Shape::kBoxBytesKV + row * 128 + (rem % 8) * 16) =
-              make_uint4(0, 0, 0, 0);
-        }
-        fence_proxy_async_smem();
-        named_barrier_sync<kBarVClear, 256>();
-      }
+      clear_v_rows_past<Shape>(smem, stage, it.lk - n0);
 #if MLAKIT_SM90_RESCALE_EARLY
       rescale_rows(o, alpha);
 #endif
