@@ -50,16 +50,12 @@
 #define MLAKIT_SM90_TILE_ORDER 0
 #endif
 // LATE_CLAIM: the scheduler warp claims a block's next item from the global counter only once the
-// producer has issued the current item's last load (instead of one whole item ahead), so the
-// plan's longest-first order holds across blocks (work_handover_sm90.cuh).
+// producer has issued the current item's last load (off: one whole item ahead, so every block held
+// two items from the start and the plan's longest-first order broke across blocks):
+// work_handover_sm90.cuh. Measured on: 2x999 +25-30%, 8x999+200 +9%, 100x999 +1%, long work
+// within noise (docs/perf-notes.md, session of 2026-12-03, third).
 #ifndef MLAKIT_SM90_LATE_CLAIM
-#define MLAKIT_SM90_LATE_CLAIM 0
-#endif
-// CROSS_ITEM: the consumers walk the kv tiles of all their items as one stream (the next item's
-// first S and softmax under this item's last P V, this item's epilogue under the next S):
-// consumer_xitem_sm90.cuh. Off: one loop per item (prefill_kernel_sm90.cuh).
-#ifndef MLAKIT_SM90_CROSS_ITEM
-#define MLAKIT_SM90_CROSS_ITEM 0
+#define MLAKIT_SM90_LATE_CLAIM 1
 #endif
 // Measurement only (wrong results; they bound what hiding a cost could gain): EXP_Q_ONCE loads
 // Q for a block's first item only; EXP_NO_STORE skips the epilogue's stores.

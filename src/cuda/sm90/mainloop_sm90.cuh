@@ -44,16 +44,14 @@ __device__ __forceinline__ void issue_qk_first(float (&s)[64], uint32_t q_rows_b
 }
 
 // O (64 rows x 128 value columns) += P V, P from registers (kk-th 16 keys in p[kk]).
-// `accumulate` = 0: O = P V (an item's first tile; whatever O held is ignored).
 template <typename T, typename Shape>
-__device__ __forceinline__ void issue_pv(float (&o)[64], const uint32_t (&p)[Shape::BN / 16][4], uint32_t v_stage,
-                                         int accumulate = 1) {
+__device__ __forceinline__ void issue_pv(float (&o)[64], const uint32_t (&p)[Shape::BN / 16][4], uint32_t v_stage) {
 #pragma unroll
   for (int kk = 0; kk < Shape::BN / 16; ++kk) {
     // Keys 16kk..16kk+15 start 16 rows (2048 bytes) further; the next 64 value columns live in
     // the next TMA box (LBO), the next 8 keys 1024 bytes on (SBO).
     const uint64_t db = smem_desc_sw128(v_stage + kk * 16 * 128, Shape::kBoxBytesKV, 1024);
-    wgmma_m64n128k16_rs_mnb<T>(o, p[kk], db, kk > 0 ? 1 : accumulate);
+    wgmma_m64n128k16_rs_mnb<T>(o, p[kk], db, 1);
   }
 }
 

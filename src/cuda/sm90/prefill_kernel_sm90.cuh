@@ -3,7 +3,8 @@
 // A block of three warpgroups owns one 128-row q tile of one (sequence, q head) at a time:
 //   - warpgroup 0 gives its registers away (setmaxnreg) and runs two warps:
 //     the scheduler warp takes work items dynamically (an atomic counter in the device scratch,
-//     reset by the last block out) and decodes the next one while the current one runs;
+//     reset by the last block out), claiming the next one once the producer has issued the
+//     current one's last load, so the plan's longest-first order holds across blocks;
 //     the producer warp issues the TMA loads: Q once per item, then K one tile ahead of V into a
 //     two-stage shared-memory ring, each load completing on an mbarrier; "empty" mbarriers tell
 //     it when a stage may be refilled.
@@ -38,7 +39,6 @@
 #include "cuda/common/online_softmax.cuh"
 #include "cuda/common/score_transform.cuh"
 #include "cuda/common/tile_store.cuh"
-#include "cuda/sm90/consumer_xitem_sm90.cuh"
 #include "cuda/sm90/epilogue_sm90.cuh"
 #include "cuda/sm90/kernel_layout_sm90.cuh"
 #include "cuda/sm90/mainloop_sm90.cuh"
@@ -364,11 +364,7 @@ __global__ void __launch_bounds__(Shape::kThreads, 1) prefill_sm90_kernel(const 
     }
   } else {
     setmaxnreg_inc<232>();
-#if MLAKIT_SM90_CROSS_ITEM
-    consumer_xitem<T, Shape>(p, sbase, smem, hdr, wg - 1);
-#else
     consumer<T, Shape>(p, sbase, smem, hdr, wg - 1);
-#endif
   }
 }
 

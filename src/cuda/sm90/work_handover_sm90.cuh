@@ -73,8 +73,10 @@ __device__ __forceinline__ ItemPlan load_item(const ItemPlan* slot) {
 }
 
 // Warp 1 of warpgroup 0: dynamic scheduling. The first item is blockIdx.x, then whatever the
-// counter hands out, so a block that drew short items takes more of them; each is decoded (a
-// binary search over the plan's runs) one item ahead of the producer, off its critical path.
+// counter hands out, so a block that drew short items takes more of them. Each is claimed and
+// decoded (a binary search over the plan's runs) while the current item's last kv tiles are still
+// in flight: the producer asks once it has issued that item's last load (MLAKIT_SM90_LATE_CLAIM,
+// the default; off, one whole item ahead).
 template <typename Shape>
 __device__ __forceinline__ void scheduler_warp(const Sm90Params& p, const ScheduleView& sched,
                                                const plan::ScheduleHeader& hdr, int lane) {
