@@ -66,8 +66,8 @@ __device__ __forceinline__ void consumer(const Sm90Params& p, uint32_t sbase, un
   const int warp_row0 = cw * 64 + warp * 16;                          // inside the tile
   const ItemPlan* slot = item_slot<Shape>(a, 1);
 
-  // Takes the next item from the producer. Called for item i + 1 before item i's last P V (or
-  // its epilogue, when it has no kv tile), so the slot's L2 round trip overlaps that work.
+  // Takes the next item from the producer. Called for item i + 1 once item i's last P V is
+  // issued (or before its epilogue, when it has no kv tile), so the wait overlaps that work.
   auto next_item = [&] {
     named_barrier_sync<kBarConsFull, kConsHop>();
     const ItemPlan ip = load_item(slot);
@@ -230,13 +230,6 @@ __device__ __forceinline__ void consumer(const Sm90Params& p, uint32_t sbase, un
 #if MLAKIT_SM90_TRACE
       if (tracer) trace_rec.t_vlast = trace_now();
 #endif
-      // The next item, now: the producer handed it over once it had issued this item's last
-      // load (which has landed), and the slot's L2 round trip then overlaps the last P V.
-      upcoming = next_item();
-      fetched = true;
-#if MLAKIT_SM90_TRACE
-      if (tracer) trace_rec.t_next = trace_now();
-#endif
       clear_v_rows_past<Shape>(smem, stage, it.lk - n0);
 #if MLAKIT_SM90_RESCALE_EARLY
       rescale_rows(o, alpha);
@@ -246,6 +239,15 @@ __device__ __forceinline__ void consumer(const Sm90Params& p, uint32_t sbase, un
       issue_pv<T, Shape>(o_flat, pf, sbase + Shape::kOffV + stage * Shape::kVBytes);
       wgmma_commit();
       turn_pass(cw);
+      // The next item, with the last P V in flight: the producer hands it over once the scheduler
+      // has claimed it (after this item's last load was issued), so the wait for it and the slot's
+      // L2 round trip run under the P V. Taken before the P V's issue, they delayed it by 0.3-0.6 us
+      // per item (block timelines, docs/perf-notes.md).
+      upcoming = next_item();
+      fetched = true;
+#if MLAKIT_SM90_TRACE
+      if (tracer) trace_rec.t_next = trace_now();
+#endif
       wgmma_wait<0>();
       fence_regs(o_flat);
       fence_regs(pf_flat);
