@@ -112,6 +112,47 @@ __device__ __forceinline__ void stage_and_store_o(const float (&o)[Shape::DVO / 
   }
 }
 
+#if MLAKIT_SM90_EPI_UNDER_NEXT_S
+// stage_and_store_o in two halves, for an epilogue deferred under the next item's first S:
+// pack_o normalizes this warpgroup's O into bf16/fp16 pairs while no product is in flight (O's
+// registers were written by wgmma, and ptxas serializes every wgmma of the kernel if they are read
+// while another one runs), then stage_and_store_packed writes them into the V stage and stores
+// them, with the next S running.
+template <typename Shape, typename T>
+__device__ __forceinline__ void pack_o(const float (&o)[Shape::DVO / 8][4], const float (&l)[2],
+                                       uint32_t (&po)[Shape::DVO / 4]) {
+  const float inv[2] = {row_inv_sum(l[0]), row_inv_sum(l[1])};
+#pragma unroll
+  for (int n = 0; n < Shape::DVO / 8; ++n) {
+    po[2 * n] = pack2<T>(o[n][0] * inv[0], o[n][1] * inv[0]);
+    po[2 * n + 1] = pack2<T>(o[n][2] * inv[1], o[n][3] * inv[1]);
+  }
+}
+template <typename Shape>
+__device__ __forceinline__ void stage_and_store_packed(const uint32_t (&po)[Shape::DVO / 4], uint32_t stage,
+                                                       const CUtensorMap* tm_o, int cw, int warp, int lane, int tid,
+                                                       int head, int row_global) {
+  const int j = lane >> 3;
+  const int r = cw * 64 + warp * 16 + (lane & 7) + 8 * (j & 1);
+#pragma unroll
+  for (int n = 0; n < Shape::DVO / 8; n += 2) {
+    const int chunk = n + (j >> 1);
+    const uint32_t addr = stage + (chunk >> 3) * Shape::kBoxBytesKV + r * 128 + (((chunk & 7) ^ (r & 7)) << 4);
+    stmatrix_x4(addr, po[2 * n], po[2 * n + 1], po[2 * n + 2], po[2 * n + 3]);
+  }
+  fence_proxy_async_smem();
+  if (cw == 0) named_barrier_sync<kBarOWritten0, 128>();
+  else named_barrier_sync<kBarOWritten0 + 1, 128>();
+  if (tid == 0) {
+#pragma unroll
+    for (int c = 0; c < Shape::kVBoxes; ++c) {
+      tma_store_3d(tm_o, stage + c * Shape::kBoxBytesKV + cw * 64 * 128, c * 64, head, row_global);
+    }
+    tma_store_commit();
+  }
+}
+#endif
+
 }  // namespace sm90
 }  // namespace cuda
 }  // namespace mlakit

@@ -103,6 +103,19 @@ __device__ __forceinline__ void consumer(const Sm90Params& p, uint32_t sbase, un
   TraceRec trace_rec{};
   const bool tracer = cw == 0 && tid == 0;
 #endif
+#if MLAKIT_SM90_EPI_UNDER_NEXT_S
+  static_assert(!MLAKIT_SM90_PINGPONG && !MLAKIT_SM90_Q_PER_BOX && !MLAKIT_SM90_EXP_Q_ONCE &&
+                    !MLAKIT_SM90_EXP_NO_STORE,
+                "the deferred epilogue is written for the default pipeline order");
+  // An item's TMA-store epilogue deferred until the next item's first S is issued, so it runs
+  // under that S: its normalized O packed (32 registers), its row statistics and where it goes.
+  // None of it is live in the kv-tile loop.
+  bool pend = false;
+  uint32_t pend_o[DVO / 4];
+  float pend_m[2] = {0.f, 0.f}, pend_l[2] = {0.f, 0.f};
+  int pend_head = 0, pend_row = 0;  // pend_row: the item's first row in the batch
+  uint32_t pend_stage = 0;
+#endif
   while (upcoming.valid) {
     const ItemPlan ip = upcoming;
     const WorkItem& it = ip.it;
@@ -155,6 +168,19 @@ __device__ __forceinline__ void consumer(const Sm90Params& p, uint32_t sbase, un
       wgmma_commit();
       turn_pass(cw);
       if (tid == 0) pay_v();
+#if MLAKIT_SM90_EPI_UNDER_NEXT_S
+      if (pend) {  // the previous item's epilogue, under this S
+        named_barrier_sync<kBarOStage, 256>();  // both warpgroups' last P V has read the stage
+        stage_and_store_packed<Shape>(pend_o, sbase + Shape::kOffV + pend_stage * Shape::kVBytes, tm_o, cw, warp, lane,
+                                      tid, pend_head, pend_row + cw * 64);
+        float* lse_tile = a.lse == nullptr ? nullptr
+                                           : a.lse + static_cast<int64_t>(pend_row) * a.lse_stride_tok +
+                                                 static_cast<int64_t>(pend_head) * a.lse_stride_head;
+        store_lse_rows(pend_m, pend_l, lse_tile, a.lse_stride_tok, warp_row0, Shape::BM, lane);
+        if (tid == 0) owed_stage = static_cast<int>(pend_stage);
+        pend = false;
+      }
+#endif
       wgmma_wait<0>();
       fence_regs(s_flat);
 #if MLAKIT_SM90_TRACE
@@ -167,6 +193,11 @@ __device__ __forceinline__ void consumer(const Sm90Params& p, uint32_t sbase, un
       int n0 = ip.n_begin;
       softmax_step<BN>(sm, s, alpha, tf, mr, row_in_seq, n0, mr.all_visible(it.row0 + cw * 64, 64, n0, BN), lane);
       pack_p<T, BN>(pf, s);
+#if MLAKIT_SM90_EPI_UNDER_NEXT_S
+      // The deferred epilogue's stage: its arrival before this item waits on any V (the producer
+      // refills that stage with this item's second V tile).
+      if (tid == 0) pay_v();
+#endif
 
       for (int t = 1; t < ip.n_tiles; ++t) {
         const uint32_t prev_stage = stage, prev_parity = parity;
@@ -263,6 +294,38 @@ __device__ __forceinline__ void consumer(const Sm90Params& p, uint32_t sbase, un
     // Epilogue (also for tiles whose rows see no key: out = 0, lse = -inf).
     float l_total[2];
     sm.finish(l_total);
+#if MLAKIT_SM90_EPI_UNDER_NEXT_S
+    // Deferred to the next item's first S when that S is coming and both warpgroups' rows are all
+    // inside the sequence (the same test in both: they meet at the staging barrier).
+    if (o_tma && ip.chunk < 0 && ip.n_tiles > 0 && ip.rows >= Shape::BM && upcoming.valid && upcoming.n_tiles > 0) {
+      pack_o<Shape, T>(o, l_total, pend_o);
+      pend = true;
+      pend_m[0] = sm.m[0];
+      pend_m[1] = sm.m[1];
+      pend_l[0] = l_total[0];
+      pend_l[1] = l_total[1];
+      pend_head = it.head;
+      pend_row = it.q_begin + it.row0;
+      pend_stage = (kv_iter - 1) & 1;
+#if MLAKIT_SM90_TRACE
+      if (tracer) {
+        trace_rec.t_end = trace_now();
+        if (blockIdx.x < kTraceBlocks && trace_k < kTracePerBlock)
+          g_sm90_trace[blockIdx.x * kTracePerBlock + trace_k] = trace_rec;
+        ++trace_k;
+      }
+#endif
+      continue;
+    }
+    // Not deferred: the pending state is written anyway, so no path from the kv-tile loop reaches
+    // its read at the next item without a write (else ptxas keeps it live through the loop, and
+    // pend_o's 32 registers spill).
+#pragma unroll
+    for (int i = 0; i < DVO / 4; ++i) pend_o[i] = 0u;
+    pend_m[0] = pend_m[1] = pend_l[0] = pend_l[1] = 0.f;
+    pend_head = pend_row = 0;
+    pend_stage = 0;
+#endif
     T* out_tile = o_all + static_cast<int64_t>(it.q_begin + it.row0) * a.o_stride_tok +
                   static_cast<int64_t>(it.head) * a.o_stride_head;
     float* lse_tile = a.lse == nullptr ? nullptr
