@@ -91,7 +91,7 @@ enum : int {
   kBarVClear = 1,   // the two consumer warpgroups, around clearing V rows past a sequence
   kBarConsFull = 2, kBarConsEmpty = 3,    // producer warp (32) <-> consumers (256)
   kBarSchedFull = 4, kBarSchedEmpty = 5,  // scheduler warp (32) <-> producer warp (32)
-  kBarTurn0 = 6, kBarTurn1 = 7,           // consumer warpgroup 0 / 1 may issue (256: both)
+  // 6, 7: free (the ping-pong variant's issue turns, removed)
   kBarSplit0 = 8,                         // + warpgroup: its 128 threads around a split arrival
   kBarOStage = 10,                        // both consumer warpgroups: past the last P V (its V stage is free)
   kBarOWritten0 = 11,                     // + warpgroup: its O rows are in shared memory

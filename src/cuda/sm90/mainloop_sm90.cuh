@@ -101,20 +101,6 @@ __device__ __forceinline__ void softmax_step(RowSoftmax<BN / 8>& sm, float (&s)[
   }
 }
 
-// The issue turn of consumer warpgroup `cw` (MLAKIT_SM90_PINGPONG): wait for it, pass it on.
-__device__ __forceinline__ void turn_wait(int cw) {
-#if MLAKIT_SM90_PINGPONG
-  if (cw == 0) named_barrier_sync<kBarTurn0, 256>();
-  else named_barrier_sync<kBarTurn1, 256>();
-#endif
-}
-__device__ __forceinline__ void turn_pass(int cw) {
-#if MLAKIT_SM90_PINGPONG
-  if (cw == 0) named_barrier_arrive<kBarTurn1, 256>();
-  else named_barrier_arrive<kBarTurn0, 256>();
-#endif
-}
-
 }  // namespace sm90
 }  // namespace cuda
 }  // namespace mlakit

@@ -75,7 +75,6 @@ __device__ __forceinline__ void consumer(const Sm90Params& p, uint32_t sbase, un
     return ip;
   };
   named_barrier_arrive<kBarConsEmpty, kConsHop>();  // the producer's first slot is free
-  if (cw == 1) turn_pass(1);                        // warpgroup 0 issues first
   T* o_all = static_cast<T*>(a.out);
   uint32_t q_iter = 0, kv_iter = 0;
   // TMA-store epilogue: thread 0 of the warpgroup owes the V stage its stores read an arrival
@@ -92,19 +91,15 @@ __device__ __forceinline__ void consumer(const Sm90Params& p, uint32_t sbase, un
   };
   ItemPlan upcoming = next_item();
   // The producer warp published this block's tensor maps before it handed over the first item.
-#if MLAKIT_SM90_EXP_PARAM_MAPS
-  const CUtensorMap* tm_o = &p.tm_o;
-#else
   const CUtensorMap* tm_o = block_tensor_maps<Shape>(a) + kMapO;
   if (tid == 0 && o_tma) tensormap_acquire(tm_o);
-#endif
 #if MLAKIT_SM90_TRACE
   int trace_k = 0;
   TraceRec trace_rec{};
   const bool tracer = cw == 0 && tid == 0;
 #endif
 #if MLAKIT_SM90_EPI_UNDER_NEXT_S
-  static_assert(!MLAKIT_SM90_PINGPONG && !MLAKIT_SM90_Q_PER_BOX && !MLAKIT_SM90_EXP_Q_ONCE &&
+  static_assert(!MLAKIT_SM90_Q_PER_BOX && !MLAKIT_SM90_EXP_Q_ONCE &&
                     !MLAKIT_SM90_EXP_NO_STORE,
                 "the deferred epilogue is written for the default pipeline order");
   // An item's TMA-store epilogue deferred until the next item's first S is issued, so it runs
@@ -157,7 +152,6 @@ __device__ __forceinline__ void consumer(const Sm90Params& p, uint32_t sbase, un
 #if MLAKIT_SM90_TRACE
       if (tracer) trace_rec.t_qk = trace_now();
 #endif
-      turn_wait(cw);
       wgmma_fence();
 #if MLAKIT_SM90_Q_PER_BOX
       issue_qk_first<T, Shape>(s_flat, q_rows_base, sbase + Shape::kOffK + stage * Shape::kKBytes,
@@ -166,7 +160,6 @@ __device__ __forceinline__ void consumer(const Sm90Params& p, uint32_t sbase, un
       issue_qk<T, Shape>(s_flat, q_rows_base, sbase + Shape::kOffK + stage * Shape::kKBytes);
 #endif
       wgmma_commit();
-      turn_pass(cw);
       if (tid == 0) pay_v();
 #if MLAKIT_SM90_EPI_UNDER_NEXT_S
       if (pend) {  // the previous item's epilogue, under this S
@@ -209,48 +202,26 @@ __device__ __forceinline__ void consumer(const Sm90Params& p, uint32_t sbase, un
         // off the path between P V's completion and the next S); then O += P_{t-1} V_{t-1}.
         // The softmax of S_t overlaps the P V.
         mbar_wait(bar(kBarKFull + stage), parity);
-#if !MLAKIT_SM90_K_AHEAD
-        mbar_wait(bar(kBarVFull + prev_stage), prev_parity);
-#endif
-        turn_wait(cw);
         wgmma_fence();
         issue_qk<T, Shape>(s_flat, q_rows_base, sbase + Shape::kOffK + stage * Shape::kKBytes);
         wgmma_commit();
-#if MLAKIT_SM90_RESCALE_EARLY
         rescale_rows(o, alpha);
-#endif
-#if MLAKIT_SM90_K_AHEAD
         mbar_wait(bar(kBarVFull + prev_stage), prev_parity);  // V_{t-1} is loaded after K_t
-#endif
-#if MLAKIT_SM90_RESCALE_EARLY
         wgmma_fence();  // O was just written by ordinary instructions
-#endif
         issue_pv<T, Shape>(o_flat, pf, sbase + Shape::kOffV + prev_stage * Shape::kVBytes);
         wgmma_commit();
-        turn_pass(cw);
         wgmma_wait<1>();
         fence_regs(s_flat);
         if (lane == 0) {
           mbar_arrive(bar(kBarKEmpty + stage));
           if (t == ip.n_tiles - 1) mbar_arrive(bar(kBarQEmpty));
         }
-#if MLAKIT_SM90_SOFTMAX_AFTER_PV
-        wgmma_wait<0>();
-        fence_regs(o_flat);
-        fence_regs(pf_flat);
-        if (lane == 0) mbar_arrive(bar(kBarVEmpty + prev_stage));
-#endif
         softmax_step<BN>(sm, s, alpha, tf, mr, row_in_seq, n0, mr.all_visible(it.row0 + cw * 64, 64, n0, BN),
                          lane);
-#if !MLAKIT_SM90_SOFTMAX_AFTER_PV
         wgmma_wait<0>();
         fence_regs(o_flat);
         fence_regs(pf_flat);  // P was read asynchronously until here: keep it live
         if (lane == 0) mbar_arrive(bar(kBarVEmpty + prev_stage));
-#endif
-#if !MLAKIT_SM90_RESCALE_EARLY
-        rescale_rows(o, alpha);
-#endif
         pack_p<T, BN>(pf, s);
       }
 
@@ -262,14 +233,10 @@ __device__ __forceinline__ void consumer(const Sm90Params& p, uint32_t sbase, un
       if (tracer) trace_rec.t_vlast = trace_now();
 #endif
       clear_v_rows_past<Shape>(smem, stage, it.lk - n0);
-#if MLAKIT_SM90_RESCALE_EARLY
       rescale_rows(o, alpha);
-#endif
-      turn_wait(cw);
       wgmma_fence();
       issue_pv<T, Shape>(o_flat, pf, sbase + Shape::kOffV + stage * Shape::kVBytes);
       wgmma_commit();
-      turn_pass(cw);
       // The next item, with the last P V in flight: the producer hands it over once the scheduler
       // has claimed it (after this item's last load was issued), so the wait for it and the slot's
       // L2 round trip run under the P V. Taken before the P V's issue, they delayed it by 0.3-0.6 us
@@ -373,7 +340,6 @@ __device__ __forceinline__ void consumer(const Sm90Params& p, uint32_t sbase, un
     g_sm90_trace_n[blockIdx.x] = trace_k;
   }
 #endif
-  if (cw == 0) turn_wait(0);  // takes warpgroup 1's last pass, so no barrier is left half-arrived
 }
 
 template <typename T, typename Shape>

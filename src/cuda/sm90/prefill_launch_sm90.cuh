@@ -158,8 +158,7 @@ void launch_entry(const PrefillArgs& args, int grid_blocks, Stream stream) {
       DVO,                                                                   \
       sm90::Sm90Shape<DQK, DVO>::BM,                                         \
       sm90::Sm90Shape<DQK, DVO>::BN,                                         \
-      static_cast<int>(MLAKIT_SM90_TILE_ORDER ? plan::ScheduleKind::kTilesLongestFirst           \
-                                              : plan::ScheduleKind::kSequenceRuns),             \
+      static_cast<int>(plan::ScheduleKind::kSequenceRuns),                   \
       sm90::Sm90Shape<DQK, DVO>::kScratchFixed,                              \
       sm90::Sm90Shape<DQK, DVO>::kScratchPerBlock,                           \
       sm90::Sm90Shape<DQK, DVO>::kSplitSlotBytes,                            \

@@ -15,10 +15,6 @@ namespace sm90 {
 template <typename Shape>
 __device__ __forceinline__ CUtensorMap* prepare_tensor_maps(const Sm90Params& p, uint32_t sbase, unsigned char* smem,
                                                             const plan::ScheduleHeader& hdr, int lane) {
-#if MLAKIT_SM90_EXP_PARAM_MAPS
-  (void)sbase, (void)smem, (void)hdr, (void)lane;
-  return const_cast<CUtensorMap*>(&p.tm_q);  // tm_q .. tm_o are consecutive, in kMapQ .. kMapO order
-#endif
   CUtensorMap* gmaps = block_tensor_maps<Shape>(p.args);
   const uint32_t smaps = sbase + Shape::kOffMaps;
   if (lane < 8) {  // 5 maps x 128 bytes = 8 lanes x 5 x 16 bytes
@@ -68,62 +64,20 @@ __device__ __forceinline__ void producer_warp(const Sm90Params& p, uint32_t sbas
   const ItemPlan* from_sched = item_slot<Shape>(a, 0);
   ItemPlan* to_cons = item_slot<Shape>(a, 1);
 
-  // L2 prefetches (MLAKIT_SM90_PREFETCH_Q / _KV): the same boxes the loads below read.
-  auto prefetch_kv = [&](const ItemPlan& ip, int kv_head, int t) {
-    const int row = ip.it.kv_begin + ip.n_begin + t * BN;
-#pragma unroll
-    for (int c = 0; c < Shape::kQBoxes; ++c) {
-      const int col = c * 64;
-      if (col < nope_cols) {
-        tma_prefetch_3d(&gmaps[1], col, kv_head, row);
-      } else if (p.kr_rank == 3) {
-        tma_prefetch_3d(&gmaps[2], col - nope_cols, kv_head, row);
-      } else {
-        tma_prefetch_2d(&gmaps[2], col - nope_cols, row);
-      }
-    }
-#pragma unroll
-    for (int c = 0; c < Shape::kVBoxes; ++c) tma_prefetch_3d(&gmaps[3], c * 64, kv_head, row);
-  };
-  (void)prefetch_kv;
-
   named_barrier_arrive<kBarSchedEmpty, kSchedHop>();  // the scheduler's first slot is free
   uint32_t q_iter = 0, kv_iter = 0;
   while (true) {
     named_barrier_sync<kBarSchedFull, kSchedHop>();
     const ItemPlan ip = load_item(from_sched);
-#if !MLAKIT_SM90_LATE_CLAIM
-    named_barrier_arrive<kBarSchedEmpty, kSchedHop>();
-#endif
-#if MLAKIT_SM90_PREFETCH_Q || MLAKIT_SM90_PREFETCH_KV
-    // Taken about one item before its loads can start (they wait for the previous item's buffers).
-    if (lane == 0 && ip.valid && ip.n_tiles > 0) {
-#if MLAKIT_SM90_PREFETCH_Q
-#pragma unroll
-      for (int c = 0; c < Shape::kQBoxes; ++c) {
-        tma_prefetch_3d(&gmaps[0], c * 64, ip.it.head, ip.it.q_begin + ip.it.row0);
-      }
-#endif
-#if MLAKIT_SM90_PREFETCH_KV
-      for (int t = 0; t < MLAKIT_SM90_PREFETCH_KV && t < ip.n_tiles; ++t) {
-        prefetch_kv(ip, ip.it.head / group, t);
-      }
-#endif
-    }
-#endif
     named_barrier_sync<kBarConsEmpty, kConsHop>();
     if (lane == 0) store_item(to_cons, ip);
     __syncwarp();
     named_barrier_arrive<kBarConsFull, kConsHop>();
     if (!ip.valid) break;
-#if MLAKIT_SM90_LATE_CLAIM
     if (ip.n_tiles == 0) {  // rows with no key: nothing to load
       named_barrier_arrive<kBarSchedEmpty, kSchedHop>();  // the next item, please
       continue;
     }
-#else
-    if (ip.n_tiles == 0) continue;  // rows with no key: nothing to load
-#endif
     const int kv_head = ip.it.head / group;
 
     if (lane == 0) {
@@ -173,37 +127,19 @@ __device__ __forceinline__ void producer_warp(const Sm90Params& p, uint32_t sbas
           tma_load_3d(sv + c * Shape::kBoxBytesKV, &gmaps[3], bar(kBarVFull + s), c * 64, kv_head, row);
         }
       };
-#if MLAKIT_SM90_K0_FIRST
-      load_k(0);
+      // Q, then K one tile ahead of V: the consumers issue S(t + 1) before P(t) V(t).
       load_q();
-#else
-      load_q();
-#if MLAKIT_SM90_K_AHEAD
       load_k(0);
-#endif
-#endif
-#if MLAKIT_SM90_K_AHEAD
       for (int t = 0; t < ip.n_tiles; ++t) {
-#if MLAKIT_SM90_PREFETCH_KV
-        if (t + MLAKIT_SM90_PREFETCH_KV < ip.n_tiles) prefetch_kv(ip, kv_head, t + MLAKIT_SM90_PREFETCH_KV);
-#endif
         if (t + 1 < ip.n_tiles) load_k(t + 1);
         load_v(t);
       }
-#else
-      for (int t = 0; t < ip.n_tiles; ++t) {
-        if (t > 0 || !MLAKIT_SM90_K0_FIRST) load_k(t);
-        load_v(t);
-      }
-#endif
     }
     ++q_iter;
     kv_iter += ip.n_tiles;
     __syncwarp();
-#if MLAKIT_SM90_LATE_CLAIM
     // This item's last load is issued (its stage was free): the scheduler may claim the next one.
     named_barrier_arrive<kBarSchedEmpty, kSchedHop>();
-#endif
   }
   named_barrier_sync<kBarConsEmpty, kConsHop>();  // the consumers' last "read"
 }

@@ -13,20 +13,10 @@ namespace cuda {
 namespace sm90 {
 
 template <int BM, int BN>
-__device__ __forceinline__ ItemPlan plan_item(const ScheduleView& sched, const plan::ScheduleHeader& hdr, int w,
-                                              int num_heads) {
+__device__ __forceinline__ ItemPlan plan_item(const ScheduleView& sched, const plan::ScheduleHeader& hdr, int w) {
   ItemPlan ip;
   ip.valid = 1;
-#if MLAKIT_SM90_TILE_ORDER
-  RunWorkItem ri;
-  ri.it = sched.item(w, num_heads, BM);
-  ri.chunk = -1;
-  ri.chunk_tiles = 0;
-  ri.slot = -1;
-#else
-  (void)num_heads;
   const RunWorkItem ri = sched.run_item(w, hdr.num_runs, hdr.head_group, BM);
-#endif
   ip.it = ri.it;
   ip.rows = min(BM, ip.it.lq - ip.it.row0);
   const rule::MaskRule<int> mr{ip.it.lq, ip.it.lk, hdr.causal != 0, hdr.window_left};
@@ -75,8 +65,7 @@ __device__ __forceinline__ ItemPlan load_item(const ItemPlan* slot) {
 // Warp 1 of warpgroup 0: dynamic scheduling. The first item is blockIdx.x, then whatever the
 // counter hands out, so a block that drew short items takes more of them. Each is claimed and
 // decoded (a binary search over the plan's runs) while the current item's last kv tiles are still
-// in flight: the producer asks once it has issued that item's last load (MLAKIT_SM90_LATE_CLAIM,
-// the default; off, one whole item ahead).
+// in flight: the producer asks once it has issued that item's last load.
 template <typename Shape>
 __device__ __forceinline__ void scheduler_warp(const Sm90Params& p, const ScheduleView& sched,
                                                const plan::ScheduleHeader& hdr, int lane) {
@@ -84,7 +73,6 @@ __device__ __forceinline__ void scheduler_warp(const Sm90Params& p, const Schedu
   int* blocks_done = next_item + 1;
   ItemPlan* slot = item_slot<Shape>(p.args, 0);
   int w = blockIdx.x;
-#if MLAKIT_SM90_LATE_CLAIM
   // An item is claimed only when the producer asks for it, i.e. once it has issued the last load
   // of the block's current item (about two kv tiles before that item ends). Claiming at the start
   // of the current item instead (one item ahead) hands the plan's long items to blocks that are
@@ -98,31 +86,15 @@ __device__ __forceinline__ void scheduler_warp(const Sm90Params& p, const Schedu
       w = __shfl_sync(0xffffffffu, next, 0) + static_cast<int>(gridDim.x);
     }
     ItemPlan ip{};  // valid = 0: no more work
-    if (w < hdr.num_items) ip = plan_item<Shape::BM, Shape::BN>(sched, hdr, w, p.args.num_qo_heads);
+    if (w < hdr.num_items) ip = plan_item<Shape::BM, Shape::BN>(sched, hdr, w);
     if (lane == 0) store_item(slot, ip);
     __syncwarp();
     named_barrier_arrive<kBarSchedFull, kSchedHop>();
     if (!ip.valid) break;
-  }
-  pdl_launch_dependents();  // as below
-#else
-  while (true) {
-    ItemPlan ip{};  // valid = 0: no more work
-    if (w < hdr.num_items) ip = plan_item<Shape::BM, Shape::BN>(sched, hdr, w, p.args.num_qo_heads);
-    named_barrier_sync<kBarSchedEmpty, kSchedHop>();
-    if (lane == 0) store_item(slot, ip);
-    __syncwarp();
-    named_barrier_arrive<kBarSchedFull, kSchedHop>();
-    if (!ip.valid) break;
-    int next = 0;
-    if (lane == 0) next = atomicAdd(next_item, 1);
-    w = __shfl_sync(0xffffffffu, next, 0) + static_cast<int>(gridDim.x);
   }
   // No item left for this block (PDL, docs/pdl.md): the next kernel's blocks may be scheduled
   // as SMs free up; they still wait for this whole grid before touching memory.
   pdl_launch_dependents();
-  named_barrier_sync<kBarSchedEmpty, kSchedHop>();  // the producer's last "read"
-#endif
   // The last block out leaves the counters zero for the next launch (or graph replay).
   if (lane == 0) {
     __threadfence();
