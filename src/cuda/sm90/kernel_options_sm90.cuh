@@ -22,6 +22,11 @@
 #ifndef MLAKIT_SM90_EPI_UNDER_NEXT_S
 #define MLAKIT_SM90_EPI_UNDER_NEXT_S 0
 #endif
+// S1_EARLY: an item's second kv tile's S = Q K^T is issued right after its first, so it computes
+// while the first tile's softmax runs (the one softmax nothing overlapped: ~1 us per item).
+#ifndef MLAKIT_SM90_S1_EARLY
+#define MLAKIT_SM90_S1_EARLY 0
+#endif
 // Measurement only (wrong results; they bound what hiding a cost could gain): EXP_Q_ONCE loads
 // Q for a block's first item only; EXP_NO_STORE skips the epilogue's stores.
 #ifndef MLAKIT_SM90_EXP_Q_ONCE

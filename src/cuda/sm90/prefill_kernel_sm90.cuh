@@ -128,8 +128,13 @@ __device__ __forceinline__ void consumer(const Sm90Params& p, uint32_t sbase, un
     const int row_in_seq[2] = {it.row0 + warp_row0 + lane / 4, it.row0 + warp_row0 + lane / 4 + 8};
 
     float o[DVO / 8][4];
+    auto zero_o = [&] {
 #pragma unroll
-    for (int n = 0; n < DVO / 8; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;
+      for (int n = 0; n < DVO / 8; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;
+    };
+#if !MLAKIT_SM90_S1_EARLY
+    zero_o();
+#endif
     RowSoftmax<BN / 8> sm;
     sm.init();
 
@@ -141,6 +146,20 @@ __device__ __forceinline__ void consumer(const Sm90Params& p, uint32_t sbase, un
       float(&s_flat)[64] = reinterpret_cast<float(&)[64]>(s);
       float(&o_flat)[64] = reinterpret_cast<float(&)[64]>(o);
       uint32_t(&pf_flat)[BN / 4] = reinterpret_cast<uint32_t(&)[BN / 4]>(pf);
+#if MLAKIT_SM90_S1_EARLY
+      // Tile 0's S goes into O's registers (O is not needed before P_0 V_0) and tile 1's into `s`,
+      // issued back to back, so S_1 computes while S_0's softmax runs; then P_0 V_0 and S_1's
+      // softmax overlap as every later tile's do. (A third 64-register array spills, and a copy
+      // between two wgmma accumulators did too.) Broadcast so ptxas sees the branches on `two` as
+      // warp-uniform.
+      static_assert(BN == DVO, "S of a kv tile fits O's registers");
+      const bool two = __shfl_sync(0xffffffffu, static_cast<int>(ip.n_tiles >= 2), 0) != 0;
+      float(&s0_flat)[64] = o_flat;
+      float(&s0)[BN / 8][4] = o;
+#else
+      float(&s0_flat)[64] = s_flat;
+      float(&s0)[BN / 8][4] = s;
+#endif
 
       const uint32_t q_parity = q_iter & 1;
       if (!MLAKIT_SM90_Q_PER_BOX && (!MLAKIT_SM90_EXP_Q_ONCE || q_iter == 0)) mbar_wait(bar(kBarQFull), q_parity);
@@ -154,12 +173,23 @@ __device__ __forceinline__ void consumer(const Sm90Params& p, uint32_t sbase, un
 #endif
       wgmma_fence();
 #if MLAKIT_SM90_Q_PER_BOX
-      issue_qk_first<T, Shape>(s_flat, q_rows_base, sbase + Shape::kOffK + stage * Shape::kKBytes,
+      issue_qk_first<T, Shape>(s0_flat, q_rows_base, sbase + Shape::kOffK + stage * Shape::kKBytes,
                                sbase + Shape::kOffBars, q_parity);
 #else
-      issue_qk<T, Shape>(s_flat, q_rows_base, sbase + Shape::kOffK + stage * Shape::kKBytes);
+      issue_qk<T, Shape>(s0_flat, q_rows_base, sbase + Shape::kOffK + stage * Shape::kKBytes);
 #endif
       wgmma_commit();
+#if MLAKIT_SM90_S1_EARLY
+      {  // S of tile 1 now, so it computes while tile 0's softmax runs. Issued for a one-tile item
+         // too, on whatever the other K stage holds, and discarded: with the issue in a branch,
+         // ptxas serializes every wgmma of the kernel.
+        const uint32_t i1 = kv_iter + 1;
+        if (two) mbar_wait(bar(kBarKFull + (i1 & 1)), (i1 >> 1) & 1);
+        wgmma_fence();
+        issue_qk<T, Shape>(s_flat, q_rows_base, sbase + Shape::kOffK + (i1 & 1) * Shape::kKBytes);
+        wgmma_commit();
+      }
+#endif
       if (tid == 0) pay_v();
 #if MLAKIT_SM90_EPI_UNDER_NEXT_S
       if (pend) {  // the previous item's epilogue, under this S
@@ -174,8 +204,12 @@ __device__ __forceinline__ void consumer(const Sm90Params& p, uint32_t sbase, un
         pend = false;
       }
 #endif
+#if MLAKIT_SM90_S1_EARLY
+      wgmma_wait<1>();  // S of tile 0 (tile 1's may still run)
+#else
       wgmma_wait<0>();
-      fence_regs(s_flat);
+#endif
+      fence_regs(s0_flat);
 #if MLAKIT_SM90_TRACE
       if (tracer) trace_rec.t_s0 = trace_now();
 #endif
@@ -184,15 +218,48 @@ __device__ __forceinline__ void consumer(const Sm90Params& p, uint32_t sbase, un
         if (ip.n_tiles == 1) mbar_arrive(bar(kBarQEmpty));
       }
       int n0 = ip.n_begin;
-      softmax_step<BN>(sm, s, alpha, tf, mr, row_in_seq, n0, mr.all_visible(it.row0 + cw * 64, 64, n0, BN), lane);
-      pack_p<T, BN>(pf, s);
+      softmax_step<BN>(sm, s0, alpha, tf, mr, row_in_seq, n0, mr.all_visible(it.row0 + cw * 64, 64, n0, BN), lane);
+      pack_p<T, BN>(pf, s0);
 #if MLAKIT_SM90_EPI_UNDER_NEXT_S
       // The deferred epilogue's stage: its arrival before this item waits on any V (the producer
       // refills that stage with this item's second V tile).
       if (tid == 0) pay_v();
 #endif
-
+#if MLAKIT_SM90_S1_EARLY
+      zero_o();  // O's registers held S_0 until here
+      int t_first = 1;
+      if (two) {  // tile 1, its S issued above: P_0 V_0 (O is 0: nothing to rescale), S_1's softmax
+        const uint32_t prev_stage = stage, prev_parity = parity;
+        ++kv_iter;
+        stage = kv_iter & 1;
+        parity = (kv_iter >> 1) & 1;
+        n0 += BN;
+        mbar_wait(bar(kBarVFull + prev_stage), prev_parity);
+        wgmma_fence();
+        issue_pv<T, Shape>(o_flat, pf, sbase + Shape::kOffV + prev_stage * Shape::kVBytes);
+        wgmma_commit();
+        wgmma_wait<1>();  // S of tile 1
+        fence_regs(s_flat);
+        if (lane == 0) {
+          mbar_arrive(bar(kBarKEmpty + stage));
+          if (ip.n_tiles == 2) mbar_arrive(bar(kBarQEmpty));
+        }
+        softmax_step<BN>(sm, s, alpha, tf, mr, row_in_seq, n0, mr.all_visible(it.row0 + cw * 64, 64, n0, BN),
+                         lane);
+        wgmma_wait<0>();
+        fence_regs(o_flat);
+        fence_regs(pf_flat);
+        if (lane == 0) mbar_arrive(bar(kBarVEmpty + prev_stage));
+        pack_p<T, BN>(pf, s);
+        t_first = 2;
+      } else {
+        // Nothing in flight here, but ptxas sees a path from the tile-1 issue above: end it there.
+        wgmma_wait<0>();
+      }
+      for (int t = t_first; t < ip.n_tiles; ++t) {
+#else
       for (int t = 1; t < ip.n_tiles; ++t) {
+#endif
         const uint32_t prev_stage = stage, prev_parity = parity;
         ++kv_iter;
         stage = kv_iter & 1;
@@ -257,6 +324,9 @@ __device__ __forceinline__ void consumer(const Sm90Params& p, uint32_t sbase, un
       ++kv_iter;
     }
 
+#if MLAKIT_SM90_S1_EARLY
+    if (ip.n_tiles == 0) zero_o();
+#endif
     if (!fetched) upcoming = next_item();
     // Epilogue (also for tiles whose rows see no key: out = 0, lse = -inf).
     float l_total[2];
