@@ -153,6 +153,7 @@ __device__ __forceinline__ void consumer(const Sm90Params& p, uint32_t sbase, un
       // between two wgmma accumulators did too.) Broadcast so ptxas sees the branches on `two` as
       // warp-uniform.
       static_assert(BN == DVO, "S of a kv tile fits O's registers");
+      static_assert(!MLAKIT_SM90_Q_PER_BOX && !MLAKIT_SM90_EXP_Q_ONCE, "tile 1's S reads all of Q at once");
       const bool two = __shfl_sync(0xffffffffu, static_cast<int>(ip.n_tiles >= 2), 0) != 0;
       float(&s0_flat)[64] = o_flat;
       float(&s0)[BN / 8][4] = o;
