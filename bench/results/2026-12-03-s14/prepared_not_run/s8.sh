@@ -8,7 +8,8 @@
 # build each with
 #   cmake -S . -B build-X -DMLAKIT_CUDA_ARCHS=90a -DCMAKE_BUILD_TYPE=Release -DMLAKIT_BUILD_TESTS=ON \
 #     -DMLAKIT_BUILD_TOOLS=ON "-DCMAKE_CUDA_FLAGS=<the flags above>" && make -C build-X mlakit-bench mlakit_gpu_tests
-# Run from the repository root, carry ["carry9", ".peers"]:
+# Run from the repository root, carry ["carry9", ".peers"] (with the tracked tree ~58 MiB of the 64
+# a call may carry; a trace build of s1e does not fit beside them):
 #   bash bench/results/2026-12-03-s14/prepared_not_run/s8.sh
 #  1. A/B v12 / eu / s1 / s1e, two rounds, round 1 reference-checked;
 #  2. s1e's sm90 GPU tests (split and not) and compute-sanitizer memcheck / racecheck / synccheck;
