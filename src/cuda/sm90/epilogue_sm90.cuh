@@ -79,45 +79,15 @@ __device__ __forceinline__ void split_epilogue(float (&o)[Shape::DVO / 8][4], co
   if (tid == 0) atomicExch(counter, 0);
 }
 
-// The TMA-store epilogue of this warpgroup's 64 rows (all inside the sequence). Normalized O goes
-// into the V stage the item's last P V read (the caller has met the other warpgroup past that
-// P V), laid out as two 128-byte-swizzled boxes of 64 columns, the layout the output tensor map
-// describes; stmatrix writes the accumulator fragments conflict-free. Thread 0 then stores both
-// boxes; it must wait for their reads (tma_store_wait_read) before the stage is refilled.
-template <typename Shape, typename T>
-__device__ __forceinline__ void stage_and_store_o(const float (&o)[Shape::DVO / 8][4], const float (&l)[2],
-                                                  uint32_t stage, const CUtensorMap* tm_o, int cw, int warp,
-                                                  int lane, int tid, int head, int row_global) {
-  static_assert(Shape::BM <= Shape::BN && Shape::kVBoxes * 64 == Shape::DVO, "O fits one V stage");
-  const float inv[2] = {row_inv_sum(l[0]), row_inv_sum(l[1])};
-  const int j = lane >> 3;                                         // the 8x8 matrix this lane addresses
-  const int r = cw * 64 + warp * 16 + (lane & 7) + 8 * (j & 1);    // its row inside the tile
-#pragma unroll
-  for (int n = 0; n < Shape::DVO / 8; n += 2) {
-    const int chunk = n + (j >> 1);  // 16-byte column chunk
-    const uint32_t addr = stage + (chunk >> 3) * Shape::kBoxBytesKV + r * 128 + (((chunk & 7) ^ (r & 7)) << 4);
-    stmatrix_x4(addr, pack2<T>(o[n][0] * inv[0], o[n][1] * inv[0]), pack2<T>(o[n][2] * inv[1], o[n][3] * inv[1]),
-                pack2<T>(o[n + 1][0] * inv[0], o[n + 1][1] * inv[0]),
-                pack2<T>(o[n + 1][2] * inv[1], o[n + 1][3] * inv[1]));
-  }
-  fence_proxy_async_smem();
-  if (cw == 0) named_barrier_sync<kBarOWritten0, 128>();
-  else named_barrier_sync<kBarOWritten0 + 1, 128>();
-  if (tid == 0) {
-#pragma unroll
-    for (int c = 0; c < Shape::kVBoxes; ++c) {
-      tma_store_3d(tm_o, stage + c * Shape::kBoxBytesKV + cw * 64 * 128, c * 64, head, row_global);
-    }
-    tma_store_commit();
-  }
-}
-
-#if MLAKIT_SM90_EPI_UNDER_NEXT_S
-// stage_and_store_o in two halves, for an epilogue deferred under the next item's first S:
-// pack_o normalizes this warpgroup's O into bf16/fp16 pairs while no product is in flight (O's
-// registers were written by wgmma, and ptxas serializes every wgmma of the kernel if they are read
-// while another one runs), then stage_and_store_packed writes them into the V stage and stores
-// them, with the next S running.
+// The TMA-store epilogue of this warpgroup's 64 rows (all inside the sequence), in two halves.
+// pack_o normalizes O into bf16/fp16 pairs; stage_and_store_packed writes them into the V stage the
+// item's last P V read (the caller has met the other warpgroup past that P V), laid out as two
+// 128-byte-swizzled boxes of 64 columns, the layout the output tensor map describes (stmatrix
+// writes the accumulator fragments conflict-free), and thread 0 stores both boxes; it must wait
+// for their reads (tma_store_wait_read) before the stage is refilled. The halves are apart for an
+// epilogue deferred under the next item's first S (MLAKIT_SM90_EPI_UNDER_NEXT_S): O is packed
+// while no product is in flight (O's registers were written by wgmma, and ptxas serializes every
+// wgmma of the kernel if they are read while another one runs).
 template <typename Shape, typename T>
 __device__ __forceinline__ void pack_o(const float (&o)[Shape::DVO / 8][4], const float (&l)[2],
                                        uint32_t (&po)[Shape::DVO / 4]) {
@@ -132,11 +102,12 @@ template <typename Shape>
 __device__ __forceinline__ void stage_and_store_packed(const uint32_t (&po)[Shape::DVO / 4], uint32_t stage,
                                                        const CUtensorMap* tm_o, int cw, int warp, int lane, int tid,
                                                        int head, int row_global) {
-  const int j = lane >> 3;
-  const int r = cw * 64 + warp * 16 + (lane & 7) + 8 * (j & 1);
+  static_assert(Shape::BM <= Shape::BN && Shape::kVBoxes * 64 == Shape::DVO, "O fits one V stage");
+  const int j = lane >> 3;                                         // the 8x8 matrix this lane addresses
+  const int r = cw * 64 + warp * 16 + (lane & 7) + 8 * (j & 1);    // its row inside the tile
 #pragma unroll
   for (int n = 0; n < Shape::DVO / 8; n += 2) {
-    const int chunk = n + (j >> 1);
+    const int chunk = n + (j >> 1);  // 16-byte column chunk
     const uint32_t addr = stage + (chunk >> 3) * Shape::kBoxBytesKV + r * 128 + (((chunk & 7) ^ (r & 7)) << 4);
     stmatrix_x4(addr, po[2 * n], po[2 * n + 1], po[2 * n + 2], po[2 * n + 3]);
   }
@@ -151,7 +122,14 @@ __device__ __forceinline__ void stage_and_store_packed(const uint32_t (&po)[Shap
     tma_store_commit();
   }
 }
-#endif
+template <typename Shape, typename T>
+__device__ __forceinline__ void stage_and_store_o(const float (&o)[Shape::DVO / 8][4], const float (&l)[2],
+                                                  uint32_t stage, const CUtensorMap* tm_o, int cw, int warp,
+                                                  int lane, int tid, int head, int row_global) {
+  uint32_t po[Shape::DVO / 4];
+  pack_o<Shape, T>(o, l, po);
+  stage_and_store_packed<Shape>(po, stage, tm_o, cw, warp, lane, tid, head, row_global);
+}
 
 }  // namespace sm90
 }  // namespace cuda
