@@ -226,6 +226,27 @@ __device__ __forceinline__ void consumer(const Sm90Params& p, uint32_t sbase, un
       // refills that stage with this item's second V tile).
       if (tid == 0) pay_v();
 #endif
+      // The tail of kv tile t (its S issued; prev_stage / prev_parity: tile t-1's V stage):
+      // O += P_{t-1} V_{t-1}, S_t's softmax while that P V runs, then P_t.
+      auto pv_then_softmax = [&](uint32_t prev_stage, uint32_t prev_parity, int t) {
+        mbar_wait(bar(kBarVFull + prev_stage), prev_parity);  // V_{t-1} is loaded after K_t
+        wgmma_fence();  // O was just written by ordinary instructions
+        issue_pv<T, Shape>(o_flat, pf, sbase + Shape::kOffV + prev_stage * Shape::kVBytes);
+        wgmma_commit();
+        wgmma_wait<1>();  // S_t
+        fence_regs(s_flat);
+        if (lane == 0) {
+          mbar_arrive(bar(kBarKEmpty + stage));
+          if (t == ip.n_tiles - 1) mbar_arrive(bar(kBarQEmpty));
+        }
+        softmax_step<BN>(sm, s, alpha, tf, mr, row_in_seq, n0, mr.all_visible(it.row0 + cw * 64, 64, n0, BN),
+                         lane);
+        wgmma_wait<0>();
+        fence_regs(o_flat);
+        fence_regs(pf_flat);  // P was read asynchronously until here: keep it live
+        if (lane == 0) mbar_arrive(bar(kBarVEmpty + prev_stage));
+        pack_p<T, BN>(pf, s);
+      };
 #if MLAKIT_SM90_S1_EARLY
       zero_o();  // O's registers held S_0 until here
       int t_first = 1;
@@ -235,23 +256,7 @@ __device__ __forceinline__ void consumer(const Sm90Params& p, uint32_t sbase, un
         stage = kv_iter & 1;
         parity = (kv_iter >> 1) & 1;
         n0 += BN;
-        mbar_wait(bar(kBarVFull + prev_stage), prev_parity);
-        wgmma_fence();
-        issue_pv<T, Shape>(o_flat, pf, sbase + Shape::kOffV + prev_stage * Shape::kVBytes);
-        wgmma_commit();
-        wgmma_wait<1>();  // S of tile 1
-        fence_regs(s_flat);
-        if (lane == 0) {
-          mbar_arrive(bar(kBarKEmpty + stage));
-          if (ip.n_tiles == 2) mbar_arrive(bar(kBarQEmpty));
-        }
-        softmax_step<BN>(sm, s, alpha, tf, mr, row_in_seq, n0, mr.all_visible(it.row0 + cw * 64, 64, n0, BN),
-                         lane);
-        wgmma_wait<0>();
-        fence_regs(o_flat);
-        fence_regs(pf_flat);
-        if (lane == 0) mbar_arrive(bar(kBarVEmpty + prev_stage));
-        pack_p<T, BN>(pf, s);
+        pv_then_softmax(prev_stage, prev_parity, 1);
         t_first = 2;
       } else {
         // Nothing in flight here, but ptxas sees a path from the tile-1 issue above: end it there.
@@ -274,23 +279,7 @@ __device__ __forceinline__ void consumer(const Sm90Params& p, uint32_t sbase, un
         issue_qk<T, Shape>(s_flat, q_rows_base, sbase + Shape::kOffK + stage * Shape::kKBytes);
         wgmma_commit();
         rescale_rows(o, alpha);
-        mbar_wait(bar(kBarVFull + prev_stage), prev_parity);  // V_{t-1} is loaded after K_t
-        wgmma_fence();  // O was just written by ordinary instructions
-        issue_pv<T, Shape>(o_flat, pf, sbase + Shape::kOffV + prev_stage * Shape::kVBytes);
-        wgmma_commit();
-        wgmma_wait<1>();
-        fence_regs(s_flat);
-        if (lane == 0) {
-          mbar_arrive(bar(kBarKEmpty + stage));
-          if (t == ip.n_tiles - 1) mbar_arrive(bar(kBarQEmpty));
-        }
-        softmax_step<BN>(sm, s, alpha, tf, mr, row_in_seq, n0, mr.all_visible(it.row0 + cw * 64, 64, n0, BN),
-                         lane);
-        wgmma_wait<0>();
-        fence_regs(o_flat);
-        fence_regs(pf_flat);  // P was read asynchronously until here: keep it live
-        if (lane == 0) mbar_arrive(bar(kBarVEmpty + prev_stage));
-        pack_p<T, BN>(pf, s);
+        pv_then_softmax(prev_stage, prev_parity, t);
       }
 
       // The last tile's P V. V rows past the sequence end hold whatever follows it (or TMA's
