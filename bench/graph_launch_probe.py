@@ -18,11 +18,13 @@ import time
 import torch
 
 
-def probe(build, reps, dump=None):
+def capture(build, dump=None):
+    """build() captured into a CUDA graph after one eager pass on a side stream (cuBLAS handles,
+    kernels loaded), replayed once and synchronized."""
     s = torch.cuda.Stream()
     s.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(s):
-        build()  # warm-up outside the capture (cuBLAS handles, kernels loaded)
+        build()
     torch.cuda.current_stream().wait_stream(s)
     g = torch.cuda.CUDAGraph()
     if dump:
@@ -33,6 +35,11 @@ def probe(build, reps, dump=None):
         g.debug_dump(dump)
     g.replay()
     torch.cuda.synchronize()
+    return g
+
+
+def probe(build, reps, dump=None):
+    g = capture(build, dump)
     host, wall = [], []
     for _ in range(reps):
         torch.cuda.synchronize()

@@ -15,6 +15,7 @@ import time
 import torch
 
 import mlakit
+from graph_launch_probe import capture
 from seed_schedule import graph_bucket
 
 LAYERS, H, RANK, ROPE, NOPE, V, BS = 27, 16, 512, 64, 128, 128, 16
@@ -50,16 +51,7 @@ def main():
             step.run(x["q"], x["kv_c"], x["k_pe"], x["w"], x["cache"], out=out)
 
     plan()
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        layers()
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        layers()
-    graph.replay()
-    torch.cuda.synchronize()
+    graph = capture(layers)
 
     def wait_gpu():
         torch.cuda._sleep(2_000_000)

@@ -10,7 +10,9 @@ import statistics
 import sys
 
 
-def main(path):
+def read_trace(path):
+    """blocks {block: (start, end)} and items [dict], times in ns (phase stamps missing from
+    older traces read -1)."""
     blocks, items = {}, []
     for line in open(path):
         f = line.split()
@@ -23,6 +25,11 @@ def main(path):
             b, k, n, head, row0, qb, t0, ts, te, tqk, tvl, tnx, tpv, tos = v[:14]
             items.append(dict(b=b, k=k, n=n, head=head, row0=row0, q=qb, t0=t0, ts=ts, te=te, tqk=tqk, tvl=tvl,
                               tnx=tnx, tpv=tpv, tos=tos))
+    return blocks, items
+
+
+def main(path):
+    blocks, items = read_trace(path)
     if not blocks:
         print("no blocks")
         return

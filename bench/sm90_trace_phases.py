@@ -13,29 +13,32 @@ import collections
 import statistics
 import sys
 
-PHASES = (("begin->qk", 0, 3), ("qk->s0 (first S)", 3, 1), ("s0->vlast", 1, 4), ("vlast->next", 4, 5),
-          ("next->pv", 5, 6), ("pv->ostage", 6, 7), ("ostage->end (epilogue)", 7, 2))
+from sm90_trace import read_trace
+
+# (name, stamp from, stamp to), stamps as read_trace names them
+PHASES = (("begin->qk", "t0", "tqk"), ("qk->s0 (first S)", "tqk", "ts"), ("s0->vlast", "ts", "tvl"),
+          ("vlast->next", "tvl", "tnx"), ("next->pv", "tnx", "tpv"), ("pv->ostage", "tpv", "tos"),
+          ("ostage->end (epilogue)", "tos", "te"))
 
 
 def main():
     for fn in sys.argv[1:]:
-        items = collections.defaultdict(list)
-        for line in open(fn):
-            f = line.split()
-            if f and f[0] == "I":  # I block k n_tiles head row0 q_begin begin s0 end qk vlast next pv ostage
-                items[int(f[1])].append((int(f[2]), int(f[3]), list(map(int, f[7:15]))))
+        _, items = read_trace(fn)
+        by_block = collections.defaultdict(list)
+        for it in items:
+            by_block[it["b"]].append(it)
         ph, by_n = collections.defaultdict(list), collections.defaultdict(lambda: collections.defaultdict(list))
-        for its in items.values():
-            its.sort()
-            for i, (_, nt, v) in enumerate(its):
-                d = {name: v[b] - v[a] for name, a, b in PHASES}
+        for its in by_block.values():
+            its.sort(key=lambda x: x["k"])
+            for i, it in enumerate(its):
+                d = {name: it[b] - it[a] for name, a, b in PHASES}
                 if i + 1 < len(its):
-                    d["end->next begin"] = its[i + 1][2][0] - v[2]
-                d["item"] = v[2] - v[0]
+                    d["end->next begin"] = its[i + 1]["t0"] - it["te"]
+                d["item"] = it["te"] - it["t0"]
                 for k, x in d.items():
                     ph[k].append(x)
-                    by_n[nt][k].append(x)
-        print(f"== {fn}: {sum(len(v) for v in items.values())} items; medians (p90), us")
+                    by_n[it["n"]][k].append(x)
+        print(f"== {fn}: {len(items)} items; medians (p90), us")
         for k, x in ph.items():
             print(f"  {k:24s} {statistics.median(x) / 1e3:7.2f} ({sorted(x)[int(0.9 * (len(x) - 1))] / 1e3:.2f})")
         for nt in sorted(by_n)[:3]:
