@@ -84,10 +84,7 @@ __device__ __forceinline__ void split_epilogue(float (&o)[Shape::DVO / 8][4], co
 // item's last P V read (the caller has met the other warpgroup past that P V), laid out as two
 // 128-byte-swizzled boxes of 64 columns, the layout the output tensor map describes (stmatrix
 // writes the accumulator fragments conflict-free), and thread 0 stores both boxes; it must wait
-// for their reads (tma_store_wait_read) before the stage is refilled. The halves are apart for an
-// epilogue deferred under the next item's first S (MLAKIT_SM90_EPI_UNDER_NEXT_S): O is packed
-// while no product is in flight (O's registers were written by wgmma, and ptxas serializes every
-// wgmma of the kernel if they are read while another one runs).
+// for their reads (tma_store_wait_read) before the stage is refilled. stage_and_store_o runs both.
 template <typename Shape, typename T>
 __device__ __forceinline__ void pack_o(const float (&o)[Shape::DVO / 8][4], const float (&l)[2],
                                        uint32_t (&po)[Shape::DVO / 4]) {

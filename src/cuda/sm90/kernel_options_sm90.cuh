@@ -3,7 +3,8 @@
 // are what ships. Variants that lost were removed once measured (perf-notes names them and the
 // commits that hold them: ping-pong, softmax after P V, K not ahead of V, late rescale, K first,
 // L2 prefetch of Q and K/V, tensor maps from the parameters, the global tile order, the early
-// claim, the cross-item consumer).
+// claim, the cross-item consumer, the epilogue under the next item's first S, tile 1's S under
+// tile 0's softmax).
 #pragma once
 
 // TMA_STORE: the epilogue writes O into the V stage its last P V read and stores it with TMA
@@ -15,17 +16,6 @@
 // S = Q K^T issues each box's k-steps as soon as that box has landed.
 #ifndef MLAKIT_SM90_Q_PER_BOX
 #define MLAKIT_SM90_Q_PER_BOX 0
-#endif
-// EPI_UNDER_NEXT_S: an item's TMA-store epilogue (O staging barrier, stmatrix, store) waits until
-// the next item's first S = Q K^T is issued and runs while it computes, instead of leaving the
-// tensor cores idle between items (~0.8 us per item in the block timelines).
-#ifndef MLAKIT_SM90_EPI_UNDER_NEXT_S
-#define MLAKIT_SM90_EPI_UNDER_NEXT_S 0
-#endif
-// S1_EARLY: an item's second kv tile's S = Q K^T is issued right after its first, so it computes
-// while the first tile's softmax runs (the one softmax nothing overlapped: ~1 us per item).
-#ifndef MLAKIT_SM90_S1_EARLY
-#define MLAKIT_SM90_S1_EARLY 0
 #endif
 // Measurement only (wrong results; they bound what hiding a cost could gain): EXP_Q_ONCE loads
 // Q for a block's first item only; EXP_NO_STORE skips the epilogue's stores.

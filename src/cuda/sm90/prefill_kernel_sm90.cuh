@@ -98,19 +98,6 @@ __device__ __forceinline__ void consumer(const Sm90Params& p, uint32_t sbase, un
   TraceRec trace_rec{};
   const bool tracer = cw == 0 && tid == 0;
 #endif
-#if MLAKIT_SM90_EPI_UNDER_NEXT_S
-  static_assert(!MLAKIT_SM90_Q_PER_BOX && !MLAKIT_SM90_EXP_Q_ONCE &&
-                    !MLAKIT_SM90_EXP_NO_STORE,
-                "the deferred epilogue is written for the default pipeline order");
-  // An item's TMA-store epilogue deferred until the next item's first S is issued, so it runs
-  // under that S: its normalized O packed (32 registers), its row statistics and where it goes.
-  // None of it is live in the kv-tile loop.
-  bool pend = false;
-  uint32_t pend_o[DVO / 4];
-  float pend_m[2] = {0.f, 0.f}, pend_l[2] = {0.f, 0.f};
-  int pend_head = 0, pend_row = 0;  // pend_row: the item's first row in the batch
-  uint32_t pend_stage = 0;
-#endif
   while (upcoming.valid) {
     const ItemPlan ip = upcoming;
     const WorkItem& it = ip.it;
@@ -128,13 +115,8 @@ __device__ __forceinline__ void consumer(const Sm90Params& p, uint32_t sbase, un
     const int row_in_seq[2] = {it.row0 + warp_row0 + lane / 4, it.row0 + warp_row0 + lane / 4 + 8};
 
     float o[DVO / 8][4];
-    auto zero_o = [&] {
 #pragma unroll
-      for (int n = 0; n < DVO / 8; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;
-    };
-#if !MLAKIT_SM90_S1_EARLY
-    zero_o();
-#endif
+    for (int n = 0; n < DVO / 8; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;
     RowSoftmax<BN / 8> sm;
     sm.init();
 
@@ -146,21 +128,6 @@ __device__ __forceinline__ void consumer(const Sm90Params& p, uint32_t sbase, un
       float(&s_flat)[64] = reinterpret_cast<float(&)[64]>(s);
       float(&o_flat)[64] = reinterpret_cast<float(&)[64]>(o);
       uint32_t(&pf_flat)[BN / 4] = reinterpret_cast<uint32_t(&)[BN / 4]>(pf);
-#if MLAKIT_SM90_S1_EARLY
-      // Tile 0's S goes into O's registers (O is not needed before P_0 V_0) and tile 1's into `s`,
-      // issued back to back, so S_1 computes while S_0's softmax runs; then P_0 V_0 and S_1's
-      // softmax overlap as every later tile's do. (A third 64-register array spills, and a copy
-      // between two wgmma accumulators did too.) Broadcast so ptxas sees the branches on `two` as
-      // warp-uniform.
-      static_assert(BN == DVO, "S of a kv tile fits O's registers");
-      static_assert(!MLAKIT_SM90_Q_PER_BOX && !MLAKIT_SM90_EXP_Q_ONCE, "tile 1's S reads all of Q at once");
-      const bool two = __shfl_sync(0xffffffffu, static_cast<int>(ip.n_tiles >= 2), 0) != 0;
-      float(&s0_flat)[64] = o_flat;
-      float(&s0)[BN / 8][4] = o;
-#else
-      float(&s0_flat)[64] = s_flat;
-      float(&s0)[BN / 8][4] = s;
-#endif
 
       const uint32_t q_parity = q_iter & 1;
       if (!MLAKIT_SM90_Q_PER_BOX && (!MLAKIT_SM90_EXP_Q_ONCE || q_iter == 0)) mbar_wait(bar(kBarQFull), q_parity);
@@ -174,43 +141,15 @@ __device__ __forceinline__ void consumer(const Sm90Params& p, uint32_t sbase, un
 #endif
       wgmma_fence();
 #if MLAKIT_SM90_Q_PER_BOX
-      issue_qk_first<T, Shape>(s0_flat, q_rows_base, sbase + Shape::kOffK + stage * Shape::kKBytes,
+      issue_qk_first<T, Shape>(s_flat, q_rows_base, sbase + Shape::kOffK + stage * Shape::kKBytes,
                                sbase + Shape::kOffBars, q_parity);
 #else
-      issue_qk<T, Shape>(s0_flat, q_rows_base, sbase + Shape::kOffK + stage * Shape::kKBytes);
+      issue_qk<T, Shape>(s_flat, q_rows_base, sbase + Shape::kOffK + stage * Shape::kKBytes);
 #endif
       wgmma_commit();
-#if MLAKIT_SM90_S1_EARLY
-      {  // S of tile 1 now, so it computes while tile 0's softmax runs. Issued for a one-tile item
-         // too, on whatever the other K stage holds, and discarded: with the issue in a branch,
-         // ptxas serializes every wgmma of the kernel.
-        const uint32_t i1 = kv_iter + 1;
-        if (two) mbar_wait(bar(kBarKFull + (i1 & 1)), (i1 >> 1) & 1);
-        wgmma_fence();
-        issue_qk<T, Shape>(s_flat, q_rows_base, sbase + Shape::kOffK + (i1 & 1) * Shape::kKBytes);
-        wgmma_commit();
-      }
-#endif
       if (tid == 0) pay_v();
-#if MLAKIT_SM90_EPI_UNDER_NEXT_S
-      if (pend) {  // the previous item's epilogue, under this S
-        named_barrier_sync<kBarOStage, 256>();  // both warpgroups' last P V has read the stage
-        stage_and_store_packed<Shape>(pend_o, sbase + Shape::kOffV + pend_stage * Shape::kVBytes, tm_o, cw, warp, lane,
-                                      tid, pend_head, pend_row + cw * 64);
-        float* lse_tile = a.lse == nullptr ? nullptr
-                                           : a.lse + static_cast<int64_t>(pend_row) * a.lse_stride_tok +
-                                                 static_cast<int64_t>(pend_head) * a.lse_stride_head;
-        store_lse_rows(pend_m, pend_l, lse_tile, a.lse_stride_tok, warp_row0, Shape::BM, lane);
-        if (tid == 0) owed_stage = static_cast<int>(pend_stage);
-        pend = false;
-      }
-#endif
-#if MLAKIT_SM90_S1_EARLY
-      wgmma_wait<1>();  // S of tile 0 (tile 1's may still run)
-#else
       wgmma_wait<0>();
-#endif
-      fence_regs(s0_flat);
+      fence_regs(s_flat);
 #if MLAKIT_SM90_TRACE
       if (tracer) trace_rec.t_s0 = trace_now();
 #endif
@@ -219,13 +158,9 @@ __device__ __forceinline__ void consumer(const Sm90Params& p, uint32_t sbase, un
         if (ip.n_tiles == 1) mbar_arrive(bar(kBarQEmpty));
       }
       int n0 = ip.n_begin;
-      softmax_step<BN>(sm, s0, alpha, tf, mr, row_in_seq, n0, mr.all_visible(it.row0 + cw * 64, 64, n0, BN), lane);
-      pack_p<T, BN>(pf, s0);
-#if MLAKIT_SM90_EPI_UNDER_NEXT_S
-      // The deferred epilogue's stage: its arrival before this item waits on any V (the producer
-      // refills that stage with this item's second V tile).
-      if (tid == 0) pay_v();
-#endif
+      softmax_step<BN>(sm, s, alpha, tf, mr, row_in_seq, n0, mr.all_visible(it.row0 + cw * 64, 64, n0, BN), lane);
+      pack_p<T, BN>(pf, s);
+
       // The tail of kv tile t (its S issued; prev_stage / prev_parity: tile t-1's V stage):
       // O += P_{t-1} V_{t-1}, S_t's softmax while that P V runs, then P_t.
       auto pv_then_softmax = [&](uint32_t prev_stage, uint32_t prev_parity, int t) {
@@ -247,25 +182,7 @@ __device__ __forceinline__ void consumer(const Sm90Params& p, uint32_t sbase, un
         if (lane == 0) mbar_arrive(bar(kBarVEmpty + prev_stage));
         pack_p<T, BN>(pf, s);
       };
-#if MLAKIT_SM90_S1_EARLY
-      zero_o();  // O's registers held S_0 until here
-      int t_first = 1;
-      if (two) {  // tile 1, its S issued above: P_0 V_0 (O is 0: nothing to rescale), S_1's softmax
-        const uint32_t prev_stage = stage, prev_parity = parity;
-        ++kv_iter;
-        stage = kv_iter & 1;
-        parity = (kv_iter >> 1) & 1;
-        n0 += BN;
-        pv_then_softmax(prev_stage, prev_parity, 1);
-        t_first = 2;
-      } else {
-        // Nothing in flight here, but ptxas sees a path from the tile-1 issue above: end it there.
-        wgmma_wait<0>();
-      }
-      for (int t = t_first; t < ip.n_tiles; ++t) {
-#else
       for (int t = 1; t < ip.n_tiles; ++t) {
-#endif
         const uint32_t prev_stage = stage, prev_parity = parity;
         ++kv_iter;
         stage = kv_iter & 1;
@@ -314,45 +231,10 @@ __device__ __forceinline__ void consumer(const Sm90Params& p, uint32_t sbase, un
       ++kv_iter;
     }
 
-#if MLAKIT_SM90_S1_EARLY
-    if (ip.n_tiles == 0) zero_o();
-#endif
     if (!fetched) upcoming = next_item();
     // Epilogue (also for tiles whose rows see no key: out = 0, lse = -inf).
     float l_total[2];
     sm.finish(l_total);
-#if MLAKIT_SM90_EPI_UNDER_NEXT_S
-    // Deferred to the next item's first S when that S is coming and both warpgroups' rows are all
-    // inside the sequence (the same test in both: they meet at the staging barrier).
-    if (o_tma && ip.chunk < 0 && ip.n_tiles > 0 && ip.rows >= Shape::BM && upcoming.valid && upcoming.n_tiles > 0) {
-      pack_o<Shape, T>(o, l_total, pend_o);
-      pend = true;
-      pend_m[0] = sm.m[0];
-      pend_m[1] = sm.m[1];
-      pend_l[0] = l_total[0];
-      pend_l[1] = l_total[1];
-      pend_head = it.head;
-      pend_row = it.q_begin + it.row0;
-      pend_stage = (kv_iter - 1) & 1;
-#if MLAKIT_SM90_TRACE
-      if (tracer) {
-        trace_rec.t_end = trace_now();
-        if (blockIdx.x < kTraceBlocks && trace_k < kTracePerBlock)
-          g_sm90_trace[blockIdx.x * kTracePerBlock + trace_k] = trace_rec;
-        ++trace_k;
-      }
-#endif
-      continue;
-    }
-    // Not deferred: the pending state is written anyway, so no path from the kv-tile loop reaches
-    // its read at the next item without a write (else ptxas keeps it live through the loop, and
-    // pend_o's 32 registers spill).
-#pragma unroll
-    for (int i = 0; i < DVO / 4; ++i) pend_o[i] = 0u;
-    pend_m[0] = pend_m[1] = pend_l[0] = pend_l[1] = 0.f;
-    pend_head = pend_row = 0;
-    pend_stage = 0;
-#endif
     T* out_tile = o_all + static_cast<int64_t>(it.q_begin + it.row0) * a.o_stride_tok +
                   static_cast<int64_t>(it.head) * a.o_stride_head;
     float* lse_tile = a.lse == nullptr ? nullptr
