@@ -3,6 +3,8 @@
 // with the CUDA runtime; bench_gpu_none.cc (builds without CUDA) reports them unavailable.
 #pragma once
 
+#include <cstddef>
+
 #include "mlakit/tensor.h"
 
 namespace mlakit_bench {
@@ -26,6 +28,15 @@ void capture_begin(mlakit::Stream s);
 void* capture_end(mlakit::Stream s);
 void graph_launch(void* exec, mlakit::Stream s);
 void graph_destroy(void* exec);
+
+// For the host-call probe (seed --host-probe): page-locked host memory, device memory, an async
+// host-to-device copy and a host wait on an event, the calls a plan's upload is made of.
+void* pinned_alloc(size_t bytes);
+void pinned_free(void* p);
+void* device_alloc(size_t bytes);
+void device_free(void* p);
+void copy_h2d_async(void* dst, const void* src, size_t bytes, mlakit::Stream s);
+void event_sync(void* e);
 
 }  // namespace gpu
 }  // namespace mlakit_bench

@@ -59,5 +59,22 @@ void graph_launch(void* exec, mlakit::Stream s) {
 }
 void graph_destroy(void* exec) { cudaGraphExecDestroy(static_cast<cudaGraphExec_t>(exec)); }
 
+void* pinned_alloc(size_t bytes) {
+  void* p = nullptr;
+  check(cudaMallocHost(&p, bytes), "cudaMallocHost");
+  return p;
+}
+void pinned_free(void* p) { cudaFreeHost(p); }
+void* device_alloc(size_t bytes) {
+  void* p = nullptr;
+  check(cudaMalloc(&p, bytes), "cudaMalloc");
+  return p;
+}
+void device_free(void* p) { cudaFree(p); }
+void copy_h2d_async(void* dst, const void* src, size_t bytes, mlakit::Stream s) {
+  check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, cs(s)), "cudaMemcpyAsync");
+}
+void event_sync(void* e) { check(cudaEventSynchronize(static_cast<cudaEvent_t>(e)), "cudaEventSynchronize"); }
+
 }  // namespace gpu
 }  // namespace mlakit_bench

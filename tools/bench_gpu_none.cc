@@ -21,6 +21,12 @@ void capture_begin(mlakit::Stream) { none(); }
 void* capture_end(mlakit::Stream) { none(); }
 void graph_launch(void*, mlakit::Stream) { none(); }
 void graph_destroy(void*) {}
+void* pinned_alloc(size_t) { none(); }
+void pinned_free(void*) {}
+void* device_alloc(size_t) { none(); }
+void device_free(void*) {}
+void copy_h2d_async(void*, const void*, size_t, mlakit::Stream) { none(); }
+void event_sync(void*) { none(); }
 
 }  // namespace gpu
 }  // namespace mlakit_bench

@@ -47,6 +47,10 @@ graph-replayed. Defaults: DeepSeek-Coder-V2-Lite (27 layers, 16 heads, latent 51
   --reps R              timed passes over the whole schedule, median per step (default 3 cuda, 1 cpu)
   --device cpu|cuda|auto
   --per-step            also print every step's timings
+  --host-probe          graph mode: after the timed passes, time single host calls (the pieces of
+                        plan()'s upload, plan() itself, a graph launch, a fixed CPU loop) right
+                        after waiting for a replayed step, and back to back: what a step's host
+                        time is made of on this machine
   --no-check            skip the correctness check against the float64 reference
   --json PATH           write all cases as JSON
 )";
@@ -56,7 +60,7 @@ struct SeedArgs {
   int prompt = 999, layers = -1, heads = 16, block_size = 16, reps = -1;
   std::vector<std::string> modes;
   std::string device = "auto", json;
-  bool per_step = false, check = true;
+  bool per_step = false, check = true, host_probe = false;
 };
 
 [[noreturn]] void usage(const std::string& msg) {
@@ -106,6 +110,7 @@ SeedArgs parse(int argc, char** argv) {
     else if (o == "--reps") a.reps = to_int(need(i), "--reps");
     else if (o == "--device") a.device = need(i);
     else if (o == "--per-step") a.per_step = true;
+    else if (o == "--host-probe") a.host_probe = true;
     else if (o == "--no-check") a.check = false;
     else if (o == "--json") a.json = need(i);
     else usage("unknown option " + o);
@@ -118,6 +123,24 @@ SeedArgs parse(int argc, char** argv) {
 
 double ms_since(Clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+
+// Host time of one call, median of `reps`, measured two ways: right after the host waited for a
+// replayed step (as a serving engine meets its next plan(): it synchronized to read the sampled
+// tokens), and back to back with the previous call. Prints one row.
+template <class Wait, class Call>
+void probe_row(const char* name, int reps, Wait&& wait, Call&& call) {
+  std::vector<double> after, hot;
+  for (int r = 0; r < reps; ++r) {
+    wait();
+    Clock::time_point t0 = Clock::now();
+    call();
+    after.push_back(1000.0 * ms_since(t0));
+    t0 = Clock::now();
+    call();
+    hot.push_back(1000.0 * ms_since(t0));
+  }
+  std::printf("  %-44s %10.1f %10.1f\n", name, stats_of(after).median, stats_of(hot).median);
 }
 
 CaseResult run_case(const SeedArgs& a, Device dev, int n, int budget, const std::string& mode, int layers, int reps) {
@@ -209,6 +232,7 @@ CaseResult run_case(const SeedArgs& a, Device dev, int n, int budget, const std:
     for (const auto& g : graphs) cr.graph_buckets.push_back(g.first);
   }
   cr.graph_rows = bucket;
+  const bool probe = graph && a.host_probe;
 
   std::vector<std::vector<StepTiming>> samples(cr.steps.size());
   for (int rep = 0; rep < reps; ++rep) {
@@ -253,6 +277,44 @@ CaseResult run_case(const SeedArgs& a, Device dev, int n, int budget, const std:
     clock_ms += cr.timing[i].wall_ms;
     for (const SeedEntry& e : cr.steps[i].entries)
       if (e.finishes) cr.ttft_ms[static_cast<size_t>(e.request)] = clock_ms;
+  }
+  if (probe) {
+    const int pr = 50;
+    void* g0 = graphs.at(bucket[0]);
+    auto wait_step = [&] {  // one replayed step under step 0's plan, then the host waits for it
+      step.plan(inputs[0].batch(), options(0), stream);
+      gpu::graph_launch(g0, stream);
+      gpu::stream_sync(stream);
+    };
+    std::printf("\nhost probe, N=%d budget %d, step 0 (graph of %d layers); medians of %d, us\n", n, budget,
+                layers, pr);
+    std::printf("  %-44s %10s %10s\n", "call", "after wait", "hot");
+    probe_row("nothing (two clock reads)", pr, wait_step, [] {});
+    volatile uint64_t sink = 0;
+    std::vector<uint32_t> buf(1 << 14, 7u);
+    probe_row("CPU loop over 64 KiB", pr, wait_step, [&] {
+      uint64_t x = 0;
+      for (uint32_t v : buf) x = x * 31 + v;
+      sink = sink + x;
+    });
+    void* ev = gpu::event_create();
+    gpu::event_record(ev, stream);
+    gpu::stream_sync(stream);
+    probe_row("cudaEventSynchronize (completed event)", pr, wait_step, [&] { gpu::event_sync(ev); });
+    probe_row("cudaEventRecord", pr, wait_step, [&] { gpu::event_record(ev, stream); });
+    for (size_t kb : {4, 64}) {
+      void* h = gpu::pinned_alloc(kb << 10);
+      void* d = gpu::device_alloc(kb << 10);
+      const std::string name = "cudaMemcpyAsync H2D, pinned, " + std::to_string(kb) + " KiB";
+      probe_row(name.c_str(), pr, wait_step, [&] { gpu::copy_h2d_async(d, h, kb << 10, stream); });
+      gpu::stream_sync(stream);
+      gpu::device_free(d);
+      gpu::pinned_free(h);
+    }
+    probe_row("MlaStep::plan (step 0)", pr, wait_step, [&] { step.plan(inputs[0].batch(), options(0), stream); });
+    probe_row("cudaGraphLaunch (step 0's graph)", pr, wait_step, [&] { gpu::graph_launch(g0, stream); });
+    gpu::stream_sync(stream);
+    gpu::event_destroy(ev);
   }
   for (const auto& g : graphs) gpu::graph_destroy(g.second);
   if (cuda) {
