@@ -57,8 +57,8 @@ SEED_TTFT = {  # (N, budget) -> {path: (mean, median, p99) ms}
 TARGETS = [((100, 8192), "fa2_vllm", 4.0), ((100, 8192), "flashinfer_fa3", 3.0),
            ((1, 8192), "fa2_vllm", 2.5), ((1, 8192), "flashinfer_fa3", 2.5)]
 HOST_SHARE_TARGET = 0.10  # graph-replayed step
-MLAKIT_PATHS_PREF = ["mlakit_step_graph", "mlakit_step", "mlakit_kernel_in_vllm_path_graph",
-                     "mlakit_kernel_in_vllm_path"]
+MLAKIT_PATHS_PREF = ["mlakit_step_graph", "mlakit_step_graph_uir", "mlakit_step",
+                     "mlakit_kernel_in_vllm_path_graph", "mlakit_kernel_in_vllm_path"]
 
 
 def log(msg=""):
@@ -591,13 +591,16 @@ def report_targets(cases):
                              "speedup": v, "target": want, "met": v >= want})
                 break
     for c in cases:
-        for m in ("mlakit_step_graph", "mlakit_kernel_in_vllm_path_graph"):
+        # Every graph-replayed mlakit step path measured (both plan uploads when both ran); the
+        # kernel-in-vLLM graph only when no step path ran.
+        found = False
+        for m in ("mlakit_step_graph", "mlakit_step_graph_uir", "mlakit_kernel_in_vllm_path_graph"):
             r = c["paths"].get(m, {})
-            if r.get("host_share") is not None:
+            if r.get("host_share") is not None and not (found and m == "mlakit_kernel_in_vllm_path_graph"):
                 rows.append({"case": f"N={c['requests']} budget {c['budget']}", "mlakit_path": m,
                              "vs": "host share", "speedup": r["host_share"], "target": HOST_SHARE_TARGET,
                              "met": r["host_share"] < HOST_SHARE_TARGET})
-                break
+                found = True
     if rows:
         log("")
         log("issue 7 targets (mlakit_kernel_in_vllm_path* is mlakit's kernel in vLLM's path, not the MLA step):")

@@ -299,6 +299,7 @@ class MlakitKernelInVllmPath(Path):
 class MlakitStepPath(Path):
     """mlakit's MLA step (mlakit.MlaStep): plan once per step on the host, one run() per layer."""
     name = "mlakit_step"
+    upload_in_run = False  # MlaStep(upload_in_run=): the plan uploaded by the step's first run()
 
     # How the binding is driven (python/mlakit/mla.py, docs/mla.md):
     #   step = mlakit.MlaStep(H, kv_lora_rank, qk_nope, qk_rope, v_head, dtype=, device=, block_size=,
@@ -319,11 +320,12 @@ class MlakitStepPath(Path):
         # workspace_rows = new + context capacity: every step of the schedule runs as one causal
         # launch over [context; new] (no context chunks, which a graph could not replay either).
         self.rows_cap = k.max_tokens + k.max_ctx_tokens
+        extra = {"upload_in_run": True} if self.upload_in_run else {}
         self.step = mlakit.MlaStep(c.heads, c.kv_lora_rank, c.qk_nope, c.qk_rope, c.v_head,
                                    dtype=self.model.dtype, device="cuda" if self.dev.type == "cuda" else "cpu",
                                    block_size=c.block_size, num_blocks=k.num_blocks, max_batch=k.max_batch,
                                    max_tokens=k.max_tokens, max_context_tokens=k.max_ctx_tokens,
-                                   workspace_rows=self.rows_cap)
+                                   workspace_rows=self.rows_cap, **extra)
         # Layer 0 writes its own output (checked against the reference after the step); the other
         # layers share one buffer, as an engine's attention output is consumed by o_proj before the
         # next layer runs. Fixed addresses, so a captured graph keeps writing the same buffers.
@@ -435,6 +437,12 @@ class MlakitStepGraphPath(MlakitStepPath):
 
 # ------------------------------------------------------------------------------------------------
 
+class MlakitStepGraphUploadInRunPath(MlakitStepGraphPath):
+    """mlakit's MLA step graph-replayed, the plan uploaded by the graph's first node (upload_in_run)."""
+    name = "mlakit_step_graph_uir"
+    upload_in_run = True  # plan() only writes host memory; per step: plan() + one graph launch
+
+
 class GraphedPath(Path):
     """inner's layer loop captured into one CUDA graph per inner.graph_key(st), replayed after
     inner.plan(st). Capture happens the first time a key is seen (the warm-up pass); the
@@ -490,7 +498,7 @@ class GraphedPath(Path):
 
 
 PATH_NAMES = ["fa2_vllm", "flashinfer_fa3", "flashinfer_fa2", "mlakit_step", "mlakit_step_graph",
-              "mlakit_kernel_in_vllm_path", "mlakit_kernel_in_vllm_path_graph"]
+              "mlakit_step_graph_uir", "mlakit_kernel_in_vllm_path", "mlakit_kernel_in_vllm_path_graph"]
 # What bench/compare_mla.py runs unless --paths says otherwise: the engines' paths and mlakit's step.
 DEFAULT_PATHS = ["fa2_vllm", "flashinfer_fa3", "flashinfer_fa2", "mlakit_step", "mlakit_step_graph"]
 
@@ -504,6 +512,8 @@ def make_path(name, cfg, model, caps, fi_indptr="device"):
         return MlakitStepPath(cfg, model, caps)
     if name == "mlakit_step_graph":
         return MlakitStepGraphPath(cfg, model, caps)
+    if name == "mlakit_step_graph_uir":
+        return MlakitStepGraphUploadInRunPath(cfg, model, caps)
     if name == "mlakit_kernel_in_vllm_path":
         return MlakitKernelInVllmPath(cfg, model, caps)
     if name == "mlakit_kernel_in_vllm_path_graph":

@@ -47,6 +47,8 @@ graph-replayed. Defaults: DeepSeek-Coder-V2-Lite (27 layers, 16 heads, latent 51
   --reps R              timed passes over the whole schedule, median per step (default 3 cuda, 1 cpu)
   --device cpu|cuda|auto
   --per-step            also print every step's timings
+  --upload-in-run       MlaConfig::upload_in_run: plan() only writes host memory, the step's
+                        first run() (in a graph: the graph's first node) uploads the plan
   --host-probe          graph mode: after the timed passes, time single host calls (the pieces of
                         plan()'s upload, plan() itself, a graph launch, a fixed CPU loop) right
                         after waiting for a replayed step, and back to back: what a step's host
@@ -60,7 +62,7 @@ struct SeedArgs {
   int prompt = 999, layers = -1, heads = 16, block_size = 16, reps = -1;
   std::vector<std::string> modes;
   std::string device = "auto", json;
-  bool per_step = false, check = true, host_probe = false;
+  bool per_step = false, check = true, host_probe = false, upload_in_run = false;
 };
 
 [[noreturn]] void usage(const std::string& msg) {
@@ -111,6 +113,7 @@ SeedArgs parse(int argc, char** argv) {
     else if (o == "--device") a.device = need(i);
     else if (o == "--per-step") a.per_step = true;
     else if (o == "--host-probe") a.host_probe = true;
+    else if (o == "--upload-in-run") a.upload_in_run = true;
     else if (o == "--no-check") a.check = false;
     else if (o == "--json") a.json = need(i);
     else usage("unknown option " + o);
@@ -148,6 +151,7 @@ CaseResult run_case(const SeedArgs& a, Device dev, int n, int budget, const std:
   cr.requests = n;
   cr.budget = budget;
   cr.mode = mode;
+  cr.upload_in_run = a.upload_in_run;
   cr.layers = layers;
   cr.steps = seed_schedule(n, a.prompt, budget);
   int64_t max_ctx = 0;
@@ -164,6 +168,7 @@ CaseResult run_case(const SeedArgs& a, Device dev, int n, int budget, const std:
   cfg.max_tokens = budget;
   cfg.max_context_tokens = max_ctx;
   cfg.workspace_rows = budget + max_ctx;  // [context; new] always fits: one launch per layer
+  cfg.upload_in_run = a.upload_in_run;
 
   // Each request owns blocks scattered over the cache.
   std::mt19937_64 rng(1234 + n);

@@ -59,6 +59,7 @@ void print_case(const CaseResult& c, int prompt, int heads, bool per_step, const
   std::printf("\n============ mlakit MLA Step: Seed Serving Workload =============\n");
   print_line("Device:", device_desc);
   print_line("Mode:", c.mode == "graph" ? "CUDA graph replayed, re-planned per step" : "eager");
+  print_line("Plan upload:", c.upload_in_run ? "in the step's first run() (upload_in_run)" : "in plan()");
   print_line("Attention layers per step:", std::to_string(c.layers));
   print_line("Heads:", std::to_string(heads));
   print_line("Requests:", std::to_string(c.requests));
@@ -107,7 +108,8 @@ std::string case_json(const CaseResult& c, int prompt, int heads) {
     host.push_back(t.host_ms);
   }
   const Stats tt = stats_of(c.ttft_ms), sw = stats_of(wall), sd = stats_of(dev), sh = stats_of(host);
-  o << "{\"mode\": " << json_str(c.mode) << ", \"requests\": " << c.requests << ", \"budget\": " << c.budget
+  o << "{\"mode\": " << json_str(c.mode) << ", \"upload_in_run\": " << (c.upload_in_run ? "true" : "false")
+    << ", \"requests\": " << c.requests << ", \"budget\": " << c.budget
     << ", \"prompt\": " << prompt << ", \"layers\": " << c.layers << ", \"heads\": " << heads
     << ", \"steps\": " << c.steps.size()
     << ", \"step_tokens\": " << arr([&](size_t i) { return static_cast<double>(c.steps[i].tokens); })

@@ -21,6 +21,7 @@ struct StepTiming {
 struct CaseResult {
   int requests = 0, budget = 0, layers = 0;
   std::string mode;
+  bool upload_in_run = false;  // MlaConfig::upload_in_run
   std::vector<SeedStep> steps;
   std::vector<StepTiming> timing;  // per step, median over reps
   std::vector<double> ttft_ms;     // per request: wall time of the steps until its prompt is done

@@ -22,7 +22,8 @@
 //
 // plan() runs on the host from host lengths and the host block table, in microseconds, and never
 // synchronizes the device; it publishes everything that varies per step (slots, gather maps,
-// attention schedules) into the device workspace with stream-ordered copies. run() only launches,
+// attention schedules) into the device workspace with stream-ordered copies (or, with
+// MlaConfig::upload_in_run, leaves that copy to the step's first run()). run() only launches,
 // once per layer, and reads the per-step data from the workspace, so the whole step (one layer or
 // a loop of layers) can be captured into a CUDA graph and replayed after re-planning; see
 // MlaPlanOptions::graph_rows. The CPU backend (Device::cpu()) runs the same step, its
@@ -57,6 +58,15 @@ struct MlaConfig {
   Device device = Device::cpu();
   KernelPreference kernel = KernelPreference::kAuto;  // CUDA attention kernel (mlakit/prefill.h)
   KvSplitMode kv_split = KvSplitMode::kAuto;          // key-range splitting (mlakit/prefill.h)
+  // Where the plan goes to the device. false: plan() enqueues the copy on its stream. true: plan()
+  // only writes host memory (its one CUDA call an event wait that returns at once unless the
+  // previous plan's upload has not run yet); the first run() after it enqueues the upload, and a
+  // run() captured into a CUDA graph records it as the graph's first node, so each replay uploads
+  // the plan in force when it runs: per step the host calls plan() and launches the graph, no
+  // other CUDA call. Costs one copy of the whole plan block per step (a fixed size, so one
+  // captured copy fits every plan) and makes a plan() issued while the previous step's upload is
+  // still queued wait for it.
+  bool upload_in_run = false;
 };
 
 // One engine step's requests, all host arrays. Request b has context_lens[b] tokens in the cache

@@ -55,19 +55,26 @@ class MlaStep:
     max_context_tokens``) bounds the latent/K/V rows of one attention launch: a step whose
     context + new tokens fit runs one causal launch, otherwise the context runs in chunks of that
     many rows merged by LSE.
+
+    ``upload_in_run=True``: ``plan()`` only writes host memory and the step's first ``run()``
+    uploads the plan; a ``run()`` captured into a CUDA graph records that copy as the graph's first
+    node, so a replay uploads the plan in force when it runs and the host's work per step is
+    ``plan()`` plus the graph launch (see ``MlaConfig::upload_in_run`` in ``include/mlakit/mla.h``).
     """
 
     def __init__(self, num_heads: int = 16, kv_lora_rank: int = 512, qk_nope_head_dim: int = 128,
                  qk_rope_head_dim: int = 64, v_head_dim: int = 128, *, dtype: Any = "bf16",
                  device: Any = "cpu", block_size: int = 16, num_blocks: int, max_batch: int,
-                 max_tokens: int, max_context_tokens: int = 0, workspace_rows: int = 0) -> None:
+                 max_tokens: int, max_context_tokens: int = 0, workspace_rows: int = 0,
+                 upload_in_run: bool = False) -> None:
         device_name = _device_name(device)
         if device_name == "cuda":
             device_name = "cuda:0"
         self._impl = _C.MlaStep(int(num_heads), int(kv_lora_rank), int(qk_nope_head_dim),
                                 int(qk_rope_head_dim), int(v_head_dim), _dtype_name(dtype),
                                 int(block_size), int(num_blocks), int(max_batch), int(max_tokens),
-                                int(max_context_tokens), int(workspace_rows), device_name)
+                                int(max_context_tokens), int(workspace_rows), device_name,
+                                bool(upload_in_run))
         self._device = device_name
         self.handle: int = next(_handles)
         _registry[self.handle] = self

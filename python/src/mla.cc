@@ -22,7 +22,7 @@ using mlakit::ErrorKind;
 mlakit::MlaConfig make_config(int num_heads, int kv_lora_rank, int qk_nope_head_dim, int qk_rope_head_dim,
                               int v_head_dim, const std::string& dtype, int block_size, int64_t num_blocks,
                               int max_batch, int64_t max_tokens, int64_t max_context_tokens,
-                              int64_t workspace_rows, const std::string& device) {
+                              int64_t workspace_rows, const std::string& device, bool upload_in_run) {
   mlakit::MlaConfig c;
   c.num_heads = num_heads;
   c.kv_lora_rank = kv_lora_rank;
@@ -37,6 +37,7 @@ mlakit::MlaConfig make_config(int num_heads, int kv_lora_rank, int qk_nope_head_
   c.max_context_tokens = max_context_tokens;
   c.workspace_rows = workspace_rows;
   c.device = parse_device(device, "device");
+  c.upload_in_run = upload_in_run;
   return c;
 }
 
@@ -62,15 +63,16 @@ void bind_mla(nb::module_& m) {
       .def("__init__",
            [](mlakit::MlaStep* self, int num_heads, int kv_lora_rank, int qk_nope_head_dim, int qk_rope_head_dim,
               int v_head_dim, const std::string& dtype, int block_size, int64_t num_blocks, int max_batch,
-              int64_t max_tokens, int64_t max_context_tokens, int64_t workspace_rows, const std::string& device) {
+              int64_t max_tokens, int64_t max_context_tokens, int64_t workspace_rows, const std::string& device,
+              bool upload_in_run) {
              new (self) mlakit::MlaStep(make_config(num_heads, kv_lora_rank, qk_nope_head_dim, qk_rope_head_dim,
                                                     v_head_dim, dtype, block_size, num_blocks, max_batch, max_tokens,
-                                                    max_context_tokens, workspace_rows, device));
+                                                    max_context_tokens, workspace_rows, device, upload_in_run));
            },
            nb::arg("num_heads"), nb::arg("kv_lora_rank"), nb::arg("qk_nope_head_dim"), nb::arg("qk_rope_head_dim"),
            nb::arg("v_head_dim"), nb::arg("dtype"), nb::arg("block_size"), nb::arg("num_blocks"),
            nb::arg("max_batch"), nb::arg("max_tokens"), nb::arg("max_context_tokens"), nb::arg("workspace_rows"),
-           nb::arg("device"))
+           nb::arg("device"), nb::arg("upload_in_run") = false)
       .def(
           "plan",
           [](mlakit::MlaStep& self, nb::handle query_lens, nb::handle context_lens, nb::handle block_table,
@@ -152,7 +154,7 @@ void bind_mla(nb::module_& m) {
              int64_t max_context_tokens, int64_t workspace_rows, const std::string& device) {
             mlakit::WorkspaceSizes w = mlakit::MlaStep::workspace_sizes(make_config(
                 num_heads, kv_lora_rank, qk_nope_head_dim, qk_rope_head_dim, v_head_dim, dtype, block_size,
-                num_blocks, max_batch, max_tokens, max_context_tokens, workspace_rows, device));
+                num_blocks, max_batch, max_tokens, max_context_tokens, workspace_rows, device, false));
             return nb::make_tuple(w.host_bytes, w.device_bytes);
           },
           nb::arg("num_heads"), nb::arg("kv_lora_rank"), nb::arg("qk_nope_head_dim"), nb::arg("qk_rope_head_dim"),

@@ -86,12 +86,15 @@ def test_step_vs_torch_reference(workspace_rows):
     assert rel(out, ref) < 1e-2
 
 
-def test_graph_replay_after_replan():
+@pytest.mark.parametrize("upload_in_run", [False, True], ids=["upload_in_plan", "upload_in_run"])
+def test_graph_replay_after_replan(upload_in_run):
+    """upload_in_run: the captured graph uploads the plan itself (its first node), so each replay
+    runs under the plan made just before it with no copy issued by plan()."""
     gen = torch.Generator().manual_seed(9)
     bucket, graph_rows, num_blocks = 512, 1024, 160
     step = mlakit.MlaStep(H, dtype=torch.bfloat16, device=DEV, block_size=BS, num_blocks=num_blocks,
                           max_batch=8, max_tokens=bucket, max_context_tokens=graph_rows,
-                          workspace_rows=graph_rows)
+                          workspace_rows=graph_rows, upload_in_run=upload_in_run)
     x = layer(gen, bucket, num_blocks)  # buffers the graph keeps reading
     out = torch.empty(bucket, H, DV, device=DEV, dtype=torch.bfloat16)
     sets = [([300, 1, 100], [0, 17, 100]), ([512], [500]), ([7, 200, 0, 129, 64], [1, 0, 33, 64, 200])]

@@ -59,13 +59,15 @@ def rel(a, b):
     return float(np.linalg.norm(a.astype(np.float64) - b) / np.linalg.norm(b))
 
 
+@pytest.mark.parametrize("upload_in_run", [False, True], ids=["upload_in_plan", "upload_in_run"])
 @pytest.mark.parametrize("workspace_rows", [0, 48], ids=["one_launch", "chunks"])
-def test_step_matches_numpy_reference_and_writes_cache(rng, workspace_rows):
+def test_step_matches_numpy_reference_and_writes_cache(rng, workspace_rows, upload_in_run):
     c = make_case(rng, [20, 1, 9], [0, 37, 70])
     ref_out, ref_lse = numpy_reference(c)
     step = mlakit.MlaStep(H, L, DN, R, DV, dtype="fp16", device="cpu", block_size=BS,
                           num_blocks=c["cache"].shape[0], max_batch=4, max_tokens=32,
-                          max_context_tokens=128, workspace_rows=workspace_rows)
+                          max_context_tokens=128, workspace_rows=workspace_rows,
+                          upload_in_run=upload_in_run)
     step.plan(c["q_lens"], c["ctx_lens"], c["bt"])
     assert step.info.chunked == (workspace_rows > 0)
     cache = c["cache"].copy()

@@ -67,6 +67,10 @@ class Backend {
   virtual void record(Event e, Stream stream) const = 0;
   virtual void wait(Event e) const = 0;
   virtual void destroy_event(Event e) const noexcept = 0;
+  // Stream capture (CUDA graphs): the capture `stream` is part of, 0 when none (the CPU: always
+  // 0), and a record that becomes a graph node recording `e` at every launch of the graph.
+  virtual unsigned long long capture_id(Stream stream) const = 0;
+  virtual void record_in_capture(Event e, Stream stream) const = 0;
   // Lets queued work finish before memory it may read is released (destructors).
   virtual void drain() const noexcept = 0;
 

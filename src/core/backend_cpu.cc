@@ -49,6 +49,8 @@ class CpuBackend final : public Backend {
   void record(Event, Stream) const override {}
   void wait(Event) const override {}
   void destroy_event(Event) const noexcept override {}
+  unsigned long long capture_id(Stream) const override { return 0; }
+  void record_in_capture(Event, Stream) const override {}
   void drain() const noexcept override {}
 
   void attention(const cuda::KernelChoice&, const AttentionCall& c, Stream) const override {

@@ -46,6 +46,8 @@ class CudaBackend final : public Backend {
   void record(Event e, Stream stream) const override { cuda_rt::event_record(e, stream); }
   void wait(Event e) const override { cuda_rt::event_synchronize(e); }
   void destroy_event(Event e) const noexcept override { cuda_rt::event_destroy(e); }
+  unsigned long long capture_id(Stream stream) const override { return cuda_rt::stream_capture_id(stream); }
+  void record_in_capture(Event e, Stream stream) const override { cuda_rt::event_record_in_capture(e, stream); }
   void drain() const noexcept override { cuda_rt::device_synchronize(index_); }
 
   void attention(const cuda::KernelChoice& choice, const AttentionCall& c,

@@ -7,8 +7,8 @@
 namespace mlakit {
 namespace backend {
 
-PlanStaging::PlanStaging(const Backend& b, size_t bytes, size_t scratch)
-    : backend_(b), bytes_(bytes), scratch_(scratch) {
+PlanStaging::PlanStaging(const Backend& b, size_t bytes, size_t scratch, Upload upload)
+    : backend_(b), bytes_(bytes), scratch_(scratch), deferred_(upload == Upload::kInRun) {
   owns_ = true;
   host_ = static_cast<uint8_t*>(b.alloc_staging(host_bytes(bytes)));
   try {
@@ -41,16 +41,42 @@ PlanStaging::~PlanStaging() {
 
 uint8_t* PlanStaging::begin() {
   // The half we fill may still be the source of an async copy from two plans ago; that copy was
-  // recorded on its event, which has almost always completed by now.
+  // recorded on its event, which has almost always completed by now. Deferred: half 0, whose
+  // last upload (eager, or a graph replay's first node: a launch records the event) must have
+  // run; only a step planned while the previous one has not started waits here.
+  if (deferred_) {
+    backend_.wait(events_[0]);
+    return host_;
+  }
   backend_.wait(events_[next_half_]);
   return host_ + static_cast<size_t>(next_half_) * bytes_;
 }
 
 void PlanStaging::publish(size_t used, Stream stream) {
+  if (deferred_) {
+    pending_ = true;
+    return;
+  }
   const int half = next_half_;
   backend_.copy_to_device(device_, host_ + static_cast<size_t>(half) * bytes_, used, stream);
   backend_.record(events_[half], stream);
   next_half_ = half ^ 1;
+}
+
+void PlanStaging::upload(Stream stream) {
+  if (!deferred_) return;
+  const unsigned long long capture = backend_.capture_id(stream);
+  if (capture != 0) {
+    if (capture == captured_) return;  // this graph already uploads first
+    backend_.copy_to_device(device_, host_, bytes_, stream);
+    backend_.record_in_capture(events_[0], stream);
+    captured_ = capture;
+    return;
+  }
+  if (!pending_) return;
+  backend_.copy_to_device(device_, host_, bytes_, stream);
+  backend_.record(events_[0], stream);
+  pending_ = false;
 }
 
 void check_workspace(const void* p, size_t have, size_t want, const char* name) {

@@ -47,6 +47,8 @@ Event event_create(int) { no_cuda(); }
 void event_record(Event, Stream) { no_cuda(); }
 void event_synchronize(Event) { no_cuda(); }
 void event_destroy(Event) noexcept {}
+unsigned long long stream_capture_id(Stream) { return 0; }
+void event_record_in_capture(Event, Stream) { no_cuda(); }
 
 }  // namespace cuda_rt
 }  // namespace mlakit

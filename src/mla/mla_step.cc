@@ -78,7 +78,9 @@ struct MlaStep::Impl {
     ops = mla::make_ops(c.device);
     // cuBLAS allocates its handle on first use; do it here, never inside a graph capture.
     if (c.device.is_cuda()) cuda::blas::init(c.device.index);
-    staging = std::make_unique<backend::PlanStaging>(*backend, layout.plan_bytes, choice.scratch_bytes);
+    staging = std::make_unique<backend::PlanStaging>(
+        *backend, layout.plan_bytes, choice.scratch_bytes,
+        c.upload_in_run ? backend::PlanStaging::Upload::kInRun : backend::PlanStaging::Upload::kInPlan);
     builder = std::make_unique<mla::PlanBuilder>(config, layout, choice);
     buffers = static_cast<uint8_t*>(backend->alloc_device(layout.buffer_bytes));
     plan.launches.reserve(static_cast<size_t>(1 + layout.max_chunks));
@@ -194,6 +196,7 @@ void MlaStep::run(const MlaLayer& y, const TensorView& out, const TensorView* ls
   if (!m.planned) throw Error(ErrorKind::kInvalidArgument, "plan", "run() called before plan()");
   const int64_t tq = m.plan.totals.total_q;
   mla::check_layer(c, y, out, lse, mla::TensorRules{tq, c.device.is_cuda()});
+  m.staging->upload(s);  // upload_in_run: the plan's copy ahead of this run's launches, if owed
 
   // Per launch: gather (the first also writes the new tokens into the cache), up-projection,
   // attention. No kernel of its own for the cache write.

@@ -157,6 +157,7 @@ TEST(CpuMlaStep, BucketSizedTensorsAndGraphRows) {
 struct StepsParam {
   int block_size;
   int64_t workspace_rows;  // 0: one launch per step
+  bool upload_in_run;      // MlaConfig::upload_in_run: the plan uploaded by the first run()
 };
 
 class CpuMlaSteps : public ::testing::TestWithParam<StepsParam> {};
@@ -168,7 +169,9 @@ TEST_P(CpuMlaSteps, LaterStepsReadWhatEarlierStepsWrote) {
   const std::vector<MlaCase> cases =
       make_prefill_steps(cfg, {0, 5, 70, 0}, {{37, 11, 3, 0}, {20, 0, 64, 1}, {1, 40, 9, 17}}, 61 + p.block_size,
                          /*extra_q_rows=*/7);
-  MlaStep step(cases[0].cfg);
+  MlaConfig scfg = cases[0].cfg;
+  scfg.upload_in_run = p.upload_in_run;
+  MlaStep step(scfg);
   HostTensor cache = cases[0].cache;
   for (size_t s = 0; s < cases.size(); ++s) {
     SCOPED_TRACE("step " + std::to_string(s));
@@ -189,11 +192,13 @@ TEST_P(CpuMlaSteps, LaterStepsReadWhatEarlierStepsWrote) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Layouts, CpuMlaSteps,
-                         ::testing::Values(StepsParam{16, 0}, StepsParam{64, 0}, StepsParam{16, 90},
-                                           StepsParam{64, 100}),
+                         ::testing::Values(StepsParam{16, 0, false}, StepsParam{64, 0, false},
+                                           StepsParam{16, 90, false}, StepsParam{64, 100, false},
+                                           StepsParam{16, 0, true}, StepsParam{64, 100, true}),
                          [](const ::testing::TestParamInfo<StepsParam>& i) {
                            return "bs" + std::to_string(i.param.block_size) + "_ws" +
-                                  std::to_string(i.param.workspace_rows);
+                                  std::to_string(i.param.workspace_rows) +
+                                  (i.param.upload_in_run ? "_upload_in_run" : "");
                          });
 
 TEST(CpuMlaStep, ReplanAllocatesNothing) {
@@ -235,19 +240,24 @@ TEST(CpuMlaStep, OnePlanManyLayers) {
 }
 
 TEST(CpuMlaStep, ReplanAfterRejectedPlanKeepsPrevious) {
-  const MlaCase m = make_mla_case(small_dims(), {8, 8}, {4, 30}, 23);
-  MlaStep step(m.cfg);
-  step.plan(m.batch());
-  // A block table with an id past the cache: rejected, the previous plan stays.
-  std::vector<int32_t> bad = m.block_table;
-  bad[0] = static_cast<int32_t>(m.cfg.num_blocks);
-  MlaBatch b = m.batch();
-  b.block_table = bad.data();
-  EXPECT_TRUE(throws_error([&] { step.plan(b); }, ErrorKind::kInvalidArgument, "block_table"));
-  HostTensor out(m.cfg.dtype, {m.total_q(), m.cfg.num_heads, m.cfg.v_head_dim});
-  out.fill_bytes(0xFF);
-  step.run(m.layer(), out.view());
-  EXPECT_LE(relative_error(out, mla_reference(m).out), 1e-2);
+  for (bool upload_in_run : {false, true}) {
+    SCOPED_TRACE(upload_in_run ? "upload in run" : "upload in plan");
+    const MlaCase m = make_mla_case(small_dims(), {8, 8}, {4, 30}, 23);
+    MlaConfig cfg = m.cfg;
+    cfg.upload_in_run = upload_in_run;
+    MlaStep step(cfg);
+    step.plan(m.batch());
+    // A block table with an id past the cache: rejected, the previous plan stays.
+    std::vector<int32_t> bad = m.block_table;
+    bad[0] = static_cast<int32_t>(m.cfg.num_blocks);
+    MlaBatch b = m.batch();
+    b.block_table = bad.data();
+    EXPECT_TRUE(throws_error([&] { step.plan(b); }, ErrorKind::kInvalidArgument, "block_table"));
+    HostTensor out(m.cfg.dtype, {m.total_q(), m.cfg.num_heads, m.cfg.v_head_dim});
+    out.fill_bytes(0xFF);
+    step.run(m.layer(), out.view());
+    EXPECT_LE(relative_error(out, mla_reference(m).out), 1e-2);
+  }
 }
 
 TEST(CpuMlaStep, BadInputsRejectedByNameNothingWritten) {

@@ -9,9 +9,11 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <memory>
 #include <string>
+#include <thread>
 #include <tuple>
 #include <vector>
 
@@ -289,7 +291,11 @@ void expect_pdl_edges(cudaGraph_t g, int at_least) {
 }
 #endif
 
-TEST(CudaMlaGraph, CaptureLayerLoopThenReplanAndReplay) {
+// The graph tests run with the plan uploaded by plan() and by the step's first run()
+// (MlaConfig::upload_in_run: then the capture holds the upload as its first node).
+class CudaMlaGraph : public ::testing::TestWithParam<bool> {};
+
+TEST_P(CudaMlaGraph, CaptureLayerLoopThenReplanAndReplay) {
   MLAKIT_SKIP_IF_NO_GPU();
 #if MLAKIT_WITH_CUDA
   // One token bucket (256 new tokens, 512 rows of context + new) for every step; 3 layers.
@@ -297,6 +303,7 @@ TEST(CudaMlaGraph, CaptureLayerLoopThenReplanAndReplay) {
   const int64_t bucket = 256, graph_rows = 512;
   MlaConfig cfg = dims(16, 16);
   cfg.device = Device::cuda(0);
+  cfg.upload_in_run = GetParam();
   cfg.max_batch = 8;
   cfg.max_tokens = bucket;
   cfg.max_context_tokens = graph_rows;
@@ -376,7 +383,7 @@ TEST(CudaMlaGraph, CaptureLayerLoopThenReplanAndReplay) {
 #endif
 }
 
-TEST(CudaMlaGraph, ReplayedStepsChainThroughTheCache) {
+TEST_P(CudaMlaGraph, ReplayedStepsChainThroughTheCache) {
   MLAKIT_SKIP_IF_NO_GPU();
 #if MLAKIT_WITH_CUDA
   // The prefill of CudaMlaSteps through one captured graph of two layers: every step re-plans
@@ -405,6 +412,7 @@ TEST(CudaMlaGraph, ReplayedStepsChainThroughTheCache) {
   const std::vector<MlaCase> cases = make_prefill_steps(cfg, kStartCtx, kSteps, 83, 0, bucket);
   MlaConfig gcfg = cases[0].cfg;
   gcfg.device = Device::cuda(0);
+  gcfg.upload_in_run = GetParam();
   MlaStep step(gcfg);
   MlaPlanOptions opts;
   opts.graph_rows = graph_rows;
@@ -465,6 +473,94 @@ TEST(CudaMlaGraph, ReplayedStepsChainThroughTheCache) {
   cudaStreamDestroy(stream);
 #endif
 }
+
+#if MLAKIT_WITH_CUDA
+void CUDART_CB hold_stream(void*) { std::this_thread::sleep_for(std::chrono::milliseconds(100)); }
+#endif
+
+TEST_P(CudaMlaGraph, PlanWhileAReplayIsQueued) {
+  MLAKIT_SKIP_IF_NO_GPU();
+#if MLAKIT_WITH_CUDA
+  // An engine plans step s+1 while step s's replay may still be queued. The queued replay must
+  // run under the plan in force at its launch: plan() must overwrite neither what that replay
+  // will upload (upload_in_run: plan() waits for the replay's upload) nor the device workspace
+  // before the replay has run (the copy is stream-ordered). A host function holds the stream for
+  // 100 ms, so the replay is still queued when the next plan() comes.
+  const int64_t bucket = 256, graph_rows = 512;
+  MlaConfig cfg = dims(16, 16);
+  cfg.device = Device::cuda(0);
+  cfg.upload_in_run = GetParam();
+  cfg.max_batch = 8;
+  cfg.max_tokens = bucket;
+  cfg.max_context_tokens = graph_rows;
+  cfg.workspace_rows = graph_rows;
+  cfg.num_blocks = 200;
+  const std::vector<std::vector<int32_t>> q_sets = {{150, 1, 60}, {7, 100, 0, 90, 50}};
+  const std::vector<std::vector<int32_t>> ctx_sets = {{0, 17, 100}, {1, 0, 33, 64, 150}};
+  auto case_for = [&](size_t s) {
+    int64_t tq = 0;
+    for (int32_t x : q_sets[s]) tq += x;
+    MlaConfig c = cfg;
+    c.device = Device::cpu();
+    return make_mla_case(c, q_sets[s], ctx_sets[s], 500 + s, 0, static_cast<int>(bucket - tq));
+  };
+  const MlaCase a = case_for(0), b = case_for(1);
+  DeviceLayer dev(a, cfg.device);
+  MlaStep step(cfg);
+  MlaPlanOptions opts;
+  opts.graph_rows = graph_rows;
+  cudaStream_t stream;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+  auto run_layer = [&] {
+    TensorView lse = dev.lse->view();
+    step.run(dev.layer(), dev.out->view(), &lse, stream);
+  };
+  step.plan(b.batch(), opts, stream);  // warm-up and capture under another plan than the replays'
+  run_layer();
+  ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+  cudaGraph_t graph;
+  ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+  run_layer();
+  ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
+  cudaGraphExec_t exec;
+  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+
+  auto load = [&](const MlaCase& m) {
+    upload(m.q, *dev.q);
+    upload(m.kv_c, *dev.kv_c);
+    upload(m.k_pe, *dev.k_pe);
+    upload(m.w, *dev.w);
+    upload(m.cache, *dev.cache);
+    fill_bytes(dev.out->view().data, cfg.device, 0xFF, dev.out->view().numel() * 2);
+    fill_bytes(dev.lse->view().data, cfg.device, 0xFF, dev.lse->view().numel() * 4);
+    synchronize(cfg.device);
+  };
+  load(a);
+  step.plan(a.batch(), opts, stream);
+  ASSERT_EQ(cudaLaunchHostFunc(stream, hold_stream, nullptr), cudaSuccess);
+  ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
+  step.plan(b.batch(), opts, stream);  // the replay above has not started yet
+  ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+  {
+    SCOPED_TRACE("the queued replay, under the plan in force at its launch");
+    expect_matches(fetch(dev, a), a, mla_reference(a));
+  }
+  load(b);
+  ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+  {
+    SCOPED_TRACE("the next replay, under the plan made while the first was queued");
+    expect_matches(fetch(dev, b), b, mla_reference(b));
+  }
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  cudaStreamDestroy(stream);
+#endif
+}
+
+INSTANTIATE_TEST_SUITE_P(Upload, CudaMlaGraph, ::testing::Bool(), [](const ::testing::TestParamInfo<bool>& i) {
+  return std::string(i.param ? "upload_in_run" : "upload_in_plan");
+});
 
 }  // namespace
 }  // namespace test

@@ -36,6 +36,10 @@ Event event_create(int device_index);  // created with cudaEventDisableTiming
 void event_record(Event e, Stream stream);
 void event_synchronize(Event e);  // returns at once if never recorded
 void event_destroy(Event e) noexcept;
+// Stream capture: the id of the capture `stream` is part of, 0 when it is not capturing. A
+// record while capturing becomes a graph node that records the event at every launch.
+unsigned long long stream_capture_id(Stream stream);
+void event_record_in_capture(Event e, Stream stream);
 
 }  // namespace cuda_rt
 }  // namespace mlakit

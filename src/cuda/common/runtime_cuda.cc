@@ -115,6 +115,18 @@ void event_synchronize(Event e) {
   check(cudaEventSynchronize(static_cast<cudaEvent_t>(e)), "cudaEventSynchronize");
 }
 
+unsigned long long stream_capture_id(Stream stream) {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  unsigned long long id = 0;
+  check(cudaStreamGetCaptureInfo(as_stream(stream), &status, &id), "cudaStreamGetCaptureInfo");
+  return status == cudaStreamCaptureStatusActive ? id : 0;
+}
+
+void event_record_in_capture(Event e, Stream stream) {
+  check(cudaEventRecordWithFlags(static_cast<cudaEvent_t>(e), as_stream(stream), cudaEventRecordExternal),
+        "cudaEventRecordWithFlags");
+}
+
 void event_destroy(Event e) noexcept {
   if (e) cudaEventDestroy(static_cast<cudaEvent_t>(e));
 }
