@@ -4,8 +4,9 @@
 #     quiet machine first; plan() cost from C++;
 #  2. the MLA GPU tests (the graph tests in both upload modes) and compute-sanitizer memcheck of
 #     the upload_in_run graph tests, beside the Python build;
-#  3. the torch graph test in both modes, then compare_mla.py (N=1 and N=100 at budgets 8192 and
-#     2048) with both graph-replayed mlakit paths beside the FA2 and FlashInfer paths.
+#  3. the torch graph test in both modes, then compare_mla.py (N=1 and N=100 at budget 8192) with
+#     both graph-replayed mlakit paths beside the FA2 and FlashInfer paths;
+#  4. compare.py beside the peers with the time left (the kernel table; device time was short).
 # Run from the repository root with carry ["carry10", ".peers"]; carry10/ holds build-cuda's
 # mlakit-bench and tests/mlakit_gpu_tests (default flags) at that commit.
 set -u
@@ -31,7 +32,12 @@ export PYTHONPATH=$PWD/build-py/python:$PWD/python
 timeout 90 python3 -m pytest -q python/tests/test_gpu_mla_torch.py > /tmp/g/pytest_gpu_mla.log 2>&1; echo "pytest rc=$?"; tail -2 /tmp/g/pytest_gpu_mla.log
 cp $B build-py/
 MLAKIT_SKIP_BUILD=1 MLAKIT_BUILD_DIR=build-py GPU_CHECK_STEPS=flashinfer,compare-mla \
-  COMPARE_MLA_ARGS="--cases 1:8192,100:8192,1:2048,100:2048 --paths fa2_vllm,flashinfer_fa3,mlakit_step_graph,mlakit_step_graph_uir --reps 5" \
-  timeout $(( $(left) - 8 )) scripts/gpu-check /tmp/g > /tmp/g/console.txt 2>&1
+  COMPARE_MLA_ARGS="--cases 1:8192,100:8192 --paths fa2_vllm,flashinfer_fa3,mlakit_step_graph,mlakit_step_graph_uir --reps 5" \
+  timeout $(( $(left) - 240 )) scripts/gpu-check /tmp/g > /tmp/g/console.txt 2>&1
 el compare-mla; grep -E "host per step|target|total .* ms wall" /tmp/g/console.txt | head -60
-tar czf $OUT/g.tgz -C /tmp g; el done
+tar czf $OUT/g.tgz -C /tmp g
+mkdir -p /tmp/g2
+MLAKIT_SKIP_BUILD=1 MLAKIT_BUILD_DIR=build-py GPU_CHECK_STEPS=flashinfer,compare COMPARE_ARGS="--overhead none" \
+  timeout $(( $(left) - 6 )) scripts/gpu-check /tmp/g2 > /tmp/g2/console.txt 2>&1
+el compare; sed -n '/compare 1x999/,$p' /tmp/g2/summary.txt | head -30; grep -E "^  mlakit|^  flashinfer_fa3|^== " /tmp/g2/console.txt | tail -30
+tar czf $OUT/g2.tgz -C /tmp g2; el done
