@@ -65,7 +65,8 @@ struct MlaConfig {
   // the plan in force when it runs: per step the host calls plan() and launches the graph, no
   // other CUDA call. Costs one copy of the whole plan block per step (a fixed size, so one
   // captured copy fits every plan) and makes a plan() issued while the previous step's upload is
-  // still queued wait for it.
+  // still queued wait for it. run() then updates the step's upload state: call it from one thread
+  // at a time (as plan()).
   bool upload_in_run = false;
 };
 
