@@ -57,8 +57,8 @@ SEED_TTFT = {  # (N, budget) -> {path: (mean, median, p99) ms}
 TARGETS = [((100, 8192), "fa2_vllm", 4.0), ((100, 8192), "flashinfer_fa3", 3.0),
            ((1, 8192), "fa2_vllm", 2.5), ((1, 8192), "flashinfer_fa3", 2.5)]
 HOST_SHARE_TARGET = 0.10  # graph-replayed step
-MLAKIT_PATHS_PREF = ["mlakit_step_graph", "mlakit_step_graph_uir", "mlakit_step",
-                     "mlakit_kernel_in_vllm_path_graph", "mlakit_kernel_in_vllm_path"]
+MLAKIT_PATHS_PREF = ["mlakit_step_graph", "mlakit_step_graph_uir", "mlakit_step_graph_native",
+                     "mlakit_step", "mlakit_kernel_in_vllm_path_graph", "mlakit_kernel_in_vllm_path"]
 
 
 def log(msg=""):
@@ -232,8 +232,12 @@ def measure_path(torch, M, path, steps, bufs, clock, model, args, refs):
     passes = [run_pass(path, steps, bufs, clock) for _ in range(args.reps)]
     if getattr(path, "host_split", None):
         hs = path.host_split
-        log(f"    host per step (median of {len(hs)}): plan() {med([h[0] for h in hs]):.1f} us, "
-            f"graph replay() {med([h[1] for h in hs]):.1f} us")
+        if getattr(path, "one_call", False):
+            log(f"    host per step (median of {len(hs)}): plan(..., replay=graph) {med([h[0] for h in hs]):.1f} us "
+                f"(plan + graph launch, one call)")
+        else:
+            log(f"    host per step (median of {len(hs)}): plan() {med([h[0] for h in hs]):.1f} us, "
+                f"graph replay() {med([h[1] for h in hs]):.1f} us")
     busy = None
     if not args.no_profile and clock.cuda:
         try:
@@ -594,7 +598,8 @@ def report_targets(cases):
         # Every graph-replayed mlakit step path measured (both plan uploads when both ran); the
         # kernel-in-vLLM graph only when no step path ran.
         found = False
-        for m in ("mlakit_step_graph", "mlakit_step_graph_uir", "mlakit_kernel_in_vllm_path_graph"):
+        for m in ("mlakit_step_graph", "mlakit_step_graph_uir", "mlakit_step_graph_native",
+                  "mlakit_kernel_in_vllm_path_graph"):
             r = c["paths"].get(m, {})
             if r.get("host_share") is not None and not (found and m == "mlakit_kernel_in_vllm_path_graph"):
                 rows.append({"case": f"N={c['requests']} budget {c['budget']}", "mlakit_path": m,

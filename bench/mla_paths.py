@@ -443,6 +443,52 @@ class MlakitStepGraphUploadInRunPath(MlakitStepGraphPath):
     upload_in_run = True  # plan() only writes host memory; per step: plan() + one graph launch
 
 
+class MlakitStepNativeGraphPath(MlakitStepGraphUploadInRunPath):
+    """mlakit's MLA step, its layers in an mlakit.StreamGraph per bucket, planned and launched in one call."""
+    name = "mlakit_step_graph_native"
+    one_call = True  # host_split holds (plan + launch, 0): one native call per step
+
+    # upload_in_run as the path above; the graph is mlakit's own (include/mlakit/graph.h), and
+    # step.plan(..., replay=graph) plans and launches it in one native call: the host's work per
+    # step is one Python -> C++ crossing instead of plan() plus torch's CUDAGraph.replay().
+
+    def run_step(self, st):
+        g_rows = self.bucket(st)
+        g = self.graphs.get(g_rows)
+        if g is None:
+            self._plan(st, g_rows)
+            g = self.graphs[g_rows] = self._capture(g_rows)
+        t0 = time.perf_counter()
+        if self.emulated:
+            self._plan(st, g_rows)
+            g.replay()
+        else:
+            self.step.plan(st.q_lens, st.ctx_lens, st.block_table_host, sm_scale=self.cfg.sm_scale,
+                           graph_rows=g_rows, replay=g)
+        self.host_split.append(((time.perf_counter() - t0) * 1e6, 0.0))  # plan + launch, one call
+        return self.out0[:st.T]
+
+    def _capture(self, g_rows):
+        rows = min(g_rows, self.caps.max_tokens)
+        if self.emulated:
+            return _EmulatedGraph(lambda: [self._run_layer(l, rows) for l in range(self.cfg.layers)])
+        mlakit = _mlakit()
+        t0 = time.perf_counter()
+        torch.cuda.synchronize()
+        free0 = torch.cuda.mem_get_info()[0]
+        for l in range(self.cfg.layers):  # one eager pass under the current plan (one-time setup)
+            self._run_layer(l, rows)
+        torch.cuda.synchronize()
+        g = mlakit.StreamGraph(self.dev)
+        with g.capture():
+            for l in range(self.cfg.layers):
+                self._run_layer(l, rows)
+        torch.cuda.synchronize()
+        self.graph_bytes += max(0, free0 - torch.cuda.mem_get_info()[0])
+        self.capture_s += time.perf_counter() - t0
+        return g
+
+
 class GraphedPath(Path):
     """inner's layer loop captured into one CUDA graph per inner.graph_key(st), replayed after
     inner.plan(st). Capture happens the first time a key is seen (the warm-up pass); the
@@ -498,7 +544,8 @@ class GraphedPath(Path):
 
 
 PATH_NAMES = ["fa2_vllm", "flashinfer_fa3", "flashinfer_fa2", "mlakit_step", "mlakit_step_graph",
-              "mlakit_step_graph_uir", "mlakit_kernel_in_vllm_path", "mlakit_kernel_in_vllm_path_graph"]
+              "mlakit_step_graph_uir", "mlakit_step_graph_native", "mlakit_kernel_in_vllm_path",
+              "mlakit_kernel_in_vllm_path_graph"]
 # What bench/compare_mla.py runs unless --paths says otherwise: the engines' paths and mlakit's step.
 DEFAULT_PATHS = ["fa2_vllm", "flashinfer_fa3", "flashinfer_fa2", "mlakit_step", "mlakit_step_graph"]
 
@@ -514,6 +561,8 @@ def make_path(name, cfg, model, caps, fi_indptr="device"):
         return MlakitStepGraphPath(cfg, model, caps)
     if name == "mlakit_step_graph_uir":
         return MlakitStepGraphUploadInRunPath(cfg, model, caps)
+    if name == "mlakit_step_graph_native":
+        return MlakitStepNativeGraphPath(cfg, model, caps)
     if name == "mlakit_kernel_in_vllm_path":
         return MlakitKernelInVllmPath(cfg, model, caps)
     if name == "mlakit_kernel_in_vllm_path_graph":

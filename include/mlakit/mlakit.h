@@ -1,6 +1,7 @@
 // Umbrella header.
 #pragma once
 #include "mlakit/error.h"
+#include "mlakit/graph.h"
 #include "mlakit/merge.h"
 #include "mlakit/mla.h"
 #include "mlakit/prefill.h"

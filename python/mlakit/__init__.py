@@ -42,6 +42,7 @@ __all__ = [
     "RaggedPrefill",
     "MlaStep",
     "MlaPlanInfo",
+    "StreamGraph",
     "PlanInfo",
     "PrefillOptions",
     "ragged_prefill",
@@ -577,6 +578,7 @@ def device_description(device: Any = "cpu") -> str:
 
 # The MLA prefill step (imports the helpers above, so it comes last).
 from .mla import MlaPlanInfo, MlaStep  # noqa: E402
+from .graph import StreamGraph  # noqa: E402
 
 
 def __dir__() -> list:

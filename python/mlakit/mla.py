@@ -107,7 +107,7 @@ class MlaStep:
 
     def plan(self, query_lens: Any, context_lens: Any, block_table: Any, *,
              slot_mapping: Any = None, sm_scale: Optional[float] = None, graph_rows: int = 0,
-             stream: Any = None) -> None:
+             stream: Any = None, replay: Any = None) -> None:
         """Plans one engine step on the host (no device sync).
 
         ``query_lens`` / ``context_lens``: per request, new tokens this step and tokens already in
@@ -120,11 +120,15 @@ class MlaStep:
         graph captured under one plan replays correctly after any later plan with the same
         ``graph_rows`` (its context + new tokens must fit, and its new tokens the captured
         tensors' rows). A rejected plan leaves the previous one in force.
+
+        ``replay``: a :class:`mlakit.StreamGraph` of this step's layers, launched on ``stream``
+        right after planning, in the same native call (a rejected plan launches nothing).
         """
         flat, cols = _flat_block_table(block_table)
         scale = 0.0 if sm_scale is None else float(sm_scale)
         s = _stream_handle(stream, device=self._device)
-        self._impl.plan(query_lens, context_lens, flat, cols, slot_mapping, scale, int(graph_rows), s)
+        self._impl.plan(query_lens, context_lens, flat, cols, slot_mapping, scale, int(graph_rows), s,
+                        None if replay is None else replay._impl)
 
     def run(self, q: Any, kv_c: Any, k_pe: Any, kv_b_proj: Any, kv_cache: Any, out: Any = None,
             lse: Any = None, *, return_lse: bool = False, stream: Any = None) -> Any:

@@ -15,6 +15,7 @@ void bind_options(nb::module_& m);    // options.cc: PrefillOptions (the one bin
 void bind_prefill(nb::module_& m);    // prefill.cc: RaggedPrefill, ragged_prefill
 void bind_merge(nb::module_& m);      // merge.cc: merge_states
 void bind_reference(nb::module_& m);  // reference.cc: float64 reference functions
+void bind_graph(nb::module_& m);      // graph.cc: StreamGraph (capture one stream, replay natively)
 void bind_mla(nb::module_& m);        // mla.cc: MlaStep (the MLA prefill step)
 
 }  // namespace mlakit_py

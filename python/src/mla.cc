@@ -10,6 +10,7 @@
 
 #include "bindings.h"
 #include "mlakit/error.h"
+#include "mlakit/graph.h"
 #include "mlakit/mla.h"
 #include "tensor_arg.h"
 
@@ -76,7 +77,8 @@ void bind_mla(nb::module_& m) {
       .def(
           "plan",
           [](mlakit::MlaStep& self, nb::handle query_lens, nb::handle context_lens, nb::handle block_table,
-             int block_table_cols, nb::handle slot_mapping, float sm_scale, int64_t graph_rows, uintptr_t stream) {
+             int block_table_cols, nb::handle slot_mapping, float sm_scale, int64_t graph_rows, uintptr_t stream,
+             const mlakit::StreamGraph* replay) {
             const std::vector<int32_t> q = host_indptr(query_lens, "query_lens");
             const std::vector<int32_t> ctx = host_indptr(context_lens, "context_lens");
             int64_t table_cols = -1;  // set when block_table comes as a 2-D array
@@ -117,10 +119,13 @@ void bind_mla(nb::module_& m) {
             o.graph_rows = graph_rows;
             nb::gil_scoped_release release;
             self.plan(b, o, as_stream(stream));
+            // A graph of the step's layers launched in the same native call: one Python -> C++
+            // crossing per engine step. A rejected plan above throws before this.
+            if (replay) replay->launch(as_stream(stream));
           },
           nb::arg("query_lens").none(), nb::arg("context_lens").none(), nb::arg("block_table").none(),
           nb::arg("block_table_cols"), nb::arg("slot_mapping").none(), nb::arg("sm_scale"), nb::arg("graph_rows"),
-          nb::arg("stream"))
+          nb::arg("stream"), nb::arg("replay").none() = nb::none())
       .def(
           "run",
           [](const mlakit::MlaStep& self, nb::handle q, nb::handle kv_c, nb::handle k_pe, nb::handle kv_b_proj,

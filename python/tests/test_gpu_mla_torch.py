@@ -117,3 +117,42 @@ def test_graph_replay_after_replan(upload_in_run):
         got = out[:sum(q_lens)]
         assert not got.isnan().any()
         assert rel(got, ref) < 1e-2
+
+
+@pytest.mark.parametrize("upload_in_run", [False, True], ids=["upload_in_plan", "upload_in_run"])
+def test_stream_graph_plan_and_replay_in_one_call(upload_in_run):
+    """mlakit.StreamGraph: the layer captured natively, then plan(..., replay=graph) plans and
+    launches it in one call after every re-plan."""
+    gen = torch.Generator().manual_seed(11)
+    bucket, graph_rows, num_blocks = 512, 1024, 160
+    step = mlakit.MlaStep(H, dtype=torch.bfloat16, device=DEV, block_size=BS, num_blocks=num_blocks,
+                          max_batch=8, max_tokens=bucket, max_context_tokens=graph_rows,
+                          workspace_rows=graph_rows, upload_in_run=upload_in_run)
+    x = layer(gen, bucket, num_blocks)
+    out = torch.empty(bucket, H, DV, device=DEV, dtype=torch.bfloat16)
+    sets = [([300, 1, 100], [0, 17, 100]), ([7, 200, 0, 129, 64], [1, 0, 33, 64, 200])]
+    graph = mlakit.StreamGraph(DEV)
+    assert not graph.captured
+    step.plan(sets[0][0], sets[0][1], block_table(gen, *sets[0], num_blocks), graph_rows=graph_rows)
+    step.run(x["q"], x["kv_c"], x["k_pe"], x["w"], x["cache"], out)  # warm-up
+    torch.cuda.synchronize()
+    with graph.capture():
+        step.run(x["q"], x["kv_c"], x["k_pe"], x["w"], x["cache"], out)
+    assert graph.captured
+    for q_lens, ctx_lens in sets:
+        new = layer(gen, bucket, num_blocks)
+        for k in x:
+            x[k].copy_(new[k])
+        bt = block_table(gen, q_lens, ctx_lens, num_blocks)
+        ref = reference(x, q_lens, ctx_lens, bt)
+        out.fill_(float("nan"))
+        step.plan(q_lens, ctx_lens, bt, graph_rows=graph_rows, replay=graph)
+        torch.cuda.synchronize()
+        got = out[:sum(q_lens)]
+        assert not got.isnan().any()
+        assert rel(got, ref) < 1e-2
+    # A failing body discards its capture; the earlier graph stays.
+    with pytest.raises(RuntimeError, match="inside"):
+        with graph.capture():
+            raise RuntimeError("inside")
+    assert graph.captured

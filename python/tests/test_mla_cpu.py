@@ -124,3 +124,8 @@ def test_block_table_forms_plan_the_same_step(rng, form):
     np.testing.assert_array_equal(got, want)
     with pytest.raises(ValueError, match="block_table"):
         step.plan(c["q_lens"], c["ctx_lens"], bt[:, None, :])  # 3-D
+
+
+def test_stream_graph_refuses_the_cpu():
+    with pytest.raises(ValueError, match="device"):
+        mlakit.StreamGraph("cpu")

@@ -558,6 +558,88 @@ TEST_P(CudaMlaGraph, PlanWhileAReplayIsQueued) {
 #endif
 }
 
+TEST_P(CudaMlaGraph, StreamGraphPlansAndReplays) {
+  MLAKIT_SKIP_IF_NO_GPU();
+#if MLAKIT_WITH_CUDA
+  // mlakit::StreamGraph (include/mlakit/graph.h) instead of the raw CUDA graph calls: a two-layer
+  // loop captured once, replayed after each re-plan, the caller's launch refused before a capture.
+  const int layers = 2;
+  const int64_t bucket = 256, graph_rows = 512;
+  MlaConfig cfg = dims(16, 16);
+  cfg.device = Device::cuda(0);
+  cfg.upload_in_run = GetParam();
+  cfg.max_batch = 8;
+  cfg.max_tokens = bucket;
+  cfg.max_context_tokens = graph_rows;
+  cfg.workspace_rows = graph_rows;
+  cfg.num_blocks = 200;
+  const std::vector<std::vector<int32_t>> q_sets = {{256}, {7, 100, 0, 90, 50}};
+  const std::vector<std::vector<int32_t>> ctx_sets = {{250}, {1, 0, 33, 64, 150}};
+  auto case_for = [&](size_t s, int layer) {
+    int64_t tq = 0;
+    for (int32_t x : q_sets[s]) tq += x;
+    MlaConfig c = cfg;
+    c.device = Device::cpu();
+    return make_mla_case(c, q_sets[s], ctx_sets[s], 700 + 10 * s + layer, 0, static_cast<int>(bucket - tq));
+  };
+  std::vector<MlaCase> cases;
+  std::vector<std::unique_ptr<DeviceLayer>> dev;
+  for (int l = 0; l < layers; ++l) {
+    cases.push_back(case_for(0, l));
+    dev.push_back(std::make_unique<DeviceLayer>(cases.back(), cfg.device));
+  }
+  MlaStep step(cfg);
+  MlaPlanOptions opts;
+  opts.graph_rows = graph_rows;
+  cudaStream_t stream;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+  auto run_layers = [&] {
+    for (int l = 0; l < layers; ++l) {
+      TensorView lse = dev[l]->lse->view();
+      step.run(dev[l]->layer(), dev[l]->out->view(), &lse, stream);
+    }
+  };
+  StreamGraph graph(cfg.device);
+  EXPECT_FALSE(graph.captured());
+  EXPECT_TRUE(throws_error([&] { graph.launch(stream); }, ErrorKind::kInvalidArgument, "graph"));
+  EXPECT_TRUE(throws_error([&] { graph.begin_capture(nullptr); }, ErrorKind::kInvalidArgument, "stream"));
+  step.plan(cases[0].batch(), opts, stream);
+  run_layers();  // one-time kernel setup outside the capture
+  ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+  graph.begin_capture(stream);
+  run_layers();
+  graph.end_capture();
+  EXPECT_TRUE(graph.captured());
+  for (size_t s = 0; s < q_sets.size(); ++s) {
+    SCOPED_TRACE("step " + std::to_string(s));
+    for (int l = 0; l < layers; ++l) {
+      cases[l] = case_for(s, l);
+      upload(cases[l].q, *dev[l]->q);
+      upload(cases[l].kv_c, *dev[l]->kv_c);
+      upload(cases[l].k_pe, *dev[l]->k_pe);
+      upload(cases[l].w, *dev[l]->w);
+      upload(cases[l].cache, *dev[l]->cache);
+      fill_bytes(dev[l]->out->view().data, cfg.device, 0xFF, dev[l]->out->view().numel() * 2);
+      fill_bytes(dev[l]->lse->view().data, cfg.device, 0xFF, dev[l]->lse->view().numel() * 4);
+    }
+    synchronize(cfg.device);
+    step.plan(cases[0].batch(), opts, stream);
+    graph.launch(stream);
+    ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+    for (int l = 0; l < layers; ++l) {
+      SCOPED_TRACE("layer " + std::to_string(l));
+      MlaCase& m = cases[l];
+      m.block_table = cases[0].block_table;
+      m.slot_mapping = cases[0].slot_mapping;
+      const Fetched f = fetch(*dev[l], m);
+      expect_matches(f, m, mla_reference(m));
+      EXPECT_EQ(f.cache.bytes(), expected_cache(m).bytes());
+    }
+  }
+  cudaStreamDestroy(stream);
+#endif
+}
+
 INSTANTIATE_TEST_SUITE_P(Upload, CudaMlaGraph, ::testing::Bool(), [](const ::testing::TestParamInfo<bool>& i) {
   return std::string(i.param ? "upload_in_run" : "upload_in_plan");
 });

@@ -41,5 +41,13 @@ void event_destroy(Event e) noexcept;
 unsigned long long stream_capture_id(Stream stream);
 void event_record_in_capture(Event e, Stream stream);
 
+// Graphs captured from one stream (mlakit::StreamGraph). graph_end returns the instantiated
+// executable; on a failed capture it throws, the capture ended and its graph discarded.
+using GraphExec = void*;
+void graph_begin(int device_index, Stream stream);
+GraphExec graph_end(int device_index, Stream stream);
+void graph_launch(GraphExec g, Stream stream);
+void graph_destroy(GraphExec g) noexcept;
+
 }  // namespace cuda_rt
 }  // namespace mlakit

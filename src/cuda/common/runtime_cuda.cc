@@ -127,6 +127,32 @@ void event_record_in_capture(Event e, Stream stream) {
         "cudaEventRecordWithFlags");
 }
 
+void graph_begin(int device_index, Stream stream) {
+  use_device(device_index);
+  check(cudaStreamBeginCapture(as_stream(stream), cudaStreamCaptureModeThreadLocal), "cudaStreamBeginCapture");
+}
+
+GraphExec graph_end(int device_index, Stream stream) {
+  use_device(device_index);
+  cudaGraph_t g = nullptr;
+  check(cudaStreamEndCapture(as_stream(stream), &g), "cudaStreamEndCapture");
+  cudaGraphExec_t exec = nullptr;
+  const cudaError_t e = cudaGraphInstantiate(&exec, g, 0);
+  cudaGraphDestroy(g);
+  check(e, "cudaGraphInstantiate");
+  // Upload now, so the first launch costs what every later one does.
+  check(cudaGraphUpload(exec, as_stream(stream)), "cudaGraphUpload");
+  return static_cast<GraphExec>(exec);
+}
+
+void graph_launch(GraphExec g, Stream stream) {
+  check(cudaGraphLaunch(static_cast<cudaGraphExec_t>(g), as_stream(stream)), "cudaGraphLaunch");
+}
+
+void graph_destroy(GraphExec g) noexcept {
+  if (g) cudaGraphExecDestroy(static_cast<cudaGraphExec_t>(g));
+}
+
 void event_destroy(Event e) noexcept {
   if (e) cudaEventDestroy(static_cast<cudaEvent_t>(e));
 }

@@ -1,0 +1,65 @@
+// mlakit::StreamGraph: stream capture and replay through the CUDA seam (cuda/common/host_sync.h),
+// so this file compiles the same with or without CUDA (without it, construction is refused).
+#include "mlakit/graph.h"
+
+#include <string>
+
+#include "cuda/common/host_sync.h"
+#include "mlakit/error.h"
+#include "mlakit/runtime.h"
+
+namespace mlakit {
+
+struct StreamGraph::Impl {
+  int device = 0;
+  cuda_rt::GraphExec exec = nullptr;
+  Stream capturing = nullptr;
+  bool in_capture = false;
+};
+
+StreamGraph::StreamGraph(Device device) : impl_(std::make_unique<Impl>()) {
+  if (!device.is_cuda()) throw Error(ErrorKind::kUnsupported, "device", "StreamGraph needs a CUDA device");
+  const int n = cuda_device_count();
+  if (n <= 0) throw Error(ErrorKind::kUnsupported, "device", cuda_unavailable_reason());
+  if (device.index < 0 || device.index >= n)
+    throw Error(ErrorKind::kUnsupported, "device", to_string(device) + " does not exist");
+  impl_->device = device.index;
+}
+
+StreamGraph::~StreamGraph() { cuda_rt::graph_destroy(impl_->exec); }
+
+void StreamGraph::begin_capture(Stream stream) {
+  if (stream == nullptr)
+    throw Error(ErrorKind::kInvalidArgument, "stream",
+                "the legacy default stream cannot be captured; capture on a stream of your own");
+  if (impl_->in_capture) throw Error(ErrorKind::kInvalidArgument, "stream", "a capture is already under way");
+  cuda_rt::graph_begin(impl_->device, stream);
+  impl_->capturing = stream;
+  impl_->in_capture = true;
+}
+
+void StreamGraph::end_capture() {
+  if (!impl_->in_capture) throw Error(ErrorKind::kInvalidArgument, "stream", "end_capture() without begin_capture()");
+  impl_->in_capture = false;
+  cuda_rt::GraphExec g = cuda_rt::graph_end(impl_->device, impl_->capturing);
+  cuda_rt::graph_destroy(impl_->exec);
+  impl_->exec = g;
+}
+
+void StreamGraph::abort_capture() noexcept {
+  if (!impl_->in_capture) return;
+  impl_->in_capture = false;
+  try {
+    cuda_rt::graph_destroy(cuda_rt::graph_end(impl_->device, impl_->capturing));
+  } catch (...) {  // an invalidated capture: ending it was all that was needed
+  }
+}
+
+void StreamGraph::launch(Stream stream) const {
+  if (impl_->exec == nullptr) throw Error(ErrorKind::kInvalidArgument, "graph", "launch() before a capture ended");
+  cuda_rt::graph_launch(impl_->exec, stream);
+}
+
+bool StreamGraph::captured() const { return impl_->exec != nullptr; }
+
+}  // namespace mlakit
