@@ -17,7 +17,8 @@ Per step, median of --reps passes after a warm-up pass (caches zeroed before eac
   wall_ms     synchronize, plan + 27 layers, synchronize: host wall time (what the engine waits)
   device_ms   CUDA events around the same (includes the device's idle gaps while the host works)
   host_ms     time until the host has issued the whole step (before the final synchronize)
-  busy_ms     GPU time actually busy in the step (kernels + copies, torch.profiler, one extra pass)
+  busy_ms     GPU time actually busy in the step (kernels + copies, torch.profiler, one extra pass,
+              run after every path of every case has been timed: see measure_path)
   host_share  1 - busy/wall: the part of the step the GPU waits for the host
 Per request: the prefill-attention share of its time to first token = sum of the wall times of
 the steps up to the one that finishes its prompt; mean, median, P99 printed like the seed's
@@ -209,7 +210,10 @@ def med(xs):
 
 
 def measure_path(torch, M, path, steps, bufs, clock, model, args, refs):
-    """Warm-up pass (captures graphs, checks outputs), --reps timed passes, one profiled pass."""
+    """Warm-up pass (captures graphs, checks outputs) and --reps timed passes; the profiled pass
+    comes later (profile_path), after every path's timed passes: PyTorch's profiler leaves CUPTI
+    loaded once it has run (pytorch/pytorch#144455), which slows the CUDA calls of whatever is
+    timed after it, so no timed pass may follow a profiled one."""
     cfg = model.cfg
     for L in model.layers:  # a path must read back only what it wrote itself
         L.cache.zero_()
@@ -238,40 +242,21 @@ def measure_path(torch, M, path, steps, bufs, clock, model, args, refs):
         else:
             log(f"    host per step (median of {len(hs)}): plan() {med([h[0] for h in hs]):.1f} us, "
                 f"graph replay() {med([h[1] for h in hs]):.1f} us")
-    busy = None
-    if not args.no_profile and clock.cuda:
-        try:
-            tl = {} if args.timeline else None
-            busy = busy_pass(torch, path, steps, bufs, clock, timeline=tl)
-            if tl:
-                TIMELINES.append({"path": path.name, "steps": tl})
-                for idx in sorted(tl)[:3]:
-                    t = tl[idx]
-                    log(f"    timeline step {idx}: host {t['host_us']:.0f} us, before first activity "
-                        f"{t['before_first_us']:.0f}, {t['num_gaps']} gaps {t['gaps_us']:.0f} (median "
-                        f"{t['median_gap_us']:.2f}), after last {t['after_last_us']:.0f}, "
-                        f"{t['num_activities']} activities")
-                    for pair, us in t["top_gap_pairs_us"][:4]:
-                        log(f"      gaps {us:7.1f} us  {pair}")
-        except Exception as ex:  # noqa: BLE001
-            log(f"    (profiler unavailable: {short(ex)}; no busy time / host share)")
     per_step = []
     for i, st in enumerate(steps):
         wall = med([p[i][0] for p in passes])
         dev = med([p[i][1] for p in passes])
         host = med([p[i][2] for p in passes])
-        b = busy.get(st.index) if busy else None
         per_step.append({"index": st.index, "tokens": st.T, "batch": st.B, "context": st.ctx_total,
                          "graph_rows": path.bucket(st) if hasattr(path, "bucket") else None,
-                         "wall_ms": wall, "device_ms": dev, "host_ms": host, "busy_ms": b,
-                         "host_share": (1.0 - b / wall) if (b is not None and wall) else None,
-                         "wall_ms_all": [p[i][0] for p in passes]})
+                         "wall_ms": wall, "device_ms": dev, "host_ms": host, "busy_ms": None,
+                         "host_share": None, "wall_ms_all": [p[i][0] for p in passes]})
     tot = lambda k: sum(s[k] for s in per_step) if all(s[k] is not None for s in per_step) else None  # noqa: E731
     total_wall = tot("wall_ms")
     ttft = S.ttft_per_request([st for st in steps_schedule(steps)], [s["wall_ms"] for s in per_step])
     maxerr = max(errs) if errs else None
     res = {"steps": per_step, "total_wall_ms": total_wall, "total_device_ms": tot("device_ms"),
-           "total_host_ms": tot("host_ms"), "total_busy_ms": tot("busy_ms"),
+           "total_host_ms": tot("host_ms"), "total_busy_ms": None,
            "pass_total_wall_ms": [sum(p[i][0] for i in range(len(steps))) for p in passes],
            "warmup_s": warm_s, "ttft": S.ttft_stats(ttft),
            "check": {"max_relerr": maxerr, "tol": args.tol,
@@ -279,14 +264,44 @@ def measure_path(torch, M, path, steps, bufs, clock, model, args, refs):
     if getattr(path, "host_split", None):
         res["host_plan_us"] = med([h[0] for h in path.host_split])
         res["host_replay_us"] = med([h[1] for h in path.host_split])
-    if res["total_busy_ms"] is not None and total_wall:
-        res["host_share"] = 1.0 - res["total_busy_ms"] / total_wall
     if hasattr(path, "graphs"):
         # Captures happen in the warm-up pass (first sight of a bucket/key), outside the timing.
         res["graphs_captured"] = len(path.graphs)
         res["graph_keys"] = sorted(str(k) for k in path.graphs)
         res["graph_mem_mb"] = getattr(path, "graph_bytes", 0) / 2**20
     return res
+
+
+def profile_path(torch, path, steps, bufs, clock, args, res):
+    """The profiled pass of a measured path: GPU busy time per step, and with it the host share."""
+    if args.no_profile or not clock.cuda or "steps" not in res:
+        return
+    try:
+        tl = {} if args.timeline else None
+        busy = busy_pass(torch, path, steps, bufs, clock, timeline=tl)
+        if tl:
+            TIMELINES.append({"path": path.name, "steps": tl})
+            for idx in sorted(tl)[:3]:
+                t = tl[idx]
+                log(f"    timeline step {idx}: host {t['host_us']:.0f} us, before first activity "
+                    f"{t['before_first_us']:.0f}, {t['num_gaps']} gaps {t['gaps_us']:.0f} (median "
+                    f"{t['median_gap_us']:.2f}), after last {t['after_last_us']:.0f}, "
+                    f"{t['num_activities']} activities")
+                for pair, us in t["top_gap_pairs_us"][:4]:
+                    log(f"      gaps {us:7.1f} us  {pair}")
+    except Exception as ex:  # noqa: BLE001
+        log(f"    (profiler unavailable: {short(ex)}; no busy time / host share)")
+        return
+    if not busy:
+        return
+    for s_ in res["steps"]:
+        b = busy.get(s_["index"])
+        s_["busy_ms"] = b
+        s_["host_share"] = (1.0 - b / s_["wall_ms"]) if (b is not None and s_["wall_ms"]) else None
+    if all(s_["busy_ms"] is not None for s_ in res["steps"]):
+        res["total_busy_ms"] = sum(s_["busy_ms"] for s_ in res["steps"])
+        if res["total_wall_ms"]:
+            res["host_share"] = 1.0 - res["total_busy_ms"] / res["total_wall_ms"]
 
 
 def steps_schedule(steps):
@@ -477,7 +492,7 @@ def main(argv=None):
             log(f"path {name}: setup failed: {short(ex)}")
             traceback.print_exc(limit=4)
 
-    out_cases = []
+    out_cases, measured = [], []
     for (n, budget) in cases:
         sched = scheds[(n, budget)]
         steps = M.make_steps(sched, tables)
@@ -494,8 +509,7 @@ def main(argv=None):
                 case["paths"][name] = r
                 chk = r["check"]
                 log(f"  {name:26s} total {fmt(r['total_wall_ms'], '9.2f')} ms wall, "
-                    f"{fmt(r['total_device_ms'], '9.2f')} device, {fmt(r['total_busy_ms'], '9.2f')} busy, "
-                    f"host share {fmt(100 * r['host_share'] if r.get('host_share') is not None else None, '.0f')}%, "
+                    f"{fmt(r['total_device_ms'], '9.2f')} device, "
                     f"check {fmt(chk['max_relerr'], '.1e')} "
                     f"{'PASS' if chk['pass'] else ('FAIL' if chk['pass'] is False else '')}"
                     + (f", {r['graphs_captured']} graphs so far ({r['graph_mem_mb']:.0f} MB)"
@@ -507,6 +521,21 @@ def main(argv=None):
             clock.sync()
         if dev.type == "cuda":
             torch.cuda.empty_cache()
+        measured.append((case, steps))
+
+    # The profiled passes, once every path of every case has been timed (see measure_path).
+    if not args.no_profile and clock.cuda:
+        log("\n=== profiled passes (GPU busy time per step; host share = 1 - busy / wall)")
+    for case, steps in measured:
+        for name, p in paths.items():
+            r = case["paths"].get(name, {})
+            if "steps" not in r:
+                continue
+            profile_path(torch, p, steps, bufs, clock, args, r)
+            log(f"  N={case['requests']} budget {case['budget']} {name:26s} total "
+                f"{fmt(r['total_wall_ms'], '9.2f')} ms wall, {fmt(r['total_busy_ms'], '9.2f')} busy, "
+                f"host share {fmt(100 * r['host_share'] if r.get('host_share') is not None else None, '.1f')}%")
+            clock.sync()
         try:
             report_case(case, cfg, args)
         except Exception as ex:  # noqa: BLE001  (the JSON must still be written)
