@@ -547,7 +547,8 @@ PATH_NAMES = ["fa2_vllm", "flashinfer_fa3", "flashinfer_fa2", "mlakit_step", "ml
               "mlakit_step_graph_uir", "mlakit_step_graph_native", "mlakit_kernel_in_vllm_path",
               "mlakit_kernel_in_vllm_path_graph"]
 # What bench/compare_mla.py runs unless --paths says otherwise: the engines' paths and mlakit's step.
-DEFAULT_PATHS = ["fa2_vllm", "flashinfer_fa3", "flashinfer_fa2", "mlakit_step", "mlakit_step_graph"]
+DEFAULT_PATHS = ["fa2_vllm", "flashinfer_fa3", "flashinfer_fa2", "mlakit_step", "mlakit_step_graph",
+                 "mlakit_step_graph_uir", "mlakit_step_graph_native"]
 
 
 def make_path(name, cfg, model, caps, fi_indptr="device"):
