@@ -66,7 +66,8 @@ struct MlaConfig {
   // other CUDA call. Costs one copy of the whole plan block per step (a fixed size, so one
   // captured copy fits every plan) and makes a plan() issued while the previous step's upload is
   // still queued wait for it. run() then updates the step's upload state: call it from one thread
-  // at a time (as plan()).
+  // at a time (as plan()), and launch the step's graphs on one stream (plan() waits for the last
+  // upload only). A captured graph reads the step's staging memory: destroy it before the step.
   bool upload_in_run = false;
 };
 

@@ -46,7 +46,9 @@ class StreamGraph:
         """Records what is enqueued on ``stream`` inside the block (replacing an earlier graph).
         Default: a new PyTorch side stream that waits for the current one, made current for the
         block, and waited for by the current stream afterwards (the legacy default stream cannot
-        be captured). An exception inside discards the capture and keeps the earlier graph."""
+        be captured). A torch stream given is made current for the block; a raw handle is not (pass
+        it to each call inside). An exception inside discards the capture and keeps the earlier
+        graph. Not thread-safe: capture and replay one graph from one thread."""
         torch = sys.modules.get("torch")
         if stream is None:
             if torch is None:
@@ -58,6 +60,12 @@ class StreamGraph:
                 with self._capturing(side.cuda_stream):
                     yield side
             torch.cuda.current_stream(self._device).wait_stream(side)
+        elif torch is not None and isinstance(stream, torch.cuda.Stream):
+            # Made current for the block, so that mlakit calls that take the current stream are
+            # captured (not run eagerly on another stream, leaving the graph empty).
+            with torch.cuda.stream(stream):
+                with self._capturing(stream.cuda_stream):
+                    yield stream
         else:
             with self._capturing(_stream_handle(stream)):
                 yield stream

@@ -68,6 +68,8 @@ class MlaStep:
     uploads the plan; a ``run()`` captured into a CUDA graph records that copy as the graph's first
     node, so a replay uploads the plan in force when it runs and the host's work per step is
     ``plan()`` plus the graph launch (see ``MlaConfig::upload_in_run`` in ``include/mlakit/mla.h``).
+    ``run()`` then keeps upload state: call a step's ``plan()`` and ``run()`` from one thread, and
+    replay its graphs on one stream.
     """
 
     def __init__(self, num_heads: int = 16, kv_lora_rank: int = 512, qk_nope_head_dim: int = 128,
@@ -122,7 +124,8 @@ class MlaStep:
         tensors' rows). A rejected plan leaves the previous one in force.
 
         ``replay``: a :class:`mlakit.StreamGraph` of this step's layers, launched on ``stream``
-        right after planning, in the same native call (a rejected plan launches nothing).
+        right after planning, in the same native call (a rejected plan launches nothing; a graph
+        never captured is refused after the plan has been made).
         """
         flat, cols = _flat_block_table(block_table)
         scale = 0.0 if sm_scale is None else float(sm_scale)

@@ -26,7 +26,10 @@ StreamGraph::StreamGraph(Device device) : impl_(std::make_unique<Impl>()) {
   impl_->device = device.index;
 }
 
-StreamGraph::~StreamGraph() { cuda_rt::graph_destroy(impl_->exec); }
+StreamGraph::~StreamGraph() {
+  abort_capture();  // never leave the stream capturing
+  cuda_rt::graph_destroy(impl_->exec);
+}
 
 void StreamGraph::begin_capture(Stream stream) {
   if (stream == nullptr)
@@ -40,8 +43,15 @@ void StreamGraph::begin_capture(Stream stream) {
 
 void StreamGraph::end_capture() {
   if (!impl_->in_capture) throw Error(ErrorKind::kInvalidArgument, "stream", "end_capture() without begin_capture()");
+  cuda_rt::GraphExec g = nullptr;
+  try {
+    g = cuda_rt::graph_end(impl_->device, impl_->capturing);
+  } catch (...) {
+    cuda_rt::graph_abort(impl_->device, impl_->capturing);  // the stream must not stay capturing
+    impl_->in_capture = false;
+    throw;
+  }
   impl_->in_capture = false;
-  cuda_rt::GraphExec g = cuda_rt::graph_end(impl_->device, impl_->capturing);
   cuda_rt::graph_destroy(impl_->exec);
   impl_->exec = g;
 }
@@ -49,15 +59,12 @@ void StreamGraph::end_capture() {
 void StreamGraph::abort_capture() noexcept {
   if (!impl_->in_capture) return;
   impl_->in_capture = false;
-  try {
-    cuda_rt::graph_destroy(cuda_rt::graph_end(impl_->device, impl_->capturing));
-  } catch (...) {  // an invalidated capture: ending it was all that was needed
-  }
+  cuda_rt::graph_abort(impl_->device, impl_->capturing);
 }
 
 void StreamGraph::launch(Stream stream) const {
   if (impl_->exec == nullptr) throw Error(ErrorKind::kInvalidArgument, "graph", "launch() before a capture ended");
-  cuda_rt::graph_launch(impl_->exec, stream);
+  cuda_rt::graph_launch(impl_->device, impl_->exec, stream);
 }
 
 bool StreamGraph::captured() const { return impl_->exec != nullptr; }

@@ -51,7 +51,8 @@ unsigned long long stream_capture_id(Stream) { return 0; }
 void event_record_in_capture(Event, Stream) { no_cuda(); }
 void graph_begin(int, Stream) { no_cuda(); }
 GraphExec graph_end(int, Stream) { no_cuda(); }
-void graph_launch(GraphExec, Stream) { no_cuda(); }
+void graph_abort(int, Stream) noexcept {}
+void graph_launch(int, GraphExec, Stream) { no_cuda(); }
 void graph_destroy(GraphExec) noexcept {}
 
 }  // namespace cuda_rt

@@ -177,7 +177,15 @@ void MlaStep::plan(const MlaBatch& batch, const MlaPlanOptions& options, Stream 
   // Everything is checked before the staging buffer or the current plan is touched.
   const mla::BatchTotals totals = mla::check_batch(m.config, m.layout, batch, options);
   uint8_t* block = m.staging->begin();
-  m.builder->build(batch, options, totals, block, &m.plan);
+  try {
+    m.builder->build(batch, options, totals, block, &m.plan);
+  } catch (...) {
+    // Only an internal limit can fail here, after the checks above; the step's plan (and, with
+    // upload_in_run, the staging a captured graph uploads) is then partly rewritten: refuse to
+    // run until the next successful plan.
+    m.planned = false;
+    throw;
+  }
   m.staging->publish(m.plan.used_bytes, stream);
   m.planned = true;
   MlaPlanInfo& i = m.info;

@@ -42,11 +42,13 @@ unsigned long long stream_capture_id(Stream stream);
 void event_record_in_capture(Event e, Stream stream);
 
 // Graphs captured from one stream (mlakit::StreamGraph). graph_end returns the instantiated
-// executable; on a failed capture it throws, the capture ended and its graph discarded.
+// executable; on failure it throws with nothing leaked. graph_abort ends a capture (if one is
+// under way on `stream`) and discards it, leaving no CUDA error pending; it never throws.
 using GraphExec = void*;
 void graph_begin(int device_index, Stream stream);
 GraphExec graph_end(int device_index, Stream stream);
-void graph_launch(GraphExec g, Stream stream);
+void graph_abort(int device_index, Stream stream) noexcept;
+void graph_launch(int device_index, GraphExec g, Stream stream);
 void graph_destroy(GraphExec g) noexcept;
 
 }  // namespace cuda_rt

@@ -135,17 +135,40 @@ void graph_begin(int device_index, Stream stream) {
 GraphExec graph_end(int device_index, Stream stream) {
   use_device(device_index);
   cudaGraph_t g = nullptr;
-  check(cudaStreamEndCapture(as_stream(stream), &g), "cudaStreamEndCapture");
+  cudaError_t e = cudaStreamEndCapture(as_stream(stream), &g);
+  if (e != cudaSuccess) {
+    if (g) cudaGraphDestroy(g);
+    cudaGetLastError();  // leave no error for the caller's next CUDA call to find
+    check(e, "cudaStreamEndCapture");
+  }
   cudaGraphExec_t exec = nullptr;
-  const cudaError_t e = cudaGraphInstantiate(&exec, g, 0);
+  e = cudaGraphInstantiate(&exec, g, 0);
   cudaGraphDestroy(g);
-  check(e, "cudaGraphInstantiate");
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    check(e, "cudaGraphInstantiate");
+  }
   // Upload now, so the first launch costs what every later one does.
-  check(cudaGraphUpload(exec, as_stream(stream)), "cudaGraphUpload");
+  e = cudaGraphUpload(exec, as_stream(stream));
+  if (e != cudaSuccess) {
+    cudaGraphExecDestroy(exec);
+    cudaGetLastError();
+    check(e, "cudaGraphUpload");
+  }
   return static_cast<GraphExec>(exec);
 }
 
-void graph_launch(GraphExec g, Stream stream) {
+void graph_abort(int device_index, Stream stream) noexcept {
+  int cur = -1;
+  if (cudaGetDevice(&cur) == cudaSuccess && cur != device_index) cudaSetDevice(device_index);
+  cudaGraph_t g = nullptr;
+  if (cudaStreamEndCapture(as_stream(stream), &g) == cudaSuccess && g) cudaGraphDestroy(g);
+  cudaGetLastError();
+}
+
+void graph_launch(int device_index, GraphExec g, Stream stream) {
+  // The stream handle may be 0 (the legacy stream of the current device): launch on the graph's.
+  use_device(device_index);
   check(cudaGraphLaunch(static_cast<cudaGraphExec_t>(g), as_stream(stream)), "cudaGraphLaunch");
 }
 
