@@ -173,11 +173,13 @@ MlaLayer layer_over(const DeviceLayer& d, const DeviceTensor& cache) {
 
 struct StepsParam {
   int block_size;
-  int64_t workspace_rows;  // 0: one launch per step
+  int64_t workspace_rows;       // 0: one launch per step
+  bool upload_in_run = false;   // MlaConfig::upload_in_run, eager: the first run() uploads the plan
 };
 
 std::string steps_name(const ::testing::TestParamInfo<StepsParam>& i) {
-  return "bs" + std::to_string(i.param.block_size) + "_ws" + std::to_string(i.param.workspace_rows);
+  return "bs" + std::to_string(i.param.block_size) + "_ws" + std::to_string(i.param.workspace_rows) +
+         (i.param.upload_in_run ? "_upload_in_run" : "");
 }
 
 // Three prefill steps of three requests on one device cache: starting contexts 0, shorter and
@@ -197,6 +199,7 @@ TEST_P(CudaMlaSteps, LaterStepsReadWhatEarlierStepsWrote) {
   const std::vector<MlaCase> cases = make_prefill_steps(cfg, kStartCtx, kSteps, 71 + p.block_size, 9);
   MlaConfig gcfg = cases[0].cfg;
   gcfg.device = Device::cuda(0);
+  gcfg.upload_in_run = p.upload_in_run;
   MlaStep step(gcfg);
   const DeviceTensor cache(cases[0].cache, gcfg.device);
   for (size_t s = 0; s < cases.size(); ++s) {
@@ -217,7 +220,8 @@ TEST_P(CudaMlaSteps, LaterStepsReadWhatEarlierStepsWrote) {
 
 INSTANTIATE_TEST_SUITE_P(Layouts, CudaMlaSteps,
                          ::testing::Values(StepsParam{16, 0}, StepsParam{64, 0}, StepsParam{16, 256},
-                                           StepsParam{64, 300}),
+                                           StepsParam{64, 300}, StepsParam{16, 0, true},
+                                           StepsParam{64, 300, true}),
                          steps_name);
 
 TEST(CudaMlaChunks, ChunkSizeIndependence) {
