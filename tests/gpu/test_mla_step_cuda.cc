@@ -644,6 +644,36 @@ TEST_P(CudaMlaGraph, StreamGraphPlansAndReplays) {
 #endif
 }
 
+TEST(CudaStreamGraph, DestroyedMidCaptureLeavesTheStreamUsable) {
+  MLAKIT_SKIP_IF_NO_GPU();
+#if MLAKIT_WITH_CUDA
+  // A StreamGraph destroyed between begin_capture and end_capture (an exception unwinding past
+  // it) must end the capture: the stream then runs work again and no CUDA error is left pending.
+  cudaStream_t stream;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+  void* buf = nullptr;
+  ASSERT_EQ(cudaMalloc(&buf, 256), cudaSuccess);
+  {
+    StreamGraph g(Device::cuda(0));
+    g.begin_capture(stream);
+    EXPECT_TRUE(throws_error([&] { g.begin_capture(stream); }, ErrorKind::kInvalidArgument, "stream"));
+    ASSERT_EQ(cudaMemsetAsync(buf, 0, 256, stream), cudaSuccess);  // recorded, not run
+  }
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusActive;
+  ASSERT_EQ(cudaStreamIsCapturing(stream, &status), cudaSuccess);
+  EXPECT_EQ(status, cudaStreamCaptureStatusNone);
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+  EXPECT_EQ(cudaMemsetAsync(buf, 7, 256, stream), cudaSuccess);
+  uint8_t host[256] = {};
+  ASSERT_EQ(cudaMemcpyAsync(host, buf, 256, cudaMemcpyDeviceToHost, stream), cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+  EXPECT_EQ(host[0], 7);
+  EXPECT_EQ(host[255], 7);
+  cudaFree(buf);
+  cudaStreamDestroy(stream);
+#endif
+}
+
 INSTANTIATE_TEST_SUITE_P(Upload, CudaMlaGraph, ::testing::Bool(), [](const ::testing::TestParamInfo<bool>& i) {
   return std::string(i.param ? "upload_in_run" : "upload_in_plan");
 });
