@@ -1,5 +1,5 @@
 // The few CUDA runtime services mlakit-bench's seed workload needs beyond the public API: a
-// stream, events for device time, and graph capture/replay. bench_gpu_cuda.cc implements them
+// stream, events for device time (and a host wait on one), free device memory. bench_gpu_cuda.cc implements them
 // with the CUDA runtime; bench_gpu_none.cc (builds without CUDA) reports them unavailable.
 #pragma once
 
@@ -23,19 +23,8 @@ void event_destroy(void* e);
 // Free device memory (cudaMemGetInfo): what graph captures take shows as the drop around them.
 size_t device_free_bytes();
 
-// Everything enqueued on `s` between begin and end becomes one graph; end returns its executable.
-void capture_begin(mlakit::Stream s);
-void* capture_end(mlakit::Stream s);
-void graph_launch(void* exec, mlakit::Stream s);
-void graph_destroy(void* exec);
-
-// For the host-call probe (seed --host-probe): page-locked host memory, device memory, an async
-// host-to-device copy and a host wait on an event, the calls a plan's upload is made of.
-void* pinned_alloc(size_t bytes);
-void pinned_free(void* p);
-void* device_alloc(size_t bytes);
-void device_free(void* p);
-void copy_h2d_async(void* dst, const void* src, size_t bytes, mlakit::Stream s);
+// A host wait on an event (the host-call probe, seed --host-probe). Graphs: mlakit::StreamGraph;
+// memory and copies: mlakit/runtime.h.
 void event_sync(void* e);
 
 }  // namespace gpu

@@ -43,37 +43,6 @@ size_t device_free_bytes() {
   return free_b;
 }
 
-void capture_begin(mlakit::Stream s) {
-  check(cudaStreamBeginCapture(cs(s), cudaStreamCaptureModeThreadLocal), "cudaStreamBeginCapture");
-}
-void* capture_end(mlakit::Stream s) {
-  cudaGraph_t g;
-  check(cudaStreamEndCapture(cs(s), &g), "cudaStreamEndCapture");
-  cudaGraphExec_t exec;
-  check(cudaGraphInstantiate(&exec, g, 0), "cudaGraphInstantiate");
-  cudaGraphDestroy(g);
-  return exec;
-}
-void graph_launch(void* exec, mlakit::Stream s) {
-  check(cudaGraphLaunch(static_cast<cudaGraphExec_t>(exec), cs(s)), "cudaGraphLaunch");
-}
-void graph_destroy(void* exec) { cudaGraphExecDestroy(static_cast<cudaGraphExec_t>(exec)); }
-
-void* pinned_alloc(size_t bytes) {
-  void* p = nullptr;
-  check(cudaMallocHost(&p, bytes), "cudaMallocHost");
-  return p;
-}
-void pinned_free(void* p) { cudaFreeHost(p); }
-void* device_alloc(size_t bytes) {
-  void* p = nullptr;
-  check(cudaMalloc(&p, bytes), "cudaMalloc");
-  return p;
-}
-void device_free(void* p) { cudaFree(p); }
-void copy_h2d_async(void* dst, const void* src, size_t bytes, mlakit::Stream s) {
-  check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, cs(s)), "cudaMemcpyAsync");
-}
 void event_sync(void* e) { check(cudaEventSynchronize(static_cast<cudaEvent_t>(e)), "cudaEventSynchronize"); }
 
 }  // namespace gpu

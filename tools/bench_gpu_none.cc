@@ -17,15 +17,6 @@ void event_record(void*, mlakit::Stream) { none(); }
 float event_elapsed_ms(void*, void*) { none(); }
 void event_destroy(void*) {}
 size_t device_free_bytes() { none(); }
-void capture_begin(mlakit::Stream) { none(); }
-void* capture_end(mlakit::Stream) { none(); }
-void graph_launch(void*, mlakit::Stream) { none(); }
-void graph_destroy(void*) {}
-void* pinned_alloc(size_t) { none(); }
-void pinned_free(void*) {}
-void* device_alloc(size_t) { none(); }
-void device_free(void*) {}
-void copy_h2d_async(void*, const void*, size_t, mlakit::Stream) { none(); }
 void event_sync(void*) { none(); }
 
 }  // namespace gpu

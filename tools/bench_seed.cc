@@ -218,7 +218,7 @@ CaseResult run_case(const SeedArgs& a, Device dev, int n, int budget, const std:
   // Graph mode: one graph per bucket the schedule uses, captured here, before the timed passes
   // (an engine captures its buckets at start-up). Each capture follows one eager run under the
   // bucket's plan, so nothing is set up for the first time inside the capture.
-  std::map<int64_t, void*> graphs;
+  std::map<int64_t, std::unique_ptr<mlakit::StreamGraph>> graphs;
   if (graph) {
     const size_t free0 = gpu::device_free_bytes();
     const Clock::time_point t0 = Clock::now();
@@ -226,9 +226,11 @@ CaseResult run_case(const SeedArgs& a, Device dev, int n, int budget, const std:
       if (graphs.count(bucket[i])) continue;
       step.plan(inputs[i].batch(), options(i), stream);
       run_layers(rows[i]);
-      gpu::capture_begin(stream);
+      auto g = std::make_unique<mlakit::StreamGraph>(dev);
+      g->begin_capture(stream);
       run_layers(rows[i]);
-      graphs[bucket[i]] = gpu::capture_end(stream);
+      g->end_capture();
+      graphs[bucket[i]] = std::move(g);
       gpu::stream_sync(stream);
     }
     cr.capture_ms = ms_since(t0);
@@ -247,7 +249,7 @@ CaseResult run_case(const SeedArgs& a, Device dev, int n, int budget, const std:
       if (cuda) gpu::event_record(e0, stream);
       step.plan(inputs[i].batch(), options(i), stream);
       t.plan_us = 1000.0 * ms_since(t0);
-      if (graph) gpu::graph_launch(graphs.at(bucket[i]), stream);
+      if (graph) graphs.at(bucket[i])->launch(stream);
       else run_layers(rows[i]);
       t.host_ms = ms_since(t0);  // planning + enqueueing every layer
       if (cuda) {
@@ -285,10 +287,10 @@ CaseResult run_case(const SeedArgs& a, Device dev, int n, int budget, const std:
   }
   if (probe) {
     const int pr = 50;
-    void* g0 = graphs.at(bucket[0]);
+    const mlakit::StreamGraph& g0 = *graphs.at(bucket[0]);
     auto wait_step = [&] {  // one replayed step under step 0's plan, then the host waits for it
       step.plan(inputs[0].batch(), options(0), stream);
-      gpu::graph_launch(g0, stream);
+      g0.launch(stream);
       gpu::stream_sync(stream);
     };
     std::printf("\nhost probe, N=%d budget %d, step 0 (graph of %d layers); medians of %d, us\n", n, budget,
@@ -308,20 +310,20 @@ CaseResult run_case(const SeedArgs& a, Device dev, int n, int budget, const std:
     probe_row("cudaEventSynchronize (completed event)", pr, wait_step, [&] { gpu::event_sync(ev); });
     probe_row("cudaEventRecord", pr, wait_step, [&] { gpu::event_record(ev, stream); });
     for (size_t kb : {4, 64}) {
-      void* h = gpu::pinned_alloc(kb << 10);
-      void* d = gpu::device_alloc(kb << 10);
-      const std::string name = "cudaMemcpyAsync H2D, pinned, " + std::to_string(kb) + " KiB";
-      probe_row(name.c_str(), pr, wait_step, [&] { gpu::copy_h2d_async(d, h, kb << 10, stream); });
+      void* h = mlakit::pinned_alloc(kb << 10);
+      void* d = mlakit::device_alloc(kb << 10, dev);
+      const std::string name = "H2D copy (cudaMemcpyAsync), pinned, " + std::to_string(kb) + " KiB";
+      probe_row(name.c_str(), pr, wait_step,
+                [&] { mlakit::copy_bytes(d, dev, h, Device::cpu(), kb << 10, stream); });
       gpu::stream_sync(stream);
-      gpu::device_free(d);
-      gpu::pinned_free(h);
+      mlakit::device_free(d, dev);
+      mlakit::pinned_free(h);
     }
     probe_row("MlaStep::plan (step 0)", pr, wait_step, [&] { step.plan(inputs[0].batch(), options(0), stream); });
-    probe_row("cudaGraphLaunch (step 0's graph)", pr, wait_step, [&] { gpu::graph_launch(g0, stream); });
+    probe_row("graph launch (step 0's StreamGraph)", pr, wait_step, [&] { g0.launch(stream); });
     gpu::stream_sync(stream);
     gpu::event_destroy(ev);
   }
-  for (const auto& g : graphs) gpu::graph_destroy(g.second);
   if (cuda) {
     gpu::event_destroy(e0);
     gpu::event_destroy(e1);
