@@ -86,71 +86,70 @@ def test_step_vs_torch_reference(workspace_rows):
     assert rel(out, ref) < 1e-2
 
 
-@pytest.mark.parametrize("upload_in_run", [False, True], ids=["upload_in_plan", "upload_in_run"])
-def test_graph_replay_after_replan(upload_in_run):
-    """upload_in_run: the captured graph uploads the plan itself (its first node), so each replay
-    runs under the plan made just before it with no copy issued by plan()."""
-    gen = torch.Generator().manual_seed(9)
-    bucket, graph_rows, num_blocks = 512, 1024, 160
-    step = mlakit.MlaStep(H, dtype=torch.bfloat16, device=DEV, block_size=BS, num_blocks=num_blocks,
-                          max_batch=8, max_tokens=bucket, max_context_tokens=graph_rows,
-                          workspace_rows=graph_rows, upload_in_run=upload_in_run)
-    x = layer(gen, bucket, num_blocks)  # buffers the graph keeps reading
-    out = torch.empty(bucket, H, DV, device=DEV, dtype=torch.bfloat16)
-    sets = [([300, 1, 100], [0, 17, 100]), ([512], [500]), ([7, 200, 0, 129, 64], [1, 0, 33, 64, 200])]
-    step.plan(sets[0][0], sets[0][1], block_table(gen, *sets[0], num_blocks), graph_rows=graph_rows)
+BUCKET, GRAPH_ROWS, GRAPH_BLOCKS = 512, 1024, 160
+
+
+def graph_setup(seed, upload_in_run, first_set):
+    """A step planned for the graph tests' bucket (512 new tokens, 1024 rows), the layer buffers a
+    graph keeps reading, its output, and one eager run under `first_set`'s plan (one-time setup)."""
+    gen = torch.Generator().manual_seed(seed)
+    step = mlakit.MlaStep(H, dtype=torch.bfloat16, device=DEV, block_size=BS, num_blocks=GRAPH_BLOCKS,
+                          max_batch=8, max_tokens=BUCKET, max_context_tokens=GRAPH_ROWS,
+                          workspace_rows=GRAPH_ROWS, upload_in_run=upload_in_run)
+    x = layer(gen, BUCKET, GRAPH_BLOCKS)
+    out = torch.empty(BUCKET, H, DV, device=DEV, dtype=torch.bfloat16)
+    step.plan(first_set[0], first_set[1], block_table(gen, *first_set, GRAPH_BLOCKS), graph_rows=GRAPH_ROWS)
     step.run(x["q"], x["kv_c"], x["k_pe"], x["w"], x["cache"], out)  # warm-up
     torch.cuda.synchronize()
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        step.run(x["q"], x["kv_c"], x["k_pe"], x["w"], x["cache"], out)
+    return gen, step, x, out
+
+
+def check_replays(gen, x, out, sets, plan_and_replay):
+    """Per set of lengths: new inputs in the captured buffers, then plan_and_replay(q_lens,
+    ctx_lens, block_table); the output must be fully written and match the reference."""
     for q_lens, ctx_lens in sets:
-        new = layer(gen, bucket, num_blocks)
+        new = layer(gen, BUCKET, GRAPH_BLOCKS)
         for k in x:
             x[k].copy_(new[k])
-        bt = block_table(gen, q_lens, ctx_lens, num_blocks)
+        bt = block_table(gen, q_lens, ctx_lens, GRAPH_BLOCKS)
         ref = reference(x, q_lens, ctx_lens, bt)
         out.fill_(float("nan"))
-        step.plan(q_lens, ctx_lens, bt, graph_rows=graph_rows)
-        g.replay()
+        plan_and_replay(q_lens, ctx_lens, bt)
         torch.cuda.synchronize()
         got = out[:sum(q_lens)]
         assert not got.isnan().any()
         assert rel(got, ref) < 1e-2
+
+
+@pytest.mark.parametrize("upload_in_run", [False, True], ids=["upload_in_plan", "upload_in_run"])
+def test_graph_replay_after_replan(upload_in_run):
+    """upload_in_run: the captured graph uploads the plan itself (its first node), so each replay
+    runs under the plan made just before it with no copy issued by plan()."""
+    sets = [([300, 1, 100], [0, 17, 100]), ([512], [500]), ([7, 200, 0, 129, 64], [1, 0, 33, 64, 200])]
+    gen, step, x, out = graph_setup(9, upload_in_run, sets[0])
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        step.run(x["q"], x["kv_c"], x["k_pe"], x["w"], x["cache"], out)
+
+    def plan_and_replay(q_lens, ctx_lens, bt):
+        step.plan(q_lens, ctx_lens, bt, graph_rows=GRAPH_ROWS)
+        g.replay()
+    check_replays(gen, x, out, sets, plan_and_replay)
 
 
 @pytest.mark.parametrize("upload_in_run", [False, True], ids=["upload_in_plan", "upload_in_run"])
 def test_stream_graph_plan_and_replay_in_one_call(upload_in_run):
     """mlakit.StreamGraph: the layer captured natively, then plan(..., replay=graph) plans and
     launches it in one call after every re-plan."""
-    gen = torch.Generator().manual_seed(11)
-    bucket, graph_rows, num_blocks = 512, 1024, 160
-    step = mlakit.MlaStep(H, dtype=torch.bfloat16, device=DEV, block_size=BS, num_blocks=num_blocks,
-                          max_batch=8, max_tokens=bucket, max_context_tokens=graph_rows,
-                          workspace_rows=graph_rows, upload_in_run=upload_in_run)
-    x = layer(gen, bucket, num_blocks)
-    out = torch.empty(bucket, H, DV, device=DEV, dtype=torch.bfloat16)
     sets = [([300, 1, 100], [0, 17, 100]), ([7, 200, 0, 129, 64], [1, 0, 33, 64, 200])]
     graph = mlakit.StreamGraph(DEV)
     assert not graph.captured
-    step.plan(sets[0][0], sets[0][1], block_table(gen, *sets[0], num_blocks), graph_rows=graph_rows)
-    step.run(x["q"], x["kv_c"], x["k_pe"], x["w"], x["cache"], out)  # warm-up
-    torch.cuda.synchronize()
+    gen, step, x, out = graph_setup(11, upload_in_run, sets[0])
     with graph.capture():
         step.run(x["q"], x["kv_c"], x["k_pe"], x["w"], x["cache"], out)
     assert graph.captured
-    for q_lens, ctx_lens in sets:
-        new = layer(gen, bucket, num_blocks)
-        for k in x:
-            x[k].copy_(new[k])
-        bt = block_table(gen, q_lens, ctx_lens, num_blocks)
-        ref = reference(x, q_lens, ctx_lens, bt)
-        out.fill_(float("nan"))
-        step.plan(q_lens, ctx_lens, bt, graph_rows=graph_rows, replay=graph)
-        torch.cuda.synchronize()
-        got = out[:sum(q_lens)]
-        assert not got.isnan().any()
-        assert rel(got, ref) < 1e-2
+    check_replays(gen, x, out, sets, lambda q_lens, ctx_lens, bt: step.plan(
+        q_lens, ctx_lens, bt, graph_rows=GRAPH_ROWS, replay=graph))
     # A failing body discards its capture; the earlier graph stays.
     with pytest.raises(RuntimeError, match="inside"):
         with graph.capture():

@@ -254,6 +254,59 @@ void upload(const HostTensor& h, const DeviceTensor& d) {
   copy_bytes(d.view().data, d.view().device, h.data(), Device::cpu(), h.nbytes());
 }
 
+// A step's inputs (and a fresh cache) into a layer's device buffers, outputs NaN-poisoned.
+void load_layer(const MlaCase& m, const DeviceLayer& d) {
+  upload(m.q, *d.q);
+  upload(m.kv_c, *d.kv_c);
+  upload(m.k_pe, *d.k_pe);
+  upload(m.w, *d.w);
+  upload(m.cache, *d.cache);
+  const Device dev = d.out->view().device;
+  fill_bytes(d.out->view().data, dev, 0xFF, d.out->view().numel() * 2);
+  fill_bytes(d.lse->view().data, dev, 0xFF, d.lse->view().numel() * 4);
+}
+
+// The bucket-graph tests' step: one token bucket (256 new tokens, 512 rows of context + new) for
+// every step, planned with graph_rows = 512.
+constexpr int64_t kBucket = 256, kGraphRows = 512;
+
+MlaConfig bucket_config(bool upload_in_run) {
+  MlaConfig cfg = dims(16, 16);
+  cfg.device = Device::cuda(0);
+  cfg.upload_in_run = upload_in_run;
+  cfg.max_batch = 8;
+  cfg.max_tokens = kBucket;
+  cfg.max_context_tokens = kGraphRows;
+  cfg.workspace_rows = kGraphRows;
+  cfg.num_blocks = 200;
+  return cfg;
+}
+
+// A case of `cfg`'s step with these lengths, its q/kv_c/k_pe padded to the bucket's rows (built
+// on the CPU, for the reference).
+MlaCase bucket_case(const MlaConfig& cfg, const std::vector<int32_t>& q, const std::vector<int32_t>& ctx,
+                    uint64_t seed) {
+  int64_t tq = 0;
+  for (int32_t x : q) tq += x;
+  MlaConfig c = cfg;
+  c.device = Device::cpu();
+  return make_mla_case(c, q, ctx, seed, 0, static_cast<int>(kBucket - tq));
+}
+
+// Every layer of a replayed step against the reference: all layers share the step's block table
+// (cases[0]'s, as planned), each its own cache.
+void expect_step_layers(std::vector<MlaCase>& cases, const std::vector<std::unique_ptr<DeviceLayer>>& dev) {
+  for (size_t l = 0; l < cases.size(); ++l) {
+    SCOPED_TRACE("layer " + std::to_string(l));
+    MlaCase& m = cases[l];
+    m.block_table = cases[0].block_table;
+    m.slot_mapping = cases[0].slot_mapping;
+    const Fetched f = fetch(*dev[l], m);
+    expect_matches(f, m, mla_reference(m));
+    EXPECT_EQ(f.cache.bytes(), expected_cache(m).bytes());
+  }
+}
+
 // Programmatic (PDL) edges in a captured graph; -1 when this toolkit cannot tell.
 int programmatic_edges(cudaGraph_t g) {
 #if CUDART_VERSION >= 12030
@@ -302,25 +355,13 @@ class CudaMlaGraph : public ::testing::TestWithParam<bool> {};
 TEST_P(CudaMlaGraph, CaptureLayerLoopThenReplanAndReplay) {
   MLAKIT_SKIP_IF_NO_GPU();
 #if MLAKIT_WITH_CUDA
-  // One token bucket (256 new tokens, 512 rows of context + new) for every step; 3 layers.
+  // Three steps through one bucket graph of 3 layers.
   const int layers = 3;
-  const int64_t bucket = 256, graph_rows = 512;
-  MlaConfig cfg = dims(16, 16);
-  cfg.device = Device::cuda(0);
-  cfg.upload_in_run = GetParam();
-  cfg.max_batch = 8;
-  cfg.max_tokens = bucket;
-  cfg.max_context_tokens = graph_rows;
-  cfg.workspace_rows = graph_rows;
-  cfg.num_blocks = 200;
+  const MlaConfig cfg = bucket_config(GetParam());
   const std::vector<std::vector<int32_t>> q_sets = {{150, 1, 60}, {256}, {7, 100, 0, 90, 50}};
   const std::vector<std::vector<int32_t>> ctx_sets = {{0, 17, 100}, {250}, {1, 0, 33, 64, 150}};
   auto case_for = [&](size_t s, int layer) {
-    int64_t tq = 0;
-    for (int32_t x : q_sets[s]) tq += x;
-    MlaConfig c = cfg;
-    c.device = Device::cpu();
-    return make_mla_case(c, q_sets[s], ctx_sets[s], 1000 * s + layer, 0, static_cast<int>(bucket - tq));
+    return bucket_case(cfg, q_sets[s], ctx_sets[s], 1000 * s + layer);
   };
 
   // Device buffers at the bucket size, one set per layer, allocated once.
@@ -332,11 +373,11 @@ TEST_P(CudaMlaGraph, CaptureLayerLoopThenReplanAndReplay) {
   }
   MlaStep step(cfg);
   MlaPlanOptions opts;
-  opts.graph_rows = graph_rows;
+  opts.graph_rows = kGraphRows;
   cudaStream_t stream;
   ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
   step.plan(cases[0].batch(), opts, stream);
-  ASSERT_EQ(step.info().launch_rows, graph_rows);
+  ASSERT_EQ(step.info().launch_rows, kGraphRows);
 
   // Warm-up run (kernels' one-time attribute setup), then restore the caches and capture.
   for (int l = 0; l < layers; ++l) {
@@ -359,27 +400,13 @@ TEST_P(CudaMlaGraph, CaptureLayerLoopThenReplanAndReplay) {
     SCOPED_TRACE("step " + std::to_string(s));
     for (int l = 0; l < layers; ++l) {
       cases[l] = case_for(s, l);
-      upload(cases[l].q, *dev[l]->q);
-      upload(cases[l].kv_c, *dev[l]->kv_c);
-      upload(cases[l].k_pe, *dev[l]->k_pe);
-      upload(cases[l].w, *dev[l]->w);
-      upload(cases[l].cache, *dev[l]->cache);
-      fill_bytes(dev[l]->out->view().data, cfg.device, 0xFF, dev[l]->out->view().numel() * 2);
-      fill_bytes(dev[l]->lse->view().data, cfg.device, 0xFF, dev[l]->lse->view().numel() * 4);
+      load_layer(cases[l], *dev[l]);
     }
     synchronize(cfg.device);
     step.plan(cases[0].batch(), opts, stream);  // every layer shares the step's block table
     ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
     ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
-    for (int l = 0; l < layers; ++l) {
-      SCOPED_TRACE("layer " + std::to_string(l));
-      MlaCase& m = cases[l];
-      m.block_table = cases[0].block_table;  // the step's table, as planned
-      m.slot_mapping = cases[0].slot_mapping;
-      const Fetched f = fetch(*dev[l], m);
-      expect_matches(f, m, mla_reference(m));
-      EXPECT_EQ(f.cache.bytes(), expected_cache(m).bytes());
-    }
+    expect_step_layers(cases, dev);
   }
   cudaGraphExecDestroy(exec);
   cudaGraphDestroy(graph);
@@ -490,29 +517,13 @@ TEST_P(CudaMlaGraph, PlanWhileAReplayIsQueued) {
   // will upload (upload_in_run: plan() waits for the replay's upload) nor the device workspace
   // before the replay has run (the copy is stream-ordered). A host function holds the stream for
   // 100 ms, so the replay is still queued when the next plan() comes.
-  const int64_t bucket = 256, graph_rows = 512;
-  MlaConfig cfg = dims(16, 16);
-  cfg.device = Device::cuda(0);
-  cfg.upload_in_run = GetParam();
-  cfg.max_batch = 8;
-  cfg.max_tokens = bucket;
-  cfg.max_context_tokens = graph_rows;
-  cfg.workspace_rows = graph_rows;
-  cfg.num_blocks = 200;
-  const std::vector<std::vector<int32_t>> q_sets = {{150, 1, 60}, {7, 100, 0, 90, 50}};
-  const std::vector<std::vector<int32_t>> ctx_sets = {{0, 17, 100}, {1, 0, 33, 64, 150}};
-  auto case_for = [&](size_t s) {
-    int64_t tq = 0;
-    for (int32_t x : q_sets[s]) tq += x;
-    MlaConfig c = cfg;
-    c.device = Device::cpu();
-    return make_mla_case(c, q_sets[s], ctx_sets[s], 500 + s, 0, static_cast<int>(bucket - tq));
-  };
-  const MlaCase a = case_for(0), b = case_for(1);
+  const MlaConfig cfg = bucket_config(GetParam());
+  const MlaCase a = bucket_case(cfg, {150, 1, 60}, {0, 17, 100}, 500);
+  const MlaCase b = bucket_case(cfg, {7, 100, 0, 90, 50}, {1, 0, 33, 64, 150}, 501);
   DeviceLayer dev(a, cfg.device);
   MlaStep step(cfg);
   MlaPlanOptions opts;
-  opts.graph_rows = graph_rows;
+  opts.graph_rows = kGraphRows;
   cudaStream_t stream;
   ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
   auto run_layer = [&] {
@@ -530,13 +541,7 @@ TEST_P(CudaMlaGraph, PlanWhileAReplayIsQueued) {
   ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
 
   auto load = [&](const MlaCase& m) {
-    upload(m.q, *dev.q);
-    upload(m.kv_c, *dev.kv_c);
-    upload(m.k_pe, *dev.k_pe);
-    upload(m.w, *dev.w);
-    upload(m.cache, *dev.cache);
-    fill_bytes(dev.out->view().data, cfg.device, 0xFF, dev.out->view().numel() * 2);
-    fill_bytes(dev.lse->view().data, cfg.device, 0xFF, dev.lse->view().numel() * 4);
+    load_layer(m, dev);
     synchronize(cfg.device);
   };
   load(a);
@@ -568,23 +573,11 @@ TEST_P(CudaMlaGraph, StreamGraphPlansAndReplays) {
   // mlakit::StreamGraph (include/mlakit/graph.h) instead of the raw CUDA graph calls: a two-layer
   // loop captured once, replayed after each re-plan, the caller's launch refused before a capture.
   const int layers = 2;
-  const int64_t bucket = 256, graph_rows = 512;
-  MlaConfig cfg = dims(16, 16);
-  cfg.device = Device::cuda(0);
-  cfg.upload_in_run = GetParam();
-  cfg.max_batch = 8;
-  cfg.max_tokens = bucket;
-  cfg.max_context_tokens = graph_rows;
-  cfg.workspace_rows = graph_rows;
-  cfg.num_blocks = 200;
+  const MlaConfig cfg = bucket_config(GetParam());
   const std::vector<std::vector<int32_t>> q_sets = {{256}, {7, 100, 0, 90, 50}};
   const std::vector<std::vector<int32_t>> ctx_sets = {{250}, {1, 0, 33, 64, 150}};
   auto case_for = [&](size_t s, int layer) {
-    int64_t tq = 0;
-    for (int32_t x : q_sets[s]) tq += x;
-    MlaConfig c = cfg;
-    c.device = Device::cpu();
-    return make_mla_case(c, q_sets[s], ctx_sets[s], 700 + 10 * s + layer, 0, static_cast<int>(bucket - tq));
+    return bucket_case(cfg, q_sets[s], ctx_sets[s], 700 + 10 * s + layer);
   };
   std::vector<MlaCase> cases;
   std::vector<std::unique_ptr<DeviceLayer>> dev;
@@ -594,7 +587,7 @@ TEST_P(CudaMlaGraph, StreamGraphPlansAndReplays) {
   }
   MlaStep step(cfg);
   MlaPlanOptions opts;
-  opts.graph_rows = graph_rows;
+  opts.graph_rows = kGraphRows;
   cudaStream_t stream;
   ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
   auto run_layers = [&] {
@@ -618,27 +611,13 @@ TEST_P(CudaMlaGraph, StreamGraphPlansAndReplays) {
     SCOPED_TRACE("step " + std::to_string(s));
     for (int l = 0; l < layers; ++l) {
       cases[l] = case_for(s, l);
-      upload(cases[l].q, *dev[l]->q);
-      upload(cases[l].kv_c, *dev[l]->kv_c);
-      upload(cases[l].k_pe, *dev[l]->k_pe);
-      upload(cases[l].w, *dev[l]->w);
-      upload(cases[l].cache, *dev[l]->cache);
-      fill_bytes(dev[l]->out->view().data, cfg.device, 0xFF, dev[l]->out->view().numel() * 2);
-      fill_bytes(dev[l]->lse->view().data, cfg.device, 0xFF, dev[l]->lse->view().numel() * 4);
+      load_layer(cases[l], *dev[l]);
     }
     synchronize(cfg.device);
     step.plan(cases[0].batch(), opts, stream);
     graph.launch(stream);
     ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
-    for (int l = 0; l < layers; ++l) {
-      SCOPED_TRACE("layer " + std::to_string(l));
-      MlaCase& m = cases[l];
-      m.block_table = cases[0].block_table;
-      m.slot_mapping = cases[0].slot_mapping;
-      const Fetched f = fetch(*dev[l], m);
-      expect_matches(f, m, mla_reference(m));
-      EXPECT_EQ(f.cache.bytes(), expected_cache(m).bytes());
-    }
+    expect_step_layers(cases, dev);
   }
   cudaStreamDestroy(stream);
 #endif
