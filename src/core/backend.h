@@ -85,6 +85,9 @@ class Backend {
 // The backend for `device`. CUDA: throws kUnsupported naming `argument` when the device cannot
 // be used (no CUDA build, no GPU, no such index).
 std::unique_ptr<Backend> make_backend(Device device, const char* argument);
+// make_backend's check of a CUDA device (`device` must be a CUDA one): throws kUnsupported naming
+// `argument` unless it is usable here.
+void check_cuda_device(Device device, const char* argument);
 
 std::unique_ptr<Backend> make_cpu_backend();
 std::unique_ptr<Backend> make_cuda_backend(int device_index);

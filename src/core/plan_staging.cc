@@ -66,17 +66,16 @@ void PlanStaging::publish(size_t used, Stream stream) {
 void PlanStaging::upload(Stream stream) {
   if (!deferred_) return;
   const unsigned long long capture = backend_.capture_id(stream);
+  // Owed: outside a capture, once per plan; inside one, once per capture (its graph's first node).
+  if (capture != 0 ? capture == captured_ : !pending_) return;
+  backend_.copy_to_device(device_, host_, bytes_, stream);
   if (capture != 0) {
-    if (capture == captured_) return;  // this graph already uploads first
-    backend_.copy_to_device(device_, host_, bytes_, stream);
     backend_.record_in_capture(events_[0], stream);
     captured_ = capture;
-    return;
+  } else {
+    backend_.record(events_[0], stream);
+    pending_ = false;
   }
-  if (!pending_) return;
-  backend_.copy_to_device(device_, host_, bytes_, stream);
-  backend_.record(events_[0], stream);
-  pending_ = false;
 }
 
 void check_workspace(const void* p, size_t have, size_t want, const char* name) {

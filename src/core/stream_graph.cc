@@ -4,9 +4,9 @@
 
 #include <string>
 
+#include "core/backend.h"
 #include "cuda/common/host_sync.h"
 #include "mlakit/error.h"
-#include "mlakit/runtime.h"
 
 namespace mlakit {
 
@@ -19,10 +19,7 @@ struct StreamGraph::Impl {
 
 StreamGraph::StreamGraph(Device device) : impl_(std::make_unique<Impl>()) {
   if (!device.is_cuda()) throw Error(ErrorKind::kUnsupported, "device", "StreamGraph needs a CUDA device");
-  const int n = cuda_device_count();
-  if (n <= 0) throw Error(ErrorKind::kUnsupported, "device", cuda_unavailable_reason());
-  if (device.index < 0 || device.index >= n)
-    throw Error(ErrorKind::kUnsupported, "device", to_string(device) + " does not exist");
+  backend::check_cuda_device(device, "device");
   impl_->device = device.index;
 }
 
