@@ -425,13 +425,18 @@ class MlakitStepGraphPath(MlakitStepPath):
             for l in range(self.cfg.layers):
                 self._run_layer(l, rows)
         torch.cuda.current_stream().wait_stream(side)
+        g = self._record(rows)
+        torch.cuda.synchronize()
+        self.graph_bytes += max(0, free0 - torch.cuda.mem_get_info()[0])
+        self.capture_s += time.perf_counter() - t0
+        return g
+
+    def _record(self, rows):
+        """The layer loop over `rows` rows captured into a graph (here PyTorch's)."""
         g = torch.cuda.CUDAGraph()
         with torch.cuda.graph(g):
             for l in range(self.cfg.layers):
                 self._run_layer(l, rows)
-        torch.cuda.synchronize()
-        self.graph_bytes += max(0, free0 - torch.cuda.mem_get_info()[0])
-        self.capture_s += time.perf_counter() - t0
         return g
 
 
@@ -468,24 +473,11 @@ class MlakitStepNativeGraphPath(MlakitStepGraphUploadInRunPath):
         self.host_split.append(((time.perf_counter() - t0) * 1e6, 0.0))  # plan + launch, one call
         return self.out0[:st.T]
 
-    def _capture(self, g_rows):
-        rows = min(g_rows, self.caps.max_tokens)
-        if self.emulated:
-            return _EmulatedGraph(lambda: [self._run_layer(l, rows) for l in range(self.cfg.layers)])
-        mlakit = _mlakit()
-        t0 = time.perf_counter()
-        torch.cuda.synchronize()
-        free0 = torch.cuda.mem_get_info()[0]
-        for l in range(self.cfg.layers):  # one eager pass under the current plan (one-time setup)
-            self._run_layer(l, rows)
-        torch.cuda.synchronize()
-        g = mlakit.StreamGraph(self.dev)
+    def _record(self, rows):
+        g = _mlakit().StreamGraph(self.dev)
         with g.capture():
             for l in range(self.cfg.layers):
                 self._run_layer(l, rows)
-        torch.cuda.synchronize()
-        self.graph_bytes += max(0, free0 - torch.cuda.mem_get_info()[0])
-        self.capture_s += time.perf_counter() - t0
         return g
 
 
