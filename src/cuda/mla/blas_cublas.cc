@@ -5,6 +5,7 @@
 #include <cuda_runtime.h>
 
 #include <climits>
+#include <cstdlib>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -19,7 +20,21 @@ namespace cuda {
 namespace blas {
 namespace {
 
-constexpr size_t kWorkspaceBytes = 32u << 20;  // cuBLAS's recommended size on Hopper
+constexpr size_t kDefaultWorkspaceBytes = 32u << 20;  // cuBLAS's recommended size on Hopper
+
+// MLAKIT_CUBLAS_WORKSPACE_BYTES overrides the size (read once): an experiment knob. With a
+// workspace, cuBLAS picks kernels for the step's large up-projections that need a memset of it
+// before each GEMM (an extra graph node and ~4 us of idle device time per layer on the H200).
+size_t workspace_bytes() {
+  static const size_t bytes = [] {
+    const char* v = std::getenv("MLAKIT_CUBLAS_WORKSPACE_BYTES");
+    if (v == nullptr || *v == '\0') return kDefaultWorkspaceBytes;
+    char* end = nullptr;
+    const unsigned long long n = std::strtoull(v, &end, 10);
+    return (end != nullptr && *end == '\0') ? static_cast<size_t>(n) : kDefaultWorkspaceBytes;
+  }();
+  return bytes;
+}
 
 void check(cublasStatus_t s, const char* what) {
   if (s != CUBLAS_STATUS_SUCCESS) {
@@ -44,7 +59,7 @@ Handle& handle_for(int device) {
     if (prev != device) MLAKIT_CUDA_CHECK(cudaSetDevice(device));
     auto h = std::make_unique<Handle>();
     check(cublasCreate(&h->h), "cublasCreate");
-    MLAKIT_CUDA_CHECK(cudaMalloc(&h->workspace, kWorkspaceBytes));
+    if (workspace_bytes() > 0) MLAKIT_CUDA_CHECK(cudaMalloc(&h->workspace, workspace_bytes()));
     if (prev != device) MLAKIT_CUDA_CHECK(cudaSetDevice(prev));
     slot = std::move(h);
   }
@@ -66,7 +81,7 @@ void gemm_nt(const mlakit::blas::GemmArgs& g, int device_index, Stream stream) {
   std::lock_guard<std::mutex> lock(hd.mu);
   check(cublasSetStream(hd.h, static_cast<cudaStream_t>(stream)), "cublasSetStream");
   // Setting the stream resets the workspace to cuBLAS's pool; a fixed one keeps graphs valid.
-  check(cublasSetWorkspace(hd.h, hd.workspace, kWorkspaceBytes), "cublasSetWorkspace");
+  check(cublasSetWorkspace(hd.h, hd.workspace, workspace_bytes()), "cublasSetWorkspace");
   const cudaDataType_t t = g.dtype == DType::kBF16 ? CUDA_R_16BF : CUDA_R_16F;
   const float alpha = 1.0f, beta = 0.0f;
   // Row-major C[m, n] = A[m, k] B[n, k]^T is column-major C^T[n, m] = op_T(B) op_N(A): B and A as
