@@ -1,5 +1,5 @@
 // The CUDA side of the BLAS seam: cuBLAS GEMM (bf16/fp16 in and out, fp32 compute). One handle per
-// device with its own fixed workspace, so the call allocates nothing and can be captured into a
+// device with its own fixed workspace (none by default, see below), so the call allocates nothing and can be captured into a
 // CUDA graph; a mutex per handle serializes set-stream + GEMM for concurrent callers.
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
@@ -20,11 +20,14 @@ namespace cuda {
 namespace blas {
 namespace {
 
-constexpr size_t kDefaultWorkspaceBytes = 32u << 20;  // cuBLAS's recommended size on Hopper
+// No cuBLAS workspace by default. With one (32 MiB is cuBLAS's recommendation on Hopper) it picks,
+// for the MLA step's large up-projections (8192+ rows), kernels that zero part of it first: a
+// memset node and ~4 us of idle device time per layer. Without, it picks variants of the same
+// kernels at the same speed. Measured on the H200 (docs/perf-notes.md, fifth session of
+// 2026-12-03): the seed step at N=100 -1.2% (budget 8192) and -4.1% (2048) with 16 heads, +0.5% /
+// -0.2% with 128. MLAKIT_CUBLAS_WORKSPACE_BYTES (bytes, read once) gives cuBLAS one again.
+constexpr size_t kDefaultWorkspaceBytes = 0;
 
-// MLAKIT_CUBLAS_WORKSPACE_BYTES overrides the size (read once): an experiment knob. With a
-// workspace, cuBLAS picks kernels for the step's large up-projections that need a memset of it
-// before each GEMM (an extra graph node and ~4 us of idle device time per layer on the H200).
 size_t workspace_bytes() {
   static const size_t bytes = [] {
     const char* v = std::getenv("MLAKIT_CUBLAS_WORKSPACE_BYTES");
