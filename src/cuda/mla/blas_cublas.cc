@@ -1,6 +1,7 @@
 // The CUDA side of the BLAS seam: cuBLAS GEMM (bf16/fp16 in and out, fp32 compute). One handle per
-// device with its own fixed workspace (none by default, see below), so the call allocates nothing and can be captured into a
-// CUDA graph; a mutex per handle serializes set-stream + GEMM for concurrent callers.
+// device with its own fixed workspace (none by default, see below), so the call allocates nothing
+// and can be captured into a CUDA graph; a mutex per handle serializes set-stream + GEMM for
+// concurrent callers.
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 

@@ -8,7 +8,7 @@
 #     N=100 at budgets 8192 and 2048, the three graph-replayed mlakit paths beside FA2 and FlashInfer;
 #  3. ncu --set full of one 100x999 launch (#6: what limits the ragged batch at v12).
 # Run from the repository root with carry ["carry11", ".peers"]:
-#   bash bench/results/2026-12-03-s15/prepared_not_run/s13.sh
+#   bash bench/results/2026-12-03-s16/call1_3efb73c/s13.sh
 set -u
 export MLAKIT_GIT_COMMIT=$(cat carry11/COMMIT)
 t0=$(date +%s); el() { echo "[$(( $(date +%s) - t0 )) s] $*"; }

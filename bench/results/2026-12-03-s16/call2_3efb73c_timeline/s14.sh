@@ -6,7 +6,7 @@
 set -u
 export MLAKIT_GIT_COMMIT=$(cat carry11/COMMIT)
 t0=$(date +%s); el() { echo "[$(( $(date +%s) - t0 )) s] $*"; }
-D=bench/results/2026-12-03-s16
+D=bench/results/2026-12-03-s16/call2_3efb73c_timeline  # gemm_probe.py lives beside this script
 mkdir -p /tmp/g
 pyb() {  # pyb DIR [extra cmake args]: the Python binding, CUDA on, sm90a
   local d=$1; shift
