@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -307,6 +308,37 @@ void expect_step_layers(std::vector<MlaCase>& cases, const std::vector<std::uniq
   }
 }
 
+// The layers of a bucket-graph test: each layer's case for step s (from case_for) and one set of
+// device buffers per layer, allocated once at step 0's case and reloaded in place for later steps,
+// so a captured graph keeps reading and writing the same addresses.
+struct BucketLayers {
+  std::function<MlaCase(size_t, int)> case_for;
+  std::vector<MlaCase> cases;
+  std::vector<std::unique_ptr<DeviceLayer>> dev;
+
+  BucketLayers(int layers, Device d, std::function<MlaCase(size_t, int)> f) : case_for(std::move(f)) {
+    for (int l = 0; l < layers; ++l) {
+      cases.push_back(case_for(0, l));
+      dev.push_back(std::make_unique<DeviceLayer>(cases.back(), d));
+    }
+  }
+  // Every layer once on `stream`, under the step's plan in force.
+  void run(const MlaStep& step, cudaStream_t stream) const {
+    for (const auto& d : dev) {
+      TensorView lse = d->lse->view();
+      step.run(d->layer(), d->out->view(), &lse, stream);
+    }
+  }
+  // Step s's inputs into the same buffers; returns once they are on the device.
+  void load_step(size_t s, Device d) {
+    for (size_t l = 0; l < dev.size(); ++l) {
+      cases[l] = case_for(s, static_cast<int>(l));
+      load_layer(cases[l], *dev[l]);
+    }
+    synchronize(d);
+  }
+};
+
 // Programmatic (PDL) edges in a captured graph; -1 when this toolkit cannot tell.
 int programmatic_edges(cudaGraph_t g) {
 #if CUDART_VERSION >= 12030
@@ -360,37 +392,24 @@ TEST_P(CudaMlaGraph, CaptureLayerLoopThenReplanAndReplay) {
   const MlaConfig cfg = bucket_config(GetParam());
   const std::vector<std::vector<int32_t>> q_sets = {{150, 1, 60}, {256}, {7, 100, 0, 90, 50}};
   const std::vector<std::vector<int32_t>> ctx_sets = {{0, 17, 100}, {250}, {1, 0, 33, 64, 150}};
-  auto case_for = [&](size_t s, int layer) {
-    return bucket_case(cfg, q_sets[s], ctx_sets[s], 1000 * s + layer);
-  };
-
   // Device buffers at the bucket size, one set per layer, allocated once.
-  std::vector<MlaCase> cases;
-  std::vector<std::unique_ptr<DeviceLayer>> dev;
-  for (int l = 0; l < layers; ++l) {
-    cases.push_back(case_for(0, l));
-    dev.push_back(std::make_unique<DeviceLayer>(cases.back(), cfg.device));
-  }
+  BucketLayers b(layers, cfg.device, [&](size_t s, int layer) {
+    return bucket_case(cfg, q_sets[s], ctx_sets[s], 1000 * s + layer);
+  });
   MlaStep step(cfg);
   MlaPlanOptions opts;
   opts.graph_rows = kGraphRows;
   cudaStream_t stream;
   ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
-  step.plan(cases[0].batch(), opts, stream);
+  step.plan(b.cases[0].batch(), opts, stream);
   ASSERT_EQ(step.info().launch_rows, kGraphRows);
 
   // Warm-up run (kernels' one-time attribute setup), then restore the caches and capture.
-  for (int l = 0; l < layers; ++l) {
-    TensorView lse = dev[l]->lse->view();
-    step.run(dev[l]->layer(), dev[l]->out->view(), &lse, stream);
-  }
+  b.run(step, stream);
   ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
   cudaGraph_t graph;
   ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), cudaSuccess);
-  for (int l = 0; l < layers; ++l) {
-    TensorView lse = dev[l]->lse->view();
-    step.run(dev[l]->layer(), dev[l]->out->view(), &lse, stream);
-  }
+  b.run(step, stream);
   ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
   expect_pdl_edges(graph, layers - 1);
   cudaGraphExec_t exec;
@@ -398,15 +417,11 @@ TEST_P(CudaMlaGraph, CaptureLayerLoopThenReplanAndReplay) {
 
   for (size_t s = 0; s < q_sets.size(); ++s) {
     SCOPED_TRACE("step " + std::to_string(s));
-    for (int l = 0; l < layers; ++l) {
-      cases[l] = case_for(s, l);
-      load_layer(cases[l], *dev[l]);
-    }
-    synchronize(cfg.device);
-    step.plan(cases[0].batch(), opts, stream);  // every layer shares the step's block table
+    b.load_step(s, cfg.device);
+    step.plan(b.cases[0].batch(), opts, stream);  // every layer shares the step's block table
     ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
     ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
-    expect_step_layers(cases, dev);
+    expect_step_layers(b.cases, b.dev);
   }
   cudaGraphExecDestroy(exec);
   cudaGraphDestroy(graph);
@@ -576,48 +591,32 @@ TEST_P(CudaMlaGraph, StreamGraphPlansAndReplays) {
   const MlaConfig cfg = bucket_config(GetParam());
   const std::vector<std::vector<int32_t>> q_sets = {{256}, {7, 100, 0, 90, 50}};
   const std::vector<std::vector<int32_t>> ctx_sets = {{250}, {1, 0, 33, 64, 150}};
-  auto case_for = [&](size_t s, int layer) {
+  BucketLayers b(layers, cfg.device, [&](size_t s, int layer) {
     return bucket_case(cfg, q_sets[s], ctx_sets[s], 700 + 10 * s + layer);
-  };
-  std::vector<MlaCase> cases;
-  std::vector<std::unique_ptr<DeviceLayer>> dev;
-  for (int l = 0; l < layers; ++l) {
-    cases.push_back(case_for(0, l));
-    dev.push_back(std::make_unique<DeviceLayer>(cases.back(), cfg.device));
-  }
+  });
   MlaStep step(cfg);
   MlaPlanOptions opts;
   opts.graph_rows = kGraphRows;
   cudaStream_t stream;
   ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
-  auto run_layers = [&] {
-    for (int l = 0; l < layers; ++l) {
-      TensorView lse = dev[l]->lse->view();
-      step.run(dev[l]->layer(), dev[l]->out->view(), &lse, stream);
-    }
-  };
   StreamGraph graph(cfg.device);
   EXPECT_FALSE(graph.captured());
   EXPECT_TRUE(throws_error([&] { graph.launch(stream); }, ErrorKind::kInvalidArgument, "graph"));
   EXPECT_TRUE(throws_error([&] { graph.begin_capture(nullptr); }, ErrorKind::kInvalidArgument, "stream"));
-  step.plan(cases[0].batch(), opts, stream);
-  run_layers();  // one-time kernel setup outside the capture
+  step.plan(b.cases[0].batch(), opts, stream);
+  b.run(step, stream);  // one-time kernel setup outside the capture
   ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
   graph.begin_capture(stream);
-  run_layers();
+  b.run(step, stream);
   graph.end_capture();
   EXPECT_TRUE(graph.captured());
   for (size_t s = 0; s < q_sets.size(); ++s) {
     SCOPED_TRACE("step " + std::to_string(s));
-    for (int l = 0; l < layers; ++l) {
-      cases[l] = case_for(s, l);
-      load_layer(cases[l], *dev[l]);
-    }
-    synchronize(cfg.device);
-    step.plan(cases[0].batch(), opts, stream);
+    b.load_step(s, cfg.device);
+    step.plan(b.cases[0].batch(), opts, stream);
     graph.launch(stream);
     ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
-    expect_step_layers(cases, dev);
+    expect_step_layers(b.cases, b.dev);
   }
   cudaStreamDestroy(stream);
 #endif
