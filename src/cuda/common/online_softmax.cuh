@@ -11,37 +11,8 @@
 #include "common/mask_rule.h"
 #include "cuda/common/score_transform.cuh"
 
-// Row max and row sum as kParts independent chains per row, combined at the end. Why: the
-// softmax sits on each consumer's critical path between S landing and the next S issue, and
-// with two warps per scheduler nothing hides a 32-deep chain of dependent FMNMX (or FADD).
-// The max is exact in any order, so MAX_PARTS changes no bit; SUM_PARTS changes the rounding
-// of the row sum (deterministic either way). 1 = one chain (the order before 2026-12-03).
-#ifndef MLAKIT_SOFTMAX_MAX_PARTS
-#define MLAKIT_SOFTMAX_MAX_PARTS 4
-#endif
-#ifndef MLAKIT_SOFTMAX_SUM_PARTS
-#define MLAKIT_SOFTMAX_SUM_PARTS 1
-#endif
-// POLY_EXP2_EVERY = k > 0: of each thread's 8-wide key blocks, every k-th (n % k == k - 1)
-// exponentiates with poly_exp2 on the FMA pipe instead of MUFU.EX2, so the two units share the
-// work (FlashAttention-4's split). 0: all on MUFU.
-#ifndef MLAKIT_SOFTMAX_POLY_EXP2_EVERY
-#define MLAKIT_SOFTMAX_POLY_EXP2_EVERY 0
-#endif
-
 namespace mlakit {
 namespace cuda {
-
-// Combines kParts partial values pairwise (a tree, log2(kParts) deep).
-template <int kParts, typename Op>
-__device__ __forceinline__ float combine_parts(float (&v)[kParts], Op op) {
-#pragma unroll
-  for (int w = 1; w < kParts; w *= 2) {
-#pragma unroll
-    for (int i = 0; i + w < kParts; i += 2 * w) v[i] = op(v[i], v[i + w]);
-  }
-  return v[0];
-}
 
 template <int NT>  // 8-wide key tiles per block_n
 struct RowSoftmax {
@@ -61,9 +32,7 @@ struct RowSoftmax {
   __device__ __forceinline__ void update(float (&s)[NT][4], float (&alpha)[2],
                                          const ScoreTransform& tf, const rule::MaskRule<int>& mp,
                                          const int (&row)[2], int col0, int lane) {
-    constexpr int kMaxParts = NT % MLAKIT_SOFTMAX_MAX_PARTS == 0 ? MLAKIT_SOFTMAX_MAX_PARTS : 1;
-    constexpr int kSumParts = NT % MLAKIT_SOFTMAX_SUM_PARTS == 0 ? MLAKIT_SOFTMAX_SUM_PARTS : 1;
-    float mxp[2][kMaxParts];  // set from the first key blocks, then max-accumulated
+    float mx[2] = {-INFINITY, -INFINITY};
     // Masking: each row's visible keys [lo, hi) once, relative to this lane's first column, so
     // each element costs two compares against a compile-time offset (not the whole rule).
     int lo[2] = {0, 0}, hi[2] = {0, 0};
@@ -87,12 +56,9 @@ struct RowSoftmax {
           if (c < lo[e >> 1] || c >= hi[e >> 1]) x = -INFINITY;
         }
         s[n][e] = x;
-        float& part = mxp[e >> 1][n % kMaxParts];
-        part = (n < kMaxParts && (e & 1) == 0) ? x : fmaxf(part, x);
+        mx[e >> 1] = fmaxf(mx[e >> 1], x);
       }
     }
-    auto max_op = [](float u, float v) { return fmaxf(u, v); };
-    float mx[2] = {combine_parts<kMaxParts>(mxp[0], max_op), combine_parts<kMaxParts>(mxp[1], max_op)};
     const float scale = kSoftCap ? 1.f : tf.scale_log2;
     float neg_offset[2];
 #pragma unroll
@@ -105,22 +71,16 @@ struct RowSoftmax {
       m[r] = m_new;
       neg_offset[r] = -m_use;
     }
-    float sump[2][kSumParts];
-#pragma unroll
-    for (int i = 0; i < kSumParts; ++i) sump[0][i] = sump[1][i] = 0.f;
+    float sum[2] = {0.f, 0.f};
 #pragma unroll
     for (int n = 0; n < NT; ++n) {
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        const float arg = fmaf(s[n][e], scale, neg_offset[e >> 1]);
-        constexpr int kPoly = MLAKIT_SOFTMAX_POLY_EXP2_EVERY;
-        const float p = (kPoly > 0 && n % (kPoly > 0 ? kPoly : 1) == kPoly - 1) ? poly_exp2(arg) : fast_exp2(arg);
+        const float p = fast_exp2(fmaf(s[n][e], scale, neg_offset[e >> 1]));
         s[n][e] = p;
-        sump[e >> 1][n % kSumParts] += p;
+        sum[e >> 1] += p;
       }
     }
-    auto add_op = [](float u, float v) { return u + v; };
-    const float sum[2] = {combine_parts<kSumParts>(sump[0], add_op), combine_parts<kSumParts>(sump[1], add_op)};
     l[0] = l[0] * alpha[0] + sum[0];
     l[1] = l[1] * alpha[1] + sum[1];
   }

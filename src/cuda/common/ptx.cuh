@@ -85,20 +85,5 @@ __device__ __forceinline__ float fast_exp2(float x) {
   return y;
 }
 
-// 2^x for x <= 0 without the MUFU unit (16 results per clock per SM, the softmax's bottleneck
-// when both consumer warpgroups exponentiate at once): round x to the nearest integer j with the
-// 1.5 * 2^23 trick, a degree-3 polynomial for 2^(x - j) on [-0.5, 0.5] (max relative error
-// 1.0e-4, below a bf16 or fp16 P's rounding) and j added to the exponent bits. All on the FMA and
-// ALU pipes. p(0) = 1 exactly, so x = -inf (clamped to -127) gives exactly +0: bits(1.0) +
-// (-127 << 23) wraps to 0. Only for x <= 0 (x > 127 would overflow into the sign bit).
-__device__ __forceinline__ float poly_exp2(float x) {
-  x = fmaxf(x, -127.f);
-  const float t = __fadd_rn(x, 12582912.f);  // round(x) in the low mantissa bits
-  const float j = __fadd_rn(t, -12582912.f);
-  const float f = __fadd_rn(x, -j);  // [-0.5, 0.5]
-  const float p = fmaf(fmaf(fmaf(0.05500858277f, f, 0.24221037328f), f, 0.69328290224f), f, 1.f);
-  return __int_as_float(__float_as_int(p) + (__float_as_int(t) << 23));
-}
-
 }  // namespace cuda
 }  // namespace mlakit
