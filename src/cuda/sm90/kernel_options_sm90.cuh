@@ -17,6 +17,17 @@
 #ifndef MLAKIT_SM90_Q_PER_BOX
 #define MLAKIT_SM90_Q_PER_BOX 0
 #endif
+// DEPHASE_NS > 0: the second consumer warpgroup sleeps this long at each item start before its
+// first S, so the two warpgroups' S products queue one after the other instead of interleaved
+// (a test of whether the lockstep of the two warpgroups costs tensor-pipe time).
+#ifndef MLAKIT_SM90_DEPHASE_NS
+#define MLAKIT_SM90_DEPHASE_NS 0
+#endif
+// RESCALE_SKIP: a warp skips O's rescale when none of its rows' running max moved (every
+// factor is exactly 1, so no bit changes): 64 multiplies fewer per thread and kv tile.
+#ifndef MLAKIT_SM90_RESCALE_SKIP
+#define MLAKIT_SM90_RESCALE_SKIP 0
+#endif
 // Measurement only (wrong results; they bound what hiding a cost could gain): EXP_Q_ONCE loads
 // Q for a block's first item only; EXP_NO_STORE skips the epilogue's stores.
 #ifndef MLAKIT_SM90_EXP_Q_ONCE
