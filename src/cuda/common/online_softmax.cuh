@@ -11,14 +11,6 @@
 #include "common/mask_rule.h"
 #include "cuda/common/score_transform.cuh"
 
-// RESCALE_THRESHOLD = t > 0 (log2 units): a row keeps its running max while a new tile's max
-// exceeds it by at most t, so O and the row sum stay relative to the stale max (probabilities up
-// to 2^t, exact in the final O / l) and need no rescale (alpha = 1); FlashAttention-4's
-// conditional rescaling. 0: the max follows every tile (alpha = 1 only when it did not move).
-#ifndef MLAKIT_SOFTMAX_RESCALE_THRESHOLD
-#define MLAKIT_SOFTMAX_RESCALE_THRESHOLD 0
-#endif
-
 namespace mlakit {
 namespace cuda {
 
@@ -73,10 +65,7 @@ struct RowSoftmax {
     for (int r = 0; r < 2; ++r) {
       mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
       mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
-      float m_new = fmaxf(m[r], mx[r] * scale);
-      if (MLAKIT_SOFTMAX_RESCALE_THRESHOLD > 0 && m[r] != -INFINITY &&
-          m_new <= m[r] + static_cast<float>(MLAKIT_SOFTMAX_RESCALE_THRESHOLD))
-        m_new = m[r];  // stale max: alpha = 1 below
+      const float m_new = fmaxf(m[r], mx[r] * scale);
       const float m_use = m_new == -INFINITY ? 0.f : m_new;
       alpha[r] = fast_exp2(m[r] - m_use);
       m[r] = m_new;

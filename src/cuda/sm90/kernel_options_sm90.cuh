@@ -4,7 +4,8 @@
 // commits that hold them: ping-pong, softmax after P V, K not ahead of V, late rescale, K first,
 // L2 prefetch of Q and K/V, tensor maps from the parameters, the global tile order, the early
 // claim, the cross-item consumer, the epilogue under the next item's first S, tile 1's S under
-// tile 0's softmax).
+// tile 0's softmax, the skipped rescale, the stale-max rescale threshold, the softmax's tree max
+// and polynomial exp2).
 #pragma once
 
 // TMA_STORE: the epilogue writes O into the V stage its last P V read and stores it with TMA
@@ -17,16 +18,14 @@
 #ifndef MLAKIT_SM90_Q_PER_BOX
 #define MLAKIT_SM90_Q_PER_BOX 0
 #endif
-// DEPHASE_NS > 0: the second consumer warpgroup sleeps this long at each item start before its
-// first S, so the two warpgroups' S products queue one after the other instead of interleaved
-// (a test of whether the lockstep of the two warpgroups costs tensor-pipe time).
+// DEPHASE_NS: the second consumer warpgroup sleeps this long (__nanosleep: 0 to 2x) at each
+// item start before its first S, so the two warpgroups' first S products queue one after the
+// other instead of interleaving and the first warpgroup's softmax starts while the second's S
+// runs. Measured on the H200 (docs/perf-notes.md, 2026-12-03 sixth session): +2-3% on the ragged
+// batches of 999-token sequences (100x999 476-479 -> 488 TFLOP/s), long work within its spread.
+// 0 turns it off.
 #ifndef MLAKIT_SM90_DEPHASE_NS
-#define MLAKIT_SM90_DEPHASE_NS 0
-#endif
-// RESCALE_SKIP: a warp skips O's rescale when none of its rows' running max moved (every
-// factor is exactly 1, so no bit changes): 64 multiplies fewer per thread and kv tile.
-#ifndef MLAKIT_SM90_RESCALE_SKIP
-#define MLAKIT_SM90_RESCALE_SKIP 0
+#define MLAKIT_SM90_DEPHASE_NS 150
 #endif
 // Measurement only (wrong results; they bound what hiding a cost could gain): EXP_Q_ONCE loads
 // Q for a block's first item only; EXP_NO_STORE skips the epilogue's stores.

@@ -120,9 +120,6 @@ __device__ __forceinline__ void consumer(const Sm90Params& p, uint32_t sbase, un
     RowSoftmax<BN / 8> sm;
     sm.init();
 
-    auto rescale_o = [](float (&acc)[DVO / 8][4], const float (&f)[2]) {
-      if (!MLAKIT_SM90_RESCALE_SKIP || __any_sync(0xffffffffu, f[0] != 1.f || f[1] != 1.f)) rescale_rows(acc, f);
-    };
     bool fetched = false;  // `upcoming` already holds the next item
     if (ip.n_tiles > 0) {
       float s[BN / 8][4];
@@ -139,6 +136,9 @@ __device__ __forceinline__ void consumer(const Sm90Params& p, uint32_t sbase, un
       // kv tile 0: S, softmax, P.
       uint32_t stage = kv_iter & 1, parity = (kv_iter >> 1) & 1;
       mbar_wait(bar(kBarKFull + stage), parity);
+      // The second warpgroup issues its first S a little later, so the two S products run one
+      // after the other and the first warpgroup's softmax overlaps the second's S (issued together
+      // they interleave and both softmaxes start late). Timing only: no result depends on it.
       if (MLAKIT_SM90_DEPHASE_NS > 0 && cw == 1) __nanosleep(MLAKIT_SM90_DEPHASE_NS);
 #if MLAKIT_SM90_TRACE
       if (tracer) trace_rec.t_qk = trace_now();
@@ -199,7 +199,7 @@ __device__ __forceinline__ void consumer(const Sm90Params& p, uint32_t sbase, un
         wgmma_fence();
         issue_qk<T, Shape>(s_flat, q_rows_base, sbase + Shape::kOffK + stage * Shape::kKBytes);
         wgmma_commit();
-        rescale_o(o, alpha);
+        rescale_rows(o, alpha);
         pv_then_softmax(prev_stage, prev_parity, t);
       }
 
@@ -211,7 +211,7 @@ __device__ __forceinline__ void consumer(const Sm90Params& p, uint32_t sbase, un
       if (tracer) trace_rec.t_vlast = trace_now();
 #endif
       clear_v_rows_past<Shape>(smem, stage, it.lk - n0);
-      rescale_o(o, alpha);
+      rescale_rows(o, alpha);
       wgmma_fence();
       issue_pv<T, Shape>(o_flat, pf, sbase + Shape::kOffV + stage * Shape::kVBytes);
       wgmma_commit();
