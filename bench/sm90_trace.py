@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Summarize a block timeline of one sm90 launch (a build with MLAKIT_SM90_TRACE=1; see
-src/cuda/sm90/trace_sm90.cuh): where the launch's time goes between start-up, items and the tail.
+src/cuda/sm90/trace_sm90.cuh): where the launch's time goes between start-up, items and the tail,
+and per kv tile whether the two consumer warpgroups run in lockstep or take turns.
 
     MLAKIT_SM90_TRACE_FILE=/tmp/t mlakit-bench --kernel sm90 --workload 8x999+200 --no-check
     python3 bench/sm90_trace.py /tmp/t.d192_bf16.txt
@@ -26,6 +27,48 @@ def read_trace(path):
             items.append(dict(b=b, k=k, n=n, head=head, row0=row0, q=qb, t0=t0, ts=ts, te=te, tqk=tqk, tvl=tvl,
                               tnx=tnx, tpv=tpv, tos=tos))
     return blocks, items
+
+
+def read_tiles(path):
+    """{(block, k): {cw: [cycles or None per tile]}} from the T lines (P of kv tile t ready, in SM
+    cycles from warpgroup 0's tile 0), absent in traces older than 2026-12-03."""
+    tiles = collections.defaultdict(dict)
+    for line in open(path):
+        f = line.split()
+        if f and f[0] == "T":
+            b, k, cw = int(f[1]), int(f[2]), int(f[3])
+            tiles[(b, k)][cw] = [int(x) if int(x) >= 0 else None for x in f[4:]]
+    return tiles
+
+
+def warpgroup_phase(tiles):
+    """Per kv tile t of the items with both warpgroups stamped: the median tile period of warpgroup
+    0 (cycles from P_{t-1} to P_t), the median |offset| between the two warpgroups' P_t, and the
+    share of those offsets under a quarter of the period (lockstep) / between a quarter and three
+    quarters (taking turns). Rows: (t, items, period, offset, lockstep share, turns share)."""
+    rows = []
+    n_t = max((len(v[0]) for v in tiles.values() if 0 in v), default=0)
+    for t in range(n_t):
+        per, off = [], []
+        for v in tiles.values():
+            if 0 not in v or 1 not in v or t >= len(v[0]) or t >= len(v[1]):
+                continue
+            a, b = v[0][t], v[1][t]
+            if a is None or b is None:
+                continue
+            off.append(abs(b - a))
+            if t > 0 and v[0][t - 1] is not None:
+                per.append(a - v[0][t - 1])
+        if not off:
+            continue
+        p = statistics.median(per) if per else None
+        lock = turns = None
+        if p:
+            pairs = [o % p for o in off]
+            lock = sum(1 for o in pairs if o < p / 4 or o > 3 * p / 4) / len(pairs)
+            turns = 1 - lock
+        rows.append((t, len(off), p, statistics.median(off), lock, turns))
+    return rows
 
 
 def main(path):
@@ -84,6 +127,14 @@ def main(path):
     for it in last:
         print(f"    {it['b']:4d} {it['k']:3d} {it['n']:3d} {it['head']:3d} {it['row0']:5d} {it['q']:6d} "
               f"{it['t0']/1e3:8.1f} {it['te']/1e3:8.1f}")
+    rows = warpgroup_phase(read_tiles(path))
+    if rows:
+        print("  the two consumer warpgroups per kv tile (P ready, SM cycles): t  items  period  |offset|  "
+              "lockstep  taking turns")
+        for t, n, p, o, lock, turns in rows:
+            ps = f"{p:7.0f}" if p else "      -"
+            ls = f"{100 * lock:7.0f}%  {100 * turns:9.0f}%" if lock is not None else "        -           -"
+            print(f"  {t:3d} {n:6d} {ps} {o:9.0f}  {ls}")
     # Least-squares fit of item duration = c0 + n * t.
     xs = [it["n"] for it in items]
     ys = [(it["te"] - it["t0"]) / 1e3 for it in items]

@@ -95,6 +95,7 @@ __device__ __forceinline__ void consumer(const Sm90Params& p, uint32_t sbase, un
   if (tid == 0 && o_tma) tensormap_acquire(tm_o);
 #if MLAKIT_SM90_TRACE
   int trace_k = 0;
+  int trace_item = 0;  // this thread's item count (every consumer thread)
   TraceRec trace_rec{};
   const bool tracer = cw == 0 && tid == 0;
 #endif
@@ -110,6 +111,9 @@ __device__ __forceinline__ void consumer(const Sm90Params& p, uint32_t sbase, un
       trace_rec.row0 = it.row0;
       trace_rec.q_begin = it.q_begin;
     }
+#endif
+#if MLAKIT_SM90_TRACE
+    const uint32_t trace_slot = trace_tile_slot(trace_item, cw);
 #endif
     const rule::MaskRule<int> mr{it.lq, it.lk, hdr.causal != 0, hdr.window_left};
     const int row_in_seq[2] = {it.row0 + warp_row0 + lane / 4, it.row0 + warp_row0 + lane / 4 + 8};
@@ -164,6 +168,9 @@ __device__ __forceinline__ void consumer(const Sm90Params& p, uint32_t sbase, un
       int n0 = ip.n_begin;
       softmax_step<BN>(sm, s, alpha, tf, mr, row_in_seq, n0, mr.all_visible(it.row0 + cw * 64, 64, n0, BN), lane);
       pack_p<T, BN>(pf, s);
+#if MLAKIT_SM90_TRACE
+      if (tid == 0) trace_p_ready(trace_slot, 0);
+#endif
 
       // The tail of kv tile t (its S issued; prev_stage / prev_parity: tile t-1's V stage):
       // O += P_{t-1} V_{t-1}, S_t's softmax while that P V runs, then P_t.
@@ -185,6 +192,9 @@ __device__ __forceinline__ void consumer(const Sm90Params& p, uint32_t sbase, un
         fence_regs(pf_flat);  // P was read asynchronously until here: keep it live
         if (lane == 0) mbar_arrive(bar(kBarVEmpty + prev_stage));
         pack_p<T, BN>(pf, s);
+#if MLAKIT_SM90_TRACE
+        if (tid == 0) trace_p_ready(trace_slot, t);
+#endif
       };
       for (int t = 1; t < ip.n_tiles; ++t) {
         const uint32_t prev_stage = stage, prev_parity = parity;
@@ -274,6 +284,7 @@ __device__ __forceinline__ void consumer(const Sm90Params& p, uint32_t sbase, un
         g_sm90_trace[blockIdx.x * kTracePerBlock + trace_k] = trace_rec;
       ++trace_k;
     }
+    ++trace_item;
 #endif
   }
   if (tid == 0) {

@@ -23,6 +23,11 @@ namespace sm90 {
 
 constexpr int kTraceBlocks = 264;
 constexpr int kTracePerBlock = 160;
+// Per item, the SM clock (clock64) at which each consumer warpgroup had P of kv tile t ready
+// (its softmax done), for the first kTraceTiles tiles: whether the two warpgroups run in lockstep
+// (both finish together) or take turns (half a tile apart) inside an item. Stamped where the S
+// registers are free again, so the stamp adds no register pressure to the loop.
+constexpr int kTraceTiles = 8;
 
 struct TraceRec {
   unsigned long long t_begin, t_s0, t_end;
@@ -36,6 +41,19 @@ struct TraceRec {
 static __device__ TraceRec g_sm90_trace[kTraceBlocks * kTracePerBlock];
 static __device__ unsigned long long g_sm90_block_t[kTraceBlocks * 2];
 static __device__ int g_sm90_trace_n[kTraceBlocks];
+constexpr uint32_t kTraceTileSink = kTraceBlocks * kTracePerBlock * 2 * kTraceTiles;  // stamps past the buffer
+static __device__ unsigned long long g_sm90_tile_t[kTraceTileSink + kTraceTiles];
+
+// The first stamp slot of consumer warpgroup `cw`'s `k`-th item (the sink when not recorded).
+__device__ __forceinline__ uint32_t trace_tile_slot(int k, int cw) {
+  return (blockIdx.x < kTraceBlocks && k < kTracePerBlock)
+             ? ((blockIdx.x * kTracePerBlock + k) * 2 + cw) * kTraceTiles
+             : kTraceTileSink;
+}
+// Thread 0 of a consumer warpgroup: P of kv tile `t` is ready.
+__device__ __forceinline__ void trace_p_ready(uint32_t slot, int t) {
+  if (t < kTraceTiles) g_sm90_tile_t[slot + t] = clock64();
+}
 
 __device__ __forceinline__ unsigned long long trace_now() {
   unsigned long long t;
@@ -51,6 +69,8 @@ static void trace_dump(const char* tag) {
   if (cudaMemcpyFromSymbol(rec, g_sm90_trace, sizeof(rec)) != cudaSuccess) return;
   if (cudaMemcpyFromSymbol(bt, g_sm90_block_t, sizeof(bt)) != cudaSuccess) return;
   if (cudaMemcpyFromSymbol(n, g_sm90_trace_n, sizeof(n)) != cudaSuccess) return;
+  static unsigned long long tiles[kTraceTileSink + kTraceTiles];
+  if (cudaMemcpyFromSymbol(tiles, g_sm90_tile_t, sizeof(tiles)) != cudaSuccess) return;
   const char* env = std::getenv("MLAKIT_SM90_TRACE_FILE");
   char path[512];
   std::snprintf(path, sizeof(path), "%s.%s.txt", env ? env : "/tmp/sm90_trace", tag);
@@ -59,7 +79,9 @@ static void trace_dump(const char* tag) {
   unsigned long long t0 = ~0ull;
   for (int b = 0; b < kTraceBlocks; ++b)
     if (bt[2 * b] && bt[2 * b] < t0) t0 = bt[2 * b];
-  std::fprintf(f, "# times in ns from the first block's start\n# B block start end\n# I block k n_tiles head row0 q_begin begin s0 end qk vlast next pv ostage\n");
+  std::fprintf(f, "# times in ns from the first block's start\n# B block start end\n# I block k n_tiles head row0 q_begin begin s0 end qk vlast next pv ostage\n"
+                 "# T block k cw: SM cycles from warpgroup 0's tile-0 P ready to this warpgroup's tile-t P ready, t = 0..%d (-1: none)\n",
+               kTraceTiles - 1);
   for (int b = 0; b < kTraceBlocks; ++b) {
     if (!bt[2 * b]) continue;
     std::fprintf(f, "B %d %lld %lld\n", b, (long long)(bt[2 * b] - t0), (long long)(bt[2 * b + 1] - t0));
@@ -69,6 +91,16 @@ static void trace_dump(const char* tag) {
       std::fprintf(f, "I %d %d %d %d %d %d %lld %lld %lld %lld %lld %lld %lld %lld\n", b, k, r.n_tiles, r.head,
                    r.row0, r.q_begin, rel(r.t_begin), rel(r.t_s0), rel(r.t_end), rel(r.t_qk), rel(r.t_vlast),
                    rel(r.t_next), rel(r.t_pv), rel(r.t_ostage));
+      const unsigned long long* tt = tiles + (b * kTracePerBlock + k) * 2 * kTraceTiles;
+      const unsigned long long base = tt[0];
+      for (int cw = 0; cw < 2 && base && r.n_tiles > 0; ++cw) {
+        std::fprintf(f, "T %d %d %d", b, k, cw);
+        for (int t = 0; t < kTraceTiles; ++t) {
+          const unsigned long long c = tt[cw * kTraceTiles + t];
+          std::fprintf(f, " %lld", (t < r.n_tiles && c) ? (long long)(c - base) : -1ll);
+        }
+        std::fprintf(f, "\n");
+      }
     }
   }
   std::fclose(f);
