@@ -94,8 +94,7 @@ __device__ __forceinline__ void consumer(const Sm90Params& p, uint32_t sbase, un
   const CUtensorMap* tm_o = block_tensor_maps<Shape>(a) + kMapO;
   if (tid == 0 && o_tma) tensormap_acquire(tm_o);
 #if MLAKIT_SM90_TRACE
-  int trace_k = 0;
-  int trace_item = 0;  // this thread's item count (every consumer thread)
+  int trace_k = 0;  // this thread's item count (every consumer thread; the tracer's record index)
   TraceRec trace_rec{};
   const bool tracer = cw == 0 && tid == 0;
 #endif
@@ -111,9 +110,7 @@ __device__ __forceinline__ void consumer(const Sm90Params& p, uint32_t sbase, un
       trace_rec.row0 = it.row0;
       trace_rec.q_begin = it.q_begin;
     }
-#endif
-#if MLAKIT_SM90_TRACE
-    const uint32_t trace_slot = trace_tile_slot(trace_item, cw);
+    const uint32_t trace_slot = trace_tile_slot(trace_k, cw);
 #endif
     const rule::MaskRule<int> mr{it.lq, it.lk, hdr.causal != 0, hdr.window_left};
     const int row_in_seq[2] = {it.row0 + warp_row0 + lane / 4, it.row0 + warp_row0 + lane / 4 + 8};
@@ -282,9 +279,8 @@ __device__ __forceinline__ void consumer(const Sm90Params& p, uint32_t sbase, un
       trace_rec.t_end = trace_now();
       if (blockIdx.x < kTraceBlocks && trace_k < kTracePerBlock)
         g_sm90_trace[blockIdx.x * kTracePerBlock + trace_k] = trace_rec;
-      ++trace_k;
     }
-    ++trace_item;
+    ++trace_k;
 #endif
   }
   if (tid == 0) {

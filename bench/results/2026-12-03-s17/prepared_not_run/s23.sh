@@ -6,7 +6,7 @@
 # moved. carry17/ (git-ignored): v13/ and dp0/ each with a stripped mlakit-bench built with
 #   -DCMAKE_CUDA_FLAGS="-DMLAKIT_SM90_TRACE=1"                              (v13)
 #   -DCMAKE_CUDA_FLAGS="-DMLAKIT_SM90_TRACE=1 -DMLAKIT_SM90_DEPHASE_NS=0"   (dp0)
-# (90a, Release, tools on; trace builds spill 16 bytes, shipped builds 4). Run from the repository
+# (90a, Release, tools on; trace builds spill 4 bytes, as shipped builds do). Run from the repository
 # root with carry ["carry17"]: bash bench/results/2026-12-03-s17/prepared_not_run/s23.sh
 set -u
 t0=$(date +%s); el() { echo "[$(( $(date +%s) - t0 )) s] $*"; }
