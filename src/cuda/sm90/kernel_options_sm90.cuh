@@ -35,3 +35,14 @@
 #ifndef MLAKIT_SM90_EXP_NO_STORE
 #define MLAKIT_SM90_EXP_NO_STORE 0
 #endif
+// EXP_KV: 1 loads every K/V tile of an item from its first kv tile (an L2-resident working set:
+// same bytes through L2, almost no DRAM); 2 loads no K/V at all (the producer completes the full
+// barriers by a plain arrive: no L2 traffic, shared memory holds stale tiles). EXP_NO_SOFTMAX
+// packs the raw scores as P (no max, exponentials or sums). Together they split the kv tile's
+// ~2990 cycles (against 2560 of tensor work) between loads, softmax and the matrix pipe.
+#ifndef MLAKIT_SM90_EXP_KV
+#define MLAKIT_SM90_EXP_KV 0
+#endif
+#ifndef MLAKIT_SM90_EXP_NO_SOFTMAX
+#define MLAKIT_SM90_EXP_NO_SOFTMAX 0
+#endif

@@ -99,8 +99,12 @@ __device__ __forceinline__ void producer_warp(const Sm90Params& p, uint32_t sbas
       auto load_k = [&](int t) {
         const uint32_t i = kv_iter + t;
         const int s = i & 1;
-        const int row = ip.it.kv_begin + ip.n_begin + t * BN;
+        const int row = ip.it.kv_begin + ip.n_begin + (MLAKIT_SM90_EXP_KV == 1 ? 0 : t * BN);
         mbar_wait(bar(kBarKEmpty + s), ((i >> 1) & 1) ^ 1);
+        if (MLAKIT_SM90_EXP_KV == 2) {
+          mbar_arrive(bar(kBarKFull + s));
+          return;
+        }
         mbar_arrive_expect_tx(bar(kBarKFull + s), Shape::kKBytes);
         const uint32_t sk = sbase + Shape::kOffK + s * Shape::kKBytes;
 #pragma unroll
@@ -118,8 +122,12 @@ __device__ __forceinline__ void producer_warp(const Sm90Params& p, uint32_t sbas
       auto load_v = [&](int t) {
         const uint32_t i = kv_iter + t;
         const int s = i & 1;
-        const int row = ip.it.kv_begin + ip.n_begin + t * BN;
+        const int row = ip.it.kv_begin + ip.n_begin + (MLAKIT_SM90_EXP_KV == 1 ? 0 : t * BN);
         mbar_wait(bar(kBarVEmpty + s), ((i >> 1) & 1) ^ 1);
+        if (MLAKIT_SM90_EXP_KV == 2) {
+          mbar_arrive(bar(kBarVFull + s));
+          return;
+        }
         mbar_arrive_expect_tx(bar(kBarVFull + s), Shape::kVBytes);
         const uint32_t sv = sbase + Shape::kOffV + s * Shape::kVBytes;
 #pragma unroll
