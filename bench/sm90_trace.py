@@ -41,6 +41,44 @@ def read_tiles(path):
     return tiles
 
 
+def read_tile_phases(path):
+    """{(block, k): {cw: [(issue, s_done, softmax_done) or None per tile]}} from the U lines (SM
+    cycles, same origin as the T lines), absent in traces older than 2026-12-03 (session 18)."""
+    out = collections.defaultdict(dict)
+    for line in open(path):
+        f = line.split()
+        if f and f[0] == "U":
+            b, k, cw = int(f[1]), int(f[2]), int(f[3])
+            v = [int(x) for x in f[4:]]
+            out[(b, k)][cw] = [tuple(v[i:i + 3]) if min(v[i:i + 3]) >= 0 else None for i in range(0, len(v) - 2, 3)]
+    return out
+
+
+def tile_breakdown(tiles, phases):
+    """Per kv tile t >= 1 (both stamp kinds present), medians over items and warpgroups, in SM
+    cycles: S's latency (issue -> landed), the softmax (landed -> done), the previous P V's wait
+    plus the pack (done -> P ready), and P ready -> the next tile's S issue. Rows: (t, samples,
+    s_latency, softmax, pv_wait_pack, to_next_issue or None)."""
+    acc = collections.defaultdict(lambda: ([], [], [], []))
+    for key, by_cw in phases.items():
+        for cw, ph in by_cw.items():
+            p_ready = tiles.get(key, {}).get(cw)
+            if not p_ready:
+                continue
+            for t in range(1, min(len(ph), len(p_ready))):
+                if ph[t] is None or p_ready[t] is None:
+                    continue
+                issue, done, sm = ph[t]
+                a = acc[t]
+                a[0].append(done - issue)
+                a[1].append(sm - done)
+                a[2].append(p_ready[t] - sm)
+                if t + 1 < len(ph) and ph[t + 1] is not None:
+                    a[3].append(ph[t + 1][0] - p_ready[t])
+    med = lambda v: statistics.median(v) if v else None  # noqa: E731
+    return [(t, len(a[0]), med(a[0]), med(a[1]), med(a[2]), med(a[3])) for t, a in sorted(acc.items())]
+
+
 def warpgroup_phase(tiles):
     """Per kv tile t of the items with both warpgroups stamped: the median tile period of warpgroup
     0 (cycles from P_{t-1} to P_t), the median |offset| between the two warpgroups' P_t, and the
@@ -135,6 +173,13 @@ def main(path):
             ps = f"{p:7.0f}" if p else "      -"
             ls = f"{100 * lock:7.0f}%  {100 * turns:9.0f}%" if lock is not None else "        -           -"
             print(f"  {t:3d} {n:6d} {ps} {o:9.0f}  {ls}")
+    rows = tile_breakdown(read_tiles(path), read_tile_phases(path))
+    if rows:
+        print("  inside a kv tile (SM cycles, medians): t  samples  S issue->landed  softmax  "
+              "P V wait + pack  P ready->next S issue")
+        for t, n, sl, smx, pk, nx in rows:
+            nxs = f"{nx:8.0f}" if nx is not None else "       -"
+            print(f"  {t:3d} {n:7d} {sl:10.0f} {smx:9.0f} {pk:10.0f} {nxs}")
     # Least-squares fit of item duration = c0 + n * t.
     xs = [it["n"] for it in items]
     ys = [(it["te"] - it["t0"]) / 1e3 for it in items]

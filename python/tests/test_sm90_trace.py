@@ -41,3 +41,27 @@ def test_traces_without_t_lines_give_no_rows(tmp_path):
     assert sm90_trace.warpgroup_phase(sm90_trace.read_tiles(p)) == []
     blocks, items = sm90_trace.read_trace(p)
     assert len(items) == 2 and blocks[0] == (0, 10000)
+
+
+def test_tile_breakdown_splits_each_tile_between_s_softmax_and_pack(tmp_path):
+    # Warpgroup 0, tiles 0..2: S issued at 0 / 3000 / 6000, landed 800 later, softmax 1500, then
+    # P ready 200 after the softmax; the next issue follows P by 500.
+    t_lines = "T 0 0 0 2500 5500 8500 -1 -1 -1 -1 -1\n"
+    u = []
+    for t in range(3):
+        i = 3000 * t
+        u += [i, i + 800, i + 2300]
+    u_line = "U 0 0 0 " + " ".join(map(str, u)) + " -1 -1 -1" * 5 + "\n"
+    p = tmp_path / "trace.txt"
+    p.write_text(HEADER + t_lines + u_line)
+    rows = sm90_trace.tile_breakdown(sm90_trace.read_tiles(p), sm90_trace.read_tile_phases(p))
+    assert [r[0] for r in rows] == [1, 2]
+    t, n, s_lat, smx, pack, nxt = rows[0]
+    assert (n, s_lat, smx, pack, nxt) == (1, 800, 1500, 200, 500)
+    assert rows[1][5] is None  # tile 3 was not run: no next issue
+
+
+def test_traces_without_u_lines_give_no_breakdown(tmp_path):
+    p = tmp_path / "trace.txt"
+    p.write_text(HEADER + "T 0 0 0 0 2800 -1 -1 -1 -1 -1 -1\n")
+    assert sm90_trace.tile_breakdown(sm90_trace.read_tiles(p), sm90_trace.read_tile_phases(p)) == []

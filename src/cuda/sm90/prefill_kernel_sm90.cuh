@@ -143,6 +143,7 @@ __device__ __forceinline__ void consumer(const Sm90Params& p, uint32_t sbase, un
       if (MLAKIT_SM90_DEPHASE_NS > 0 && cw == 1) __nanosleep(MLAKIT_SM90_DEPHASE_NS);
 #if MLAKIT_SM90_TRACE
       if (tracer) trace_rec.t_qk = trace_now();
+      if (tid == 0) trace_tile_stamp(trace_slot, 0, kTileIssue);
 #endif
       wgmma_fence();
 #if MLAKIT_SM90_Q_PER_BOX
@@ -157,6 +158,7 @@ __device__ __forceinline__ void consumer(const Sm90Params& p, uint32_t sbase, un
       fence_regs(s_flat);
 #if MLAKIT_SM90_TRACE
       if (tracer) trace_rec.t_s0 = trace_now();
+      if (tid == 0) trace_tile_stamp(trace_slot, 0, kTileSDone);
 #endif
       if (lane == 0) {
         mbar_arrive(bar(kBarKEmpty + stage));
@@ -164,6 +166,9 @@ __device__ __forceinline__ void consumer(const Sm90Params& p, uint32_t sbase, un
       }
       int n0 = ip.n_begin;
       softmax_step<BN>(sm, s, alpha, tf, mr, row_in_seq, n0, mr.all_visible(it.row0 + cw * 64, 64, n0, BN), lane);
+#if MLAKIT_SM90_TRACE
+      if (tid == 0) trace_tile_stamp(trace_slot, 0, kTileSmDone);
+#endif
       pack_p<T, BN>(pf, s);
 #if MLAKIT_SM90_TRACE
       if (tid == 0) trace_p_ready(trace_slot, 0);
@@ -178,12 +183,18 @@ __device__ __forceinline__ void consumer(const Sm90Params& p, uint32_t sbase, un
         wgmma_commit();
         wgmma_wait<1>();  // S_t
         fence_regs(s_flat);
+#if MLAKIT_SM90_TRACE
+        if (tid == 0) trace_tile_stamp(trace_slot, t, kTileSDone);
+#endif
         if (lane == 0) {
           mbar_arrive(bar(kBarKEmpty + stage));
           if (t == ip.n_tiles - 1) mbar_arrive(bar(kBarQEmpty));
         }
         softmax_step<BN>(sm, s, alpha, tf, mr, row_in_seq, n0, mr.all_visible(it.row0 + cw * 64, 64, n0, BN),
                          lane);
+#if MLAKIT_SM90_TRACE
+        if (tid == 0) trace_tile_stamp(trace_slot, t, kTileSmDone);
+#endif
         wgmma_wait<0>();
         fence_regs(o_flat);
         fence_regs(pf_flat);  // P was read asynchronously until here: keep it live
@@ -203,6 +214,9 @@ __device__ __forceinline__ void consumer(const Sm90Params& p, uint32_t sbase, un
         // off the path between P V's completion and the next S); then O += P_{t-1} V_{t-1}.
         // The softmax of S_t overlaps the P V.
         mbar_wait(bar(kBarKFull + stage), parity);
+#if MLAKIT_SM90_TRACE
+        if (tid == 0) trace_tile_stamp(trace_slot, t, kTileIssue);
+#endif
         wgmma_fence();
         issue_qk<T, Shape>(s_flat, q_rows_base, sbase + Shape::kOffK + stage * Shape::kKBytes);
         wgmma_commit();

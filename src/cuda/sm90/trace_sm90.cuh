@@ -54,6 +54,14 @@ __device__ __forceinline__ uint32_t trace_tile_slot(int k, int cw) {
 __device__ __forceinline__ void trace_p_ready(uint32_t slot, int t) {
   if (t < kTraceTiles) g_sm90_tile_t[slot + t] = clock64();
 }
+// Inside a tile, for the same slots: when its S was issued (kTileIssue), when S had landed
+// (kTileSDone) and when the softmax was done (kTileSmDone), so a tile's P-to-P period splits into
+// the S product's latency, the softmax, and the wait for the previous P V plus the pack.
+enum TileStamp { kTileIssue = 0, kTileSDone = 1, kTileSmDone = 2, kTileStamps = 3 };
+static __device__ unsigned long long g_sm90_tile_phase[(kTraceTileSink + kTraceTiles) * kTileStamps];
+__device__ __forceinline__ void trace_tile_stamp(uint32_t slot, int t, TileStamp which) {
+  if (t < kTraceTiles) g_sm90_tile_phase[(slot + t) * kTileStamps + which] = clock64();
+}
 
 __device__ __forceinline__ unsigned long long trace_now() {
   unsigned long long t;
@@ -71,6 +79,8 @@ static void trace_dump(const char* tag) {
   if (cudaMemcpyFromSymbol(n, g_sm90_trace_n, sizeof(n)) != cudaSuccess) return;
   static unsigned long long tiles[kTraceTileSink + kTraceTiles];
   if (cudaMemcpyFromSymbol(tiles, g_sm90_tile_t, sizeof(tiles)) != cudaSuccess) return;
+  static unsigned long long phase[(kTraceTileSink + kTraceTiles) * kTileStamps];
+  if (cudaMemcpyFromSymbol(phase, g_sm90_tile_phase, sizeof(phase)) != cudaSuccess) return;
   const char* env = std::getenv("MLAKIT_SM90_TRACE_FILE");
   char path[512];
   std::snprintf(path, sizeof(path), "%s.%s.txt", env ? env : "/tmp/sm90_trace", tag);
@@ -80,7 +90,8 @@ static void trace_dump(const char* tag) {
   for (int b = 0; b < kTraceBlocks; ++b)
     if (bt[2 * b] && bt[2 * b] < t0) t0 = bt[2 * b];
   std::fprintf(f, "# times in ns from the first block's start\n# B block start end\n# I block k n_tiles head row0 q_begin begin s0 end qk vlast next pv ostage\n"
-                 "# T block k cw: SM cycles from warpgroup 0's tile-0 P ready to this warpgroup's tile-t P ready, t = 0..%d (-1: none)\n",
+                 "# T block k cw: SM cycles from warpgroup 0's tile-0 P ready to this warpgroup's tile-t P ready, t = 0..%d (-1: none)\n"
+                 "# U block k cw: the same origin, per tile t: S issued, S landed, softmax done (three numbers per tile)\n",
                kTraceTiles - 1);
   for (int b = 0; b < kTraceBlocks; ++b) {
     if (!bt[2 * b]) continue;
@@ -99,6 +110,16 @@ static void trace_dump(const char* tag) {
           const unsigned long long c = tt[cw * kTraceTiles + t];
           std::fprintf(f, " %lld", (t < r.n_tiles && c) ? (long long)(c - base) : -1ll);
         }
+        std::fprintf(f, "\n");
+      }
+      const unsigned long long* up = phase + (b * kTracePerBlock + k) * 2 * kTraceTiles * kTileStamps;
+      for (int cw = 0; cw < 2 && base && r.n_tiles > 0; ++cw) {
+        std::fprintf(f, "U %d %d %d", b, k, cw);
+        for (int t = 0; t < kTraceTiles; ++t)
+          for (int w = 0; w < kTileStamps; ++w) {
+            const unsigned long long c = up[(cw * kTraceTiles + t) * kTileStamps + w];
+            std::fprintf(f, " %lld", (t < r.n_tiles && c) ? (long long)(c - base) : -1ll);
+          }
         std::fprintf(f, "\n");
       }
     }
