@@ -142,7 +142,7 @@ void RaggedPrefill::plan(const int32_t* qo_indptr, const int32_t* kv_indptr, int
   const plan::ScheduleKind kind = static_cast<plan::ScheduleKind>(m.choice.schedule_kind);
   const plan::ScheduleResult r =
       plan::write_schedule_block(block, m.layout, m.scheduler, qo_indptr, kv_indptr, batch_size, options,
-                                 m.config.head_dim_qk, kind, m.config.num_qo_heads);
+                                 m.config.head_dim_qk, kind, m.config.num_qo_heads, m.choice.grid_blocks);
   m.staging->publish(plan::block_used_bytes(m.layout, kind, r), stream);
 
   m.planned = true;

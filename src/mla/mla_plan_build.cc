@@ -16,6 +16,7 @@ PlanBuilder::PlanBuilder(const MlaConfig& c, const MlaLayout& l, const cuda::Ker
       scheduler_(c.max_batch, c.max_tokens, l.rows, k.block_m, k.block_n,
                  plan::KvSplitSettings{k.split_max_items, k.split_slots}),
       kind_(static_cast<plan::ScheduleKind>(k.schedule_kind)),
+      grid_blocks_(k.grid_blocks),
       qo_(static_cast<size_t>(c.max_batch) + 1),
       kv_(static_cast<size_t>(c.max_batch) + 1),
       ctx_start_(static_cast<size_t>(c.max_batch) + 1) {}
@@ -74,7 +75,7 @@ void PlanBuilder::build(const MlaBatch& b, const MlaPlanOptions& o, const BatchT
     po.causal = causal;
     const plan::ScheduleResult r = plan::write_schedule_block(block + l.block_offset(i), l.schedule, scheduler_,
                                                               qo_.data(), kv_.data(), n, po, head_dim_qk, kind_,
-                                                              c.num_heads);
+                                                              c.num_heads, grid_blocks_);
     out->visible_pairs += r.visible_pairs;
     out->launches.push_back(LaunchPlan{used_gather, rows_launched, causal, new_tokens});
     used_gather += rows_used;

@@ -56,6 +56,7 @@ class PlanBuilder {
   const MlaLayout& layout_;
   plan::Scheduler scheduler_;
   plan::ScheduleKind kind_;
+  int grid_blocks_;  // the kernel's persistent grid: sizes the head groups (plan/run_order.h)
   std::vector<int32_t> qo_, kv_, ctx_start_;  // max_batch + 1 each
 };
 

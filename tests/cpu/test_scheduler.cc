@@ -1,12 +1,14 @@
 // Planner invariants on random batches, checked against brute force.
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <map>
 #include <random>
 #include <utility>
 #include <vector>
 
 #include "plan/run_order.h"
+#include "plan/schedule_block.h"
 #include "plan/scheduler.h"
 #include "util/test_util.h"
 
@@ -251,10 +253,54 @@ TEST(RunOrder, HeadGroupIsTheLargestDivisorUpToTheCap) {
 
 // Every (head, q tile) of a run exactly once; inside a group of heads the q tiles never get
 // longer (the last tile is the longest under causal masking); groups in head order.
+// A group holds about one grid's worth of items: ceil(grid / longest q tiles) heads at most.
+TEST(RunOrder, HeadGroupHoldsAboutOneGridOfItems) {
+  // 999-token prompts (8 q tiles of 128) on 132 blocks: the cap of 16.
+  EXPECT_EQ(plan::run_head_group(16, true, -1, 8, 132), 16);
+  EXPECT_EQ(plan::run_head_group(128, true, -1, 8, 132), 16);
+  // H=128 x 8192 tokens (64 q tiles): ceil(132 / 64) = 3, the largest divisor of 128 up to 3 is 2.
+  EXPECT_EQ(plan::run_head_group(128, true, -1, 64, 132), 2);
+  EXPECT_EQ(plan::run_head_group(128, true, -1, 32, 132), 4);  // 4096 tokens: ceil(4.1) = 5 -> 4
+  EXPECT_EQ(plan::run_head_group(16, true, -1, 128, 132), 2);  // 1x16384
+  EXPECT_EQ(plan::run_head_group(16, true, -1, 200, 132), 1);  // more q tiles than blocks
+  EXPECT_EQ(plan::run_head_group(24, true, -1, 40, 132), 4);   // ceil(3.3) = 4 divides 24
+  EXPECT_EQ(plan::run_head_group(20, true, 64, 40, 132), 4);   // a window counts like causal
+  // Unknown grid or no q tiles: the cap alone, as before.
+  EXPECT_EQ(plan::run_head_group(128, true, -1, 64, 0), 16);
+  EXPECT_EQ(plan::run_head_group(128, true, -1, 0, 132), 16);
+  // Neither causal nor a window: head-major whatever the lengths.
+  EXPECT_EQ(plan::run_head_group(16, false, -1, 8, 132), 1);
+}
+
+// The schedule header carries the group the batch's longest sequence and the grid decide.
+TEST(RunOrder, ScheduleHeaderSizesTheGroupByTheLongestSequence) {
+  const int bm = 128, bn = 128, heads = 128;
+  auto header_group = [&](const std::vector<int32_t>& lens, bool causal, int grid) {
+    std::vector<int32_t> indptr(lens.size() + 1, 0);
+    for (size_t i = 0; i < lens.size(); ++i) indptr[i + 1] = indptr[i] + lens[i];
+    const int batch = static_cast<int>(lens.size());
+    const plan::ScheduleLayout l = plan::make_layout(batch, indptr.back(), bm, plan::ScheduleKind::kSequenceRuns);
+    plan::Scheduler s(batch, indptr.back(), indptr.back(), bm, bn);
+    std::vector<uint8_t> block(l.total_bytes, 0);
+    PrefillOptions o;
+    o.causal = causal;
+    plan::write_schedule_block(block.data(), l, s, indptr.data(), indptr.data(), batch, o, 192,
+                               plan::ScheduleKind::kSequenceRuns, heads, grid);
+    plan::ScheduleHeader h;
+    std::memcpy(&h, block.data(), sizeof(h));
+    return h.head_group;
+  };
+  EXPECT_EQ(header_group({8192}, true, 132), 2);
+  EXPECT_EQ(header_group({999, 999, 200}, true, 132), 16);
+  EXPECT_EQ(header_group({999, 4096, 200}, true, 132), 4);  // the longest sequence decides
+  EXPECT_EQ(header_group({8192}, true, 0), 16);             // grid unknown: the cap
+  EXPECT_EQ(header_group({8192}, false, 132), 1);           // no mask: head-major
+}
+
 TEST(RunOrder, EachItemOnceLongestTilesFirstWithinAGroup) {
   for (int heads : {1, 3, 16, 24, 128}) {
-    for (int tiles : {1, 2, 7, 64}) {
-      const int g = plan::run_head_group(heads);
+    for (int tiles : {1, 2, 7, 64})
+    for (int g : {plan::run_head_group(heads), plan::run_head_group(heads, true, -1, tiles, 132), 1}) {
       std::vector<int> seen(static_cast<size_t>(heads * tiles), 0);
       int prev_group = 0, prev_tile = tiles;
       for (int local = 0; local < heads * tiles; ++local) {
@@ -274,7 +320,7 @@ TEST(RunOrder, EachItemOnceLongestTilesFirstWithinAGroup) {
         prev_group = group;
         prev_tile = s.q_tile;
       }
-      for (int c : seen) EXPECT_EQ(c, 1) << "heads " << heads << " tiles " << tiles;
+      for (int c : seen) EXPECT_EQ(c, 1) << "heads " << heads << " tiles " << tiles << " group " << g;
     }
   }
 }
