@@ -1,5 +1,5 @@
 #!/bin/bash
-# Device call 7 of session 18, at the commit in carry22/COMMIT (v14): plan() host cost from C++
+# Prepared in session 18, not run (no device time was left), at the commit in carry22/COMMIT (v14): plan() host cost from C++
 # (the head-group rule added one pass over the lengths; target < 20 us at batch 100) and
 # compute-sanitizer memcheck over the sm90 prefill and graph tests with v14's plans.
 # Run from the repository root with carry ["carry22"].
