@@ -789,7 +789,7 @@ def main(argv=None):
                          "rotating input sets (see 'rotate' per case); tflops = 2*(Dqk+Dvo)*pairs*H / time; "
                          "pct_ceiling = tflops / this run's 8192^3 bf16 matmul TFLOP/s; "
                          f"plan_us_* = median host wall of {plan_iters} plan() calls, device idle before each",
-               "git_commit": R.git_commit(),
+               "git_commit": R.git_commit(), "source_digest": R.source_digest(),
                "cases": cases, "overhead": overhead_rows,
                "overhead_method": OH.__doc__.strip() if overhead_rows is not None else None}
         os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)

@@ -552,7 +552,7 @@ def main(argv=None):
         doc = {"tool": "bench/compare_mla.py",
                "time_utc": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
                "command_line": " ".join(sys.argv), "env": env, "smoke": args.smoke,
-               "git_commit": R.git_commit(),
+               "git_commit": R.git_commit(), "source_digest": R.source_digest(),
                "config": {"layers": cfg.layers, "heads": cfg.heads, "kv_lora_rank": cfg.kv_lora_rank,
                           "qk_nope": cfg.qk_nope, "qk_rope": cfg.qk_rope, "v_head": cfg.v_head,
                           "block_size": cfg.block_size, "sm_scale": cfg.sm_scale, "merge": merge_kind,

@@ -1,10 +1,25 @@
 """What bench/compare.py and bench/compare_mla.py write beside their numbers: the commit they ran
-at, and JSON without inf/nan."""
+at, a digest of the source tree that ran, and JSON without inf/nan.
+
+    python3 bench/run_record.py      # prints this checkout's source digest and HEAD
+
+A device machine's copy may carry a stale .git (its HEAD names an older commit than the files it
+runs), so results also record `source_digest`: a hash of the files that build and drive the
+library, read from disk. Checking out a commit and running this script prints the digest that
+commit's results must show.
+"""
 from __future__ import annotations
 
+import hashlib
 import math
 import os
 import subprocess
+import sys
+
+# What decides the numbers: the library, its kernels, the binding, the benchmark harness.
+DIGEST_DIRS = ("include", "src", "python/mlakit", "tools", "bench")
+DIGEST_FILES = ("CMakeLists.txt",)
+DIGEST_SUFFIXES = (".h", ".cc", ".cu", ".cuh", ".py", ".txt", ".cmake")
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -21,6 +36,29 @@ def git_commit():
         return "unknown"
 
 
+def source_digest(root=REPO):
+    """First 16 hex digits of a SHA-256 over the relative path and bytes of every source file
+    under DIGEST_DIRS (suffixes DIGEST_SUFFIXES, build outputs and results left out) and
+    DIGEST_FILES, in sorted order; "unknown" if none is found."""
+    paths = [f for f in DIGEST_FILES if os.path.isfile(os.path.join(root, f))]
+    for d in DIGEST_DIRS:
+        top = os.path.join(root, d)
+        for dirpath, dirnames, filenames in os.walk(top):
+            dirnames[:] = sorted(x for x in dirnames if x not in ("results", "__pycache__") and not x.startswith("."))
+            for fn in filenames:
+                if fn.endswith(DIGEST_SUFFIXES):
+                    paths.append(os.path.relpath(os.path.join(dirpath, fn), root))
+    if not paths:
+        return "unknown"
+    h = hashlib.sha256()
+    for rel in sorted(p.replace(os.sep, "/") for p in paths):
+        h.update(rel.encode() + b"\0")
+        with open(os.path.join(root, rel), "rb") as f:
+            h.update(f.read())
+        h.update(b"\0")
+    return h.hexdigest()[:16]
+
+
 def finite_or_none(o):
     """JSON has no inf/nan: replace them (recursively) with null; keys become strings."""
     if isinstance(o, float) and not math.isfinite(o):
@@ -30,3 +68,7 @@ def finite_or_none(o):
     if isinstance(o, (list, tuple)):
         return [finite_or_none(v) for v in o]
     return o
+
+
+if __name__ == "__main__":
+    print(f"source_digest {source_digest(sys.argv[1] if len(sys.argv) > 1 else REPO)}  git HEAD {git_commit()}")

@@ -40,6 +40,8 @@ def main(path):
     ceiling = (d.get("ceilings") or {}).get("gemm_bf16_8192_tflops")
     peak = d.get("peak_tflops", 774.0)
     head = f"commit {d.get('git_commit')}, {d.get('time_utc')}"
+    if d.get("source_digest"):
+        head += f", source digest {d['source_digest']} (bench/run_record.py)"
     if ceiling:
         head += f", matmul ceiling this run: {ceiling:.0f} TFLOP/s"
     if d.get("smoke"):
