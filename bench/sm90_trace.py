@@ -29,15 +29,20 @@ def read_trace(path):
     return blocks, items
 
 
+def _per_warpgroup_lines(path, tag):
+    """(block, k, cw, [ints]) for each line of kind `tag` ("T" or "U")."""
+    for line in open(path):
+        f = line.split()
+        if f and f[0] == tag:
+            yield int(f[1]), int(f[2]), int(f[3]), [int(x) for x in f[4:]]
+
+
 def read_tiles(path):
     """{(block, k): {cw: [cycles or None per tile]}} from the T lines (P of kv tile t ready, in SM
     cycles from warpgroup 0's tile 0), absent in traces older than 2026-12-03."""
     tiles = collections.defaultdict(dict)
-    for line in open(path):
-        f = line.split()
-        if f and f[0] == "T":
-            b, k, cw = int(f[1]), int(f[2]), int(f[3])
-            tiles[(b, k)][cw] = [int(x) if int(x) >= 0 else None for x in f[4:]]
+    for b, k, cw, v in _per_warpgroup_lines(path, "T"):
+        tiles[(b, k)][cw] = [x if x >= 0 else None for x in v]
     return tiles
 
 
@@ -45,12 +50,8 @@ def read_tile_phases(path):
     """{(block, k): {cw: [(issue, s_done, softmax_done) or None per tile]}} from the U lines (SM
     cycles, same origin as the T lines), absent in traces older than 2026-12-03 (session 18)."""
     out = collections.defaultdict(dict)
-    for line in open(path):
-        f = line.split()
-        if f and f[0] == "U":
-            b, k, cw = int(f[1]), int(f[2]), int(f[3])
-            v = [int(x) for x in f[4:]]
-            out[(b, k)][cw] = [tuple(v[i:i + 3]) if min(v[i:i + 3]) >= 0 else None for i in range(0, len(v) - 2, 3)]
+    for b, k, cw, v in _per_warpgroup_lines(path, "U"):
+        out[(b, k)][cw] = [tuple(v[i:i + 3]) if min(v[i:i + 3]) >= 0 else None for i in range(0, len(v) - 2, 3)]
     return out
 
 
@@ -165,7 +166,8 @@ def main(path):
     for it in last:
         print(f"    {it['b']:4d} {it['k']:3d} {it['n']:3d} {it['head']:3d} {it['row0']:5d} {it['q']:6d} "
               f"{it['t0']/1e3:8.1f} {it['te']/1e3:8.1f}")
-    rows = warpgroup_phase(read_tiles(path))
+    tiles = read_tiles(path)
+    rows = warpgroup_phase(tiles)
     if rows:
         print("  the two consumer warpgroups per kv tile (P ready, SM cycles): t  items  period  |offset|  "
               "lockstep  taking turns")
@@ -173,7 +175,7 @@ def main(path):
             ps = f"{p:7.0f}" if p else "      -"
             ls = f"{100 * lock:7.0f}%  {100 * turns:9.0f}%" if lock is not None else "        -           -"
             print(f"  {t:3d} {n:6d} {ps} {o:9.0f}  {ls}")
-    rows = tile_breakdown(read_tiles(path), read_tile_phases(path))
+    rows = tile_breakdown(tiles, read_tile_phases(path))
     if rows:
         print("  inside a kv tile (SM cycles, medians): t  samples  S issue->landed  softmax  "
               "P V wait + pack  P ready->next S issue")

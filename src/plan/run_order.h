@@ -33,20 +33,17 @@ inline int largest_head_divisor(int heads, int cap) {
 constexpr int kMaxHeadGroup = MLAKIT_RUN_HEAD_GROUP_MAX;
 inline int run_head_group(int heads) { return largest_head_divisor(heads, kMaxHeadGroup); }
 
-// The group for a plan: with neither causal masking nor a window every q tile of a sequence
-// visits the same keys, so there is no longest item to start first, and one head per group
-// (head-major) keeps the whole grid on one head's K/V, which then stays in L2.
-inline int run_head_group(int heads, bool causal, int window_left) {
-  return causal || window_left >= 0 ? run_head_group(heads) : 1;
-}
-
-// The same, for a batch whose longest sequence has `max_q_tiles` q tiles on a persistent grid of
-// `grid_blocks` blocks (0: unknown). A group holds at most about one grid's worth of items,
-// ceil(grid / q tiles) heads: a long sequence's group then has few heads, whose K/V stays in L2
-// while the group runs, instead of 16 heads' K/V streaming through it (H=128 x 8192 tokens: 84 MB
-// for 16 heads, 10 MB for 2). Measured on the H200 (docs/perf-notes.md, 2026-12-03 session 18):
-// H=128 1x8192 causal 627-636 -> 687-737 TFLOP/s with 2 heads per group, 1x16384 +1-8%,
-// 999-token batches unchanged (they keep 16).
+// The group for a plan whose longest sequence has `max_q_tiles` q tiles, on a persistent grid of
+// `grid_blocks` blocks (0: unknown, then the cap alone decides).
+// - With neither causal masking nor a window every q tile of a sequence visits the same keys, so
+//   there is no longest item to start first, and one head per group (head-major) keeps the whole
+//   grid on one head's K/V, which then stays in L2.
+// - Otherwise a group holds at most about one grid's worth of items, ceil(grid / q tiles) heads:
+//   a long sequence's group then has few heads, whose K/V stays in L2 while the group runs,
+//   instead of 16 heads' K/V streaming through it (H=128 x 8192 tokens: 84 MB for 16 heads, 10 MB
+//   for 2). Measured on the H200 (docs/perf-notes.md, 2026-12-03 session 18): H=128 1x8192 causal
+//   627-636 -> 687-737 TFLOP/s with 2 heads per group, 1x16384 +1-8%, 999-token batches
+//   unchanged (they keep 16).
 inline int run_head_group(int heads, bool causal, int window_left, int max_q_tiles, int grid_blocks) {
   if (!(causal || window_left >= 0)) return 1;
   int cap = kMaxHeadGroup;
@@ -55,6 +52,9 @@ inline int run_head_group(int heads, bool causal, int window_left, int max_q_til
     if (per_grid < cap) cap = per_grid;
   }
   return largest_head_divisor(heads, cap);
+}
+inline int run_head_group(int heads, bool causal, int window_left) {
+  return run_head_group(heads, causal, window_left, 0, 0);
 }
 
 struct RunSlot {

@@ -171,7 +171,7 @@ __device__ __forceinline__ void consumer(const Sm90Params& p, uint32_t sbase, un
 #endif
       pack_p<T, BN>(pf, s);
 #if MLAKIT_SM90_TRACE
-      if (tid == 0) trace_p_ready(trace_slot, 0);
+      if (tid == 0) trace_tile_stamp(trace_slot, 0, kTilePReady);
 #endif
 
       // The tail of kv tile t (its S issued; prev_stage / prev_parity: tile t-1's V stage):
@@ -201,7 +201,7 @@ __device__ __forceinline__ void consumer(const Sm90Params& p, uint32_t sbase, un
         if (lane == 0) mbar_arrive(bar(kBarVEmpty + prev_stage));
         pack_p<T, BN>(pf, s);
 #if MLAKIT_SM90_TRACE
-        if (tid == 0) trace_p_ready(trace_slot, t);
+        if (tid == 0) trace_tile_stamp(trace_slot, t, kTilePReady);
 #endif
       };
       for (int t = 1; t < ip.n_tiles; ++t) {

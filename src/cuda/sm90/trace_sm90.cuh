@@ -23,10 +23,9 @@ namespace sm90 {
 
 constexpr int kTraceBlocks = 264;
 constexpr int kTracePerBlock = 160;
-// Per item, the SM clock (clock64) at which each consumer warpgroup had P of kv tile t ready
-// (its softmax done), for the first kTraceTiles tiles: whether the two warpgroups run in lockstep
-// (both finish together) or take turns (half a tile apart) inside an item. Stamped where the S
-// registers are free again, so the stamp adds no register pressure to the loop.
+// Per item and consumer warpgroup, SM-clock (clock64) stamps of the first kTraceTiles kv tiles
+// (TileStamp below): from when each warpgroup has P ready, whether the two run in lockstep (both
+// finish together) or take turns (half a tile apart) inside an item, and where a tile's cycles go.
 constexpr int kTraceTiles = 8;
 
 struct TraceRec {
@@ -42,7 +41,11 @@ static __device__ TraceRec g_sm90_trace[kTraceBlocks * kTracePerBlock];
 static __device__ unsigned long long g_sm90_block_t[kTraceBlocks * 2];
 static __device__ int g_sm90_trace_n[kTraceBlocks];
 constexpr uint32_t kTraceTileSink = kTraceBlocks * kTracePerBlock * 2 * kTraceTiles;  // stamps past the buffer
-static __device__ unsigned long long g_sm90_tile_t[kTraceTileSink + kTraceTiles];
+// Per tile slot, in SM cycles: when its S was issued, when S had landed, when the softmax was done
+// and when P was ready, so a tile's P-to-P period splits into the S product's latency, the
+// softmax, and the wait for the previous P V plus the pack.
+enum TileStamp { kTileIssue = 0, kTileSDone = 1, kTileSmDone = 2, kTilePReady = 3, kTileStamps = 4 };
+static __device__ unsigned long long g_sm90_tile_t[(kTraceTileSink + kTraceTiles) * kTileStamps];
 
 // The first stamp slot of consumer warpgroup `cw`'s `k`-th item (the sink when not recorded).
 __device__ __forceinline__ uint32_t trace_tile_slot(int k, int cw) {
@@ -50,17 +53,9 @@ __device__ __forceinline__ uint32_t trace_tile_slot(int k, int cw) {
              ? ((blockIdx.x * kTracePerBlock + k) * 2 + cw) * kTraceTiles
              : kTraceTileSink;
 }
-// Thread 0 of a consumer warpgroup: P of kv tile `t` is ready.
-__device__ __forceinline__ void trace_p_ready(uint32_t slot, int t) {
-  if (t < kTraceTiles) g_sm90_tile_t[slot + t] = clock64();
-}
-// Inside a tile, for the same slots: when its S was issued (kTileIssue), when S had landed
-// (kTileSDone) and when the softmax was done (kTileSmDone), so a tile's P-to-P period splits into
-// the S product's latency, the softmax, and the wait for the previous P V plus the pack.
-enum TileStamp { kTileIssue = 0, kTileSDone = 1, kTileSmDone = 2, kTileStamps = 3 };
-static __device__ unsigned long long g_sm90_tile_phase[(kTraceTileSink + kTraceTiles) * kTileStamps];
+// Thread 0 of a consumer warpgroup: kv tile `t` reached `which`.
 __device__ __forceinline__ void trace_tile_stamp(uint32_t slot, int t, TileStamp which) {
-  if (t < kTraceTiles) g_sm90_tile_phase[(slot + t) * kTileStamps + which] = clock64();
+  if (t < kTraceTiles) g_sm90_tile_t[(slot + t) * kTileStamps + which] = clock64();
 }
 
 __device__ __forceinline__ unsigned long long trace_now() {
@@ -77,10 +72,8 @@ static void trace_dump(const char* tag) {
   if (cudaMemcpyFromSymbol(rec, g_sm90_trace, sizeof(rec)) != cudaSuccess) return;
   if (cudaMemcpyFromSymbol(bt, g_sm90_block_t, sizeof(bt)) != cudaSuccess) return;
   if (cudaMemcpyFromSymbol(n, g_sm90_trace_n, sizeof(n)) != cudaSuccess) return;
-  static unsigned long long tiles[kTraceTileSink + kTraceTiles];
+  static unsigned long long tiles[(kTraceTileSink + kTraceTiles) * kTileStamps];
   if (cudaMemcpyFromSymbol(tiles, g_sm90_tile_t, sizeof(tiles)) != cudaSuccess) return;
-  static unsigned long long phase[(kTraceTileSink + kTraceTiles) * kTileStamps];
-  if (cudaMemcpyFromSymbol(phase, g_sm90_tile_phase, sizeof(phase)) != cudaSuccess) return;
   const char* env = std::getenv("MLAKIT_SM90_TRACE_FILE");
   char path[512];
   std::snprintf(path, sizeof(path), "%s.%s.txt", env ? env : "/tmp/sm90_trace", tag);
@@ -102,26 +95,24 @@ static void trace_dump(const char* tag) {
       std::fprintf(f, "I %d %d %d %d %d %d %lld %lld %lld %lld %lld %lld %lld %lld\n", b, k, r.n_tiles, r.head,
                    r.row0, r.q_begin, rel(r.t_begin), rel(r.t_s0), rel(r.t_end), rel(r.t_qk), rel(r.t_vlast),
                    rel(r.t_next), rel(r.t_pv), rel(r.t_ostage));
-      const unsigned long long* tt = tiles + (b * kTracePerBlock + k) * 2 * kTraceTiles;
-      const unsigned long long base = tt[0];
-      for (int cw = 0; cw < 2 && base && r.n_tiles > 0; ++cw) {
-        std::fprintf(f, "T %d %d %d", b, k, cw);
-        for (int t = 0; t < kTraceTiles; ++t) {
-          const unsigned long long c = tt[cw * kTraceTiles + t];
-          std::fprintf(f, " %lld", (t < r.n_tiles && c) ? (long long)(c - base) : -1ll);
+      // T lines: P ready per tile; U lines: S issued, S landed, softmax done per tile. Both count
+      // SM cycles from warpgroup 0's tile-0 P ready.
+      const unsigned long long* tt = tiles + (b * kTracePerBlock + k) * 2 * kTraceTiles * kTileStamps;
+      auto stamp = [&](int cw, int t, int w) { return tt[(cw * kTraceTiles + t) * kTileStamps + w]; };
+      const unsigned long long base = stamp(0, 0, kTilePReady);
+      auto emit = [&](char tag, int first, int count) {
+        for (int cw = 0; cw < 2 && base && r.n_tiles > 0; ++cw) {
+          std::fprintf(f, "%c %d %d %d", tag, b, k, cw);
+          for (int t = 0; t < kTraceTiles; ++t)
+            for (int w = first; w < first + count; ++w) {
+              const unsigned long long c = stamp(cw, t, w);
+              std::fprintf(f, " %lld", (t < r.n_tiles && c) ? (long long)(c - base) : -1ll);
+            }
+          std::fprintf(f, "\n");
         }
-        std::fprintf(f, "\n");
-      }
-      const unsigned long long* up = phase + (b * kTracePerBlock + k) * 2 * kTraceTiles * kTileStamps;
-      for (int cw = 0; cw < 2 && base && r.n_tiles > 0; ++cw) {
-        std::fprintf(f, "U %d %d %d", b, k, cw);
-        for (int t = 0; t < kTraceTiles; ++t)
-          for (int w = 0; w < kTileStamps; ++w) {
-            const unsigned long long c = up[(cw * kTraceTiles + t) * kTileStamps + w];
-            std::fprintf(f, " %lld", (t < r.n_tiles && c) ? (long long)(c - base) : -1ll);
-          }
-        std::fprintf(f, "\n");
-      }
+      };
+      emit('T', kTilePReady, 1);
+      emit('U', kTileIssue, 3);
     }
   }
   std::fclose(f);
