@@ -39,7 +39,9 @@
 // same bytes through L2, almost no DRAM); 2 loads no K/V at all (the producer completes the full
 // barriers by a plain arrive: no L2 traffic, shared memory holds stale tiles). EXP_NO_SOFTMAX
 // packs the raw scores as P (no max, exponentials or sums). Together they split the kv tile's
-// ~2990 cycles (against 2560 of tensor work) between loads, softmax and the matrix pipe.
+// ~2990 cycles (against 2560 of tensor work) between loads, softmax and the matrix pipe. 4 loads
+// every other kv tile only (half the L2 -> shared bytes: bounds what 2-CTA clusters sharing K/V
+// tiles by TMA multicast could gain).
 #ifndef MLAKIT_SM90_EXP_KV
 #define MLAKIT_SM90_EXP_KV 0
 #endif

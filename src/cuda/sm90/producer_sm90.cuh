@@ -101,7 +101,7 @@ __device__ __forceinline__ void producer_warp(const Sm90Params& p, uint32_t sbas
         const int s = i & 1;
         const int row = ip.it.kv_begin + ip.n_begin + (MLAKIT_SM90_EXP_KV == 1 ? 0 : t * BN);
         mbar_wait(bar(kBarKEmpty + s), ((i >> 1) & 1) ^ 1);
-        if (MLAKIT_SM90_EXP_KV == 2) {
+        if (MLAKIT_SM90_EXP_KV == 2 || (MLAKIT_SM90_EXP_KV == 4 && (t & 1))) {
           mbar_arrive(bar(kBarKFull + s));
           return;
         }
@@ -124,7 +124,7 @@ __device__ __forceinline__ void producer_warp(const Sm90Params& p, uint32_t sbas
         const int s = i & 1;
         const int row = ip.it.kv_begin + ip.n_begin + (MLAKIT_SM90_EXP_KV == 1 ? 0 : t * BN);
         mbar_wait(bar(kBarVEmpty + s), ((i >> 1) & 1) ^ 1);
-        if (MLAKIT_SM90_EXP_KV == 2) {
+        if (MLAKIT_SM90_EXP_KV == 2 || (MLAKIT_SM90_EXP_KV == 4 && (t & 1))) {
           mbar_arrive(bar(kBarVFull + s));
           return;
         }
