@@ -98,53 +98,5 @@ MLAKIT_HD RunItemSlot run_item_slot(int local, int num_tiles, int split_tiles, i
   return r;
 }
 
-// Pairs of items for a kernel whose blocks work in 2-CTA clusters that share each kv tile's loads
-// (TMA multicast, sm90): both items of a pair are the same head's and walk kv tiles from the same
-// first tile, so the cluster loads the union of their ranges once. The run's virtual tiles fall
-// into three classes that start at the same kv tile: first halves of split tiles [0, s), second
-// halves [s, 2s), unsplit tiles [2s, v). Each class is cut into pairs of neighbouring ranks (their
-// ranges differ at most by the last kv tile under causal masking); an odd class ends with a pair
-// whose second member is empty. A run then holds H * run_pairs_per_head pairs, ordered like its
-// items (groups of heads; inside a group pair rank, then head), so pairs in flight together stay
-// on a few heads' K/V and the longest pairs start first.
-MLAKIT_HD int run_pairs_per_head(int num_tiles, int split_tiles) {
-  const int half_split = (split_tiles + 1) / 2;
-  return 2 * half_split + (num_tiles - split_tiles + 1) / 2;
-}
-
-// The two items (local indices inside the run, as run_item_slot takes them) of the run's pair
-// `local`; member[1] = -1 for the empty second member of an odd class.
-struct RunPair {
-  int member[2];
-};
-
-MLAKIT_HD RunPair run_pair_items(int local, int num_tiles, int split_tiles, int head_group) {
-  const int v = num_tiles + split_tiles;
-  const int per_head = run_pairs_per_head(num_tiles, split_tiles);
-  const int per_group = head_group * per_head;
-  const int group = local / per_group;
-  const int rem = local - group * per_group;
-  const int prank = rem / head_group;
-  const int h = rem - prank * head_group;
-  const int half_split = (split_tiles + 1) / 2;
-  int first = 0, end = 0;  // the pair's first virtual rank and the end of its class
-  if (prank < half_split) {
-    first = 2 * prank;
-    end = split_tiles;
-  } else if (prank < 2 * half_split) {
-    first = split_tiles + 2 * (prank - half_split);
-    end = 2 * split_tiles;
-  } else {
-    first = 2 * split_tiles + 2 * (prank - 2 * half_split);
-    end = v;
-  }
-  // Item local index of (group, head h, virtual rank r): run_slot's order.
-  const int base = group * head_group * v + h;
-  RunPair p;
-  p.member[0] = base + first * head_group;
-  p.member[1] = first + 1 < end ? base + (first + 1) * head_group : -1;
-  return p;
-}
-
 }  // namespace plan
 }  // namespace mlakit

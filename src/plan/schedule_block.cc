@@ -37,7 +37,6 @@ ScheduleResult write_schedule_block(uint8_t* block, const ScheduleLayout& l, Sch
   h.block_n = s.block_n();
   h.schedule_kind = static_cast<int32_t>(kind);
   h.num_runs = r.num_runs;
-  h.num_pairs = r.num_pairs;
   h.num_items = kind == ScheduleKind::kSequenceRuns
                     ? r.num_items
                     : static_cast<int32_t>(static_cast<int64_t>(r.num_tiles) * num_qo_heads);

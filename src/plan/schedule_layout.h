@@ -27,7 +27,7 @@ struct ScheduleHeader {
   int32_t num_runs;        // kSequenceRuns: valid entries in runs[]
   int32_t num_items;       // work items = num_tiles * num_qo_heads
   int32_t head_group;      // kSequenceRuns: heads per group inside a run (plan/run_order.h)
-  int32_t num_pairs;       // kSequenceRuns: item pairs for 2-CTA clusters (plan/run_order.h, run_pair_items)
+  int32_t reserved[1];
 };
 static_assert(sizeof(ScheduleHeader) == 64, "header is 64 bytes");
 
@@ -54,8 +54,7 @@ struct WorkTile {
 // Items [item_begin, item_begin + (num_tiles + split_tiles) * H) are sequence `seq`'s, in the
 // order of plan/run_order.h (run_item_slot). Its last split_tiles q tiles split their key range
 // at kv tile chunk_tiles (plan/kv_split.h); each split (q tile, head) owns a partial-result slot
-// in [slot_begin, slot_begin + split_tiles * H). A kernel that runs items in pairs (2-CTA clusters)
-// walks pairs [pair_begin, pair_begin + run_pairs_per_head(num_tiles, split_tiles) * H) instead.
+// in [slot_begin, slot_begin + split_tiles * H).
 struct SeqRun {
   int32_t seq;
   int32_t num_tiles;
@@ -64,7 +63,7 @@ struct SeqRun {
   int32_t split_tiles;  // 0: no tile splits
   int32_t chunk_tiles;  // kv tiles of a split tile's first half
   int32_t slot_begin;
-  int32_t pair_begin;  // the run's first item pair (run_pairs_per_head * H pairs; plan/run_order.h)
+  int32_t reserved;
 };
 static_assert(sizeof(SeqRun) == 32, "two 16-byte words");
 

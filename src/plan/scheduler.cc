@@ -3,7 +3,6 @@
 #include <string>
 
 #include "mlakit/error.h"
-#include "plan/run_order.h"
 
 namespace mlakit {
 namespace plan {
@@ -131,15 +130,13 @@ ScheduleResult Scheduler::build_runs(const int32_t* qo, const int32_t* kv, int b
   std::sort(run_scratch_.begin(), run_scratch_.begin() + n, [](const SeqRun& a, const SeqRun& b) {
     return a.cost != b.cost ? a.cost > b.cost : a.seq < b.seq;
   });
-  int64_t item = 0, slot = 0, pair = 0;
+  int64_t item = 0, slot = 0;
   for (int i = 0; i < n; ++i) {
     runs[i] = run_scratch_[i];
     runs[i].item_begin = static_cast<int32_t>(std::min<int64_t>(item, INT32_MAX));
     runs[i].slot_begin = static_cast<int32_t>(std::min<int64_t>(slot, INT32_MAX));
-    runs[i].pair_begin = static_cast<int32_t>(std::min<int64_t>(pair, INT32_MAX));
     item += static_cast<int64_t>(runs[i].num_tiles + runs[i].split_tiles) * heads;
     slot += static_cast<int64_t>(runs[i].split_tiles) * heads;
-    pair += static_cast<int64_t>(run_pairs_per_head(runs[i].num_tiles, runs[i].split_tiles)) * heads;
   }
   if (item > INT32_MAX) {
     throw Error(ErrorKind::kInvalidArgument, "qo_indptr", "more than 2^31 - 1 (q tile, head) work items");
@@ -152,7 +149,6 @@ ScheduleResult Scheduler::build_runs(const int32_t* qo, const int32_t* kv, int b
   r.num_runs = n;
   r.num_items = static_cast<int>(item);
   r.split_slots = static_cast<int>(slot);
-  r.num_pairs = static_cast<int>(pair);  // <= item count, so within int32 once that is
   return r;
 }
 

@@ -34,7 +34,6 @@ struct ScheduleResult {
   int num_runs = 0;     // build_runs only
   int num_items = 0;    // build_runs only: (q tile or half, head) items
   int split_slots = 0;  // build_runs only: split (q tile, head) pairs (plan/kv_split.h)
-  int num_pairs = 0;    // build_runs only: item pairs (plan/run_order.h, run_pair_items)
   int64_t visible_pairs = 0;
 };
 

@@ -1,7 +1,6 @@
 // Planner invariants on random batches, checked against brute force.
 #include <gtest/gtest.h>
 
-#include <algorithm>
 #include <cstring>
 #include <map>
 #include <random>
@@ -324,68 +323,6 @@ TEST(RunOrder, EachItemOnceLongestTilesFirstWithinAGroup) {
       for (int c : seen) EXPECT_EQ(c, 1) << "heads " << heads << " tiles " << tiles << " group " << g;
     }
   }
-}
-
-// Pairs for 2-CTA clusters (run_pair_items): every item of a run is a member of exactly one pair;
-// both members are the same head's and of the same class (first halves, second halves or unsplit
-// tiles), so their kv ranges start at the same tile; pairs in a group go longest first.
-void check_run_pairs(int tiles, int split, int heads, int g) {
-  const int v = tiles + split;
-  const int pairs = plan::run_pairs_per_head(tiles, split) * heads;
-  std::vector<int> seen(static_cast<size_t>(v * heads), 0);
-  int singles = 0;
-  for (int k = 0; k < pairs; ++k) {
-    const plan::RunPair pr = plan::run_pair_items(k, tiles, split, g);
-    ASSERT_GE(pr.member[0], 0);
-    ASSERT_LT(pr.member[0], v * heads);
-    ++seen[static_cast<size_t>(pr.member[0])];
-    const plan::RunItemSlot a = plan::run_item_slot(pr.member[0], tiles, split, g);
-    if (pr.member[1] < 0) {
-      ++singles;
-      continue;
-    }
-    ASSERT_LT(pr.member[1], v * heads);
-    ++seen[static_cast<size_t>(pr.member[1])];
-    const plan::RunItemSlot b = plan::run_item_slot(pr.member[1], tiles, split, g);
-    EXPECT_EQ(a.head, b.head) << "pair " << k;
-    EXPECT_EQ(a.chunk, b.chunk) << "pair " << k;
-    EXPECT_EQ(a.q_tile, b.q_tile + 1) << "pair " << k << ": neighbouring q tiles, the longer first";
-  }
-  for (int c : seen) EXPECT_EQ(c, 1) << "tiles " << tiles << " split " << split << " heads " << heads;
-  // One single per class of odd size and head.
-  const int odd_classes = 2 * (split % 2) + (tiles - split) % 2;
-  EXPECT_EQ(singles, odd_classes * heads);
-}
-
-TEST(RunPairs, EveryItemInOnePairOfTheSameHeadAndClass) {
-  for (int heads : {1, 3, 16, 128}) {
-    for (int tiles : {1, 2, 7, 8, 64}) {
-      for (int split = 0; split <= std::min(tiles, 9); ++split) {
-        for (int g : {plan::run_head_group(heads), 1}) check_run_pairs(tiles, split, heads, g);
-      }
-    }
-  }
-}
-
-TEST(RunPairs, BuildRunsNumbersPairsLikeItems) {
-  plan::Scheduler s(8, 100000, 100000, 128, 128);
-  const std::vector<int32_t> q = {300, 0, 999, 5, 1000, 128};
-  std::vector<int32_t> qo = {0}, kv = {0};
-  for (int32_t n : q) {
-    qo.push_back(qo.back() + n);
-    kv.push_back(kv.back() + n);
-  }
-  std::vector<plan::SeqRun> runs(8);
-  const int heads = 3;
-  const plan::ScheduleResult r = s.build_runs(qo.data(), kv.data(), 6, true, -1, heads, runs.data());
-  int32_t next = 0;
-  for (int i = 0; i < r.num_runs; ++i) {
-    EXPECT_EQ(runs[i].pair_begin, next) << i;
-    next += plan::run_pairs_per_head(runs[i].num_tiles, runs[i].split_tiles) * heads;
-  }
-  EXPECT_EQ(r.num_pairs, next);
-  // 3 tiles -> 2 pairs, 8 -> 4, 1 -> 1 (each a single), per head; 5 sequences with rows.
-  EXPECT_EQ(next, (2 + 4 + 1 + 4 + 1) * heads);
 }
 
 }  // namespace

@@ -33,33 +33,20 @@ bool pdl_enabled(const void* kernel);
 // kernel<<<grid, block, smem, stream>>>(args...), with the PDL attribute where pdl_enabled().
 // Throws mlakit::Error(kRuntime) on a launch failure (what MLAKIT_CUDA_CHECK(cudaGetLastError())
 // after <<<>>> did).
-// launch_kernel_clustered: the same in clusters of `cluster_x` blocks along x (1: no cluster
-// attribute; grid.x must be a multiple of it).
 template <typename... Params, typename... Args>
-void launch_kernel_clustered(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem_bytes,
-                             cudaStream_t stream, unsigned cluster_x, Args&&... args) {
-  cudaLaunchAttribute attr[2];
-  int n = 0;
-  if (pdl_enabled(reinterpret_cast<const void*>(kernel))) {
-    attr[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[n].val.programmaticStreamSerializationAllowed = 1;
-    ++n;
-  }
-  if (cluster_x > 1) {
-    attr[n].id = cudaLaunchAttributeClusterDimension;
-    attr[n].val.clusterDim.x = cluster_x;
-    attr[n].val.clusterDim.y = 1;
-    attr[n].val.clusterDim.z = 1;
-    ++n;
-  }
+void launch_kernel(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem_bytes, cudaStream_t stream,
+                   Args&&... args) {
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
   cudaLaunchConfig_t cfg{};
   cfg.gridDim = grid;
   cfg.blockDim = block;
   cfg.dynamicSmemBytes = smem_bytes;
   cfg.stream = stream;
-  if (n > 0) {
+  if (pdl_enabled(reinterpret_cast<const void*>(kernel))) {
     cfg.attrs = attr;
-    cfg.numAttrs = n;
+    cfg.numAttrs = 1;
   }
   const cudaError_t err = cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...);
   if (err != cudaSuccess) {
@@ -67,12 +54,6 @@ void launch_kernel_clustered(void (*kernel)(Params...), dim3 grid, dim3 block, s
     throw Error(ErrorKind::kRuntime, "", std::string("kernel launch (cudaLaunchKernelEx) failed: ") +
                                              cudaGetErrorString(err));
   }
-}
-
-template <typename... Params, typename... Args>
-void launch_kernel(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem_bytes, cudaStream_t stream,
-                   Args&&... args) {
-  launch_kernel_clustered(kernel, grid, block, smem_bytes, stream, 1u, std::forward<Args>(args)...);
 }
 
 }  // namespace cuda

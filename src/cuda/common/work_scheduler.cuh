@@ -65,31 +65,8 @@ struct ScheduleView {
       if (runs[mid].item_begin <= w) lo = mid;
       else hi = mid - 1;
     }
-    return run_local_item(runs[lo], w - runs[lo].item_begin, head_group, block_m);
-  }
-
-  // Pair k of a kSequenceRuns schedule (plan/run_order.h, run_pair_items): its two items, the
-  // second with valid = false when the pair has one member.
-  __device__ __forceinline__ void run_pair(int k, int num_runs, int head_group, int block_m, RunWorkItem (&ri)[2],
-                                           bool (&valid)[2]) const {
-    int lo = 0, hi = num_runs - 1;
-    while (lo < hi) {
-      const int mid = (lo + hi + 1) >> 1;
-      if (runs[mid].pair_begin <= k) lo = mid;
-      else hi = mid - 1;
-    }
     const plan::SeqRun r = runs[lo];
-    const plan::RunPair pr = plan::run_pair_items(k - r.pair_begin, r.num_tiles, r.split_tiles, head_group);
-#pragma unroll
-    for (int m = 0; m < 2; ++m) {
-      valid[m] = pr.member[m] >= 0;
-      ri[m] = run_local_item(r, valid[m] ? pr.member[m] : pr.member[0], head_group, block_m);
-    }
-  }
-
-  __device__ __forceinline__ RunWorkItem run_local_item(const plan::SeqRun& r, int local, int head_group,
-                                                        int block_m) const {
-    const plan::RunItemSlot slot = plan::run_item_slot(local, r.num_tiles, r.split_tiles, head_group);
+    const plan::RunItemSlot slot = plan::run_item_slot(w - r.item_begin, r.num_tiles, r.split_tiles, head_group);
     RunWorkItem ri;
     WorkItem& it = ri.it;
     it.head = slot.head;

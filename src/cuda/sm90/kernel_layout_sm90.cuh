@@ -35,11 +35,9 @@ struct Sm90Shape {
   static constexpr int kOffK = kOffQ + kQBytes;
   static constexpr int kOffV = kOffK + kStages * kKBytes;
   static constexpr int kOffBars = kOffV + kStages * kVBytes;
-  // + Q boxes 1 and 2 (MLAKIT_SM90_Q_PER_BOX) + the pair hand-over's full / empty (2-CTA clusters)
-  static constexpr int kNumBars = 2 + 4 * kStages + 2 + 2;
+  static constexpr int kNumBars = 2 + 4 * kStages + 2;  // + Q boxes 1 and 2 (MLAKIT_SM90_Q_PER_BOX)
   static constexpr int kOffFlags = kOffBars + kNumBars * 8;  // int per consumer warpgroup (split merge)
-  static constexpr int kOffPairWord = kOffFlags + 8;         // the next pair, written by cluster rank 0
-  static constexpr int kOffMaps = (kOffPairWord + 4 + 127) / 128 * 128;
+  static constexpr int kOffMaps = (kOffFlags + 8 + 127) / 128 * 128;
   static constexpr int kNumMaps = 5;  // q, k, k_rope, v, o
   // + 1024: the dynamic shared-memory base is re-aligned to the 1024-byte swizzle atom.
   static constexpr int kSmemBytes = kOffMaps + kNumMaps * 128 + 1024;
@@ -55,12 +53,12 @@ struct Sm90Shape {
   static constexpr size_t kSplitSlotBytes = 128 + 2 * 2 * kSplitPartBytes;
   static_assert(DQK % 64 == 0 && DVO == 128, "the sm90 kernel covers Dqk in {128, 192}, Dvo = 128");
   static_assert(kSmemBytes <= 227 * 1024, "shared memory budget");
-  static_assert(kOffPairWord + 4 <= kOffMaps, "flags and the pair word before the tensor maps");
+  static_assert(kOffFlags + 8 <= kOffMaps, "flags before the tensor maps");
 };
 
 // Barrier slots inside the barrier area.
 enum : int { kBarQFull = 0, kBarQEmpty = 1, kBarKFull = 2, kBarKEmpty = 4, kBarVFull = 6, kBarVEmpty = 8,
-              kBarQBox1 = 10, kBarPairFull = 12, kBarPairEmpty = 13 };
+              kBarQBox1 = 10 };
 // The barrier Q's box `c` completes on: all on kBarQFull unless MLAKIT_SM90_Q_PER_BOX.
 __device__ __forceinline__ int q_box_bar(int c) { return (MLAKIT_SM90_Q_PER_BOX && c > 0) ? kBarQBox1 + c - 1 : kBarQFull; }
 
@@ -73,7 +71,6 @@ struct Sm90Params {
   PrefillArgs args;
   int kr_rank;        // 3 or 2 (one rope row shared by every kv head)
   int o_tma;          // 1: the epilogue stages O in shared memory and stores it with TMA
-  int cluster;        // CTAs per cluster, 1 or 2 (pairs sharing K/V loads); the K/V maps' boxes are BN / cluster rows
 };
 
 // One work item as the producer hands it to the consumers (through shared memory).
@@ -85,15 +82,8 @@ struct alignas(16) ItemPlan {
   int valid;     // 0: no more work for this block
   int chunk;     // -1: the tile's whole kv range; 0 / 1: a half of a split tile (plan/kv_split.h)
   int slot;      // chunk >= 0: the partial-result slot its two halves share
-  // The kv tiles the block walks: its own [n_begin, n_begin + n_tiles * BN) inside the union of
-  // the pair's ranges (2-CTA clusters load every tile of the union once for both; a block skips
-  // those outside its own range). Without a cluster, the item's own range.
-  int u_begin;
-  int u_tiles;
-  int filler;    // 1: no item of its own (the pair's empty second member): walks the partner's tiles, writes nothing
-  int pad;
 };
-static_assert(sizeof(ItemPlan) == 64, "four 16-byte words");
+static_assert(sizeof(ItemPlan) == 48, "three 16-byte words");
 
 // Named barriers (id 0 is __syncthreads). Work items travel scheduler warp -> producer warp ->
 // consumer warpgroups through one shared-memory slot per hop, each hop a full/empty pair.

@@ -27,13 +27,6 @@
 #ifndef MLAKIT_SM90_DEPHASE_NS
 #define MLAKIT_SM90_DEPHASE_NS 150
 #endif
-// CLUSTER: blocks per cluster, 2 = pairs of blocks that run two q tiles of the same (sequence,
-// head) and share every K/V tile's loads by TMA multicast (half the L2 -> shared-memory reads),
-// 1 = independent blocks. The environment variable MLAKIT_SM90_CLUSTER=1|2 overrides it at run
-// time (A/B measurement with one binary).
-#ifndef MLAKIT_SM90_CLUSTER
-#define MLAKIT_SM90_CLUSTER 2
-#endif
 // Measurement only (wrong results; they bound what hiding a cost could gain): EXP_Q_ONCE loads
 // Q for a block's first item only; EXP_NO_STORE skips the epilogue's stores.
 #ifndef MLAKIT_SM90_EXP_Q_ONCE

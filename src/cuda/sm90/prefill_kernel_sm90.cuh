@@ -65,14 +65,6 @@ __device__ __forceinline__ void consumer(const Sm90Params& p, uint32_t sbase, un
   const uint32_t q_rows_base = sbase + Shape::kOffQ + cw * 64 * 128;  // this warpgroup's 64 rows
   const int warp_row0 = cw * 64 + warp * 16;                          // inside the tile
   const ItemPlan* slot = item_slot<Shape>(a, 1);
-  // A K or V stage is free again once both blocks of a 2-CTA cluster have read it (the other
-  // block's producer multicasts into this block's stages too): lane 0 of each warp arrives here
-  // and on the other block's barrier. (The other block's address is derived at each use from the
-  // parameter and the rank register: kept live, it made the main loop spill.)
-  auto release = [&](int b) {
-    mbar_arrive(bar(b));
-    if (p.cluster == 2) mbar_arrive_cluster(map_to_rank(bar(b), cluster_ctarank() ^ 1u));
-  };
 
   // Takes the next item from the producer. Called for item i + 1 once item i's last P V is
   // issued (or before its epilogue, when it has no kv tile), so the wait overlaps that work.
@@ -93,23 +85,8 @@ __device__ __forceinline__ void consumer(const Sm90Params& p, uint32_t sbase, un
   auto pay_v = [&] {
     if (owed_stage >= 0) {
       tma_store_wait_read();
-      release(kBarVEmpty + owed_stage);
+      mbar_arrive(bar(kBarVEmpty + owed_stage));
       owed_stage = -1;
-    }
-  };
-  // Walks `d` kv tiles of the pair's union that are outside this block's own range: waits for
-  // each K and V stage to land and releases it. The V stage owed to a TMA store is paid first: a
-  // tile walked here may need that stage refilled.
-  auto skip_tiles = [&](int d) {
-    if (d <= 0) return;
-    if (tid == 0) pay_v();
-    for (int i = 0; i < d; ++i) {
-      const uint32_t st = kv_iter & 1, par = (kv_iter >> 1) & 1;
-      mbar_wait(bar(kBarKFull + st), par);
-      if (lane == 0) release(kBarKEmpty + st);
-      mbar_wait(bar(kBarVFull + st), par);
-      if (lane == 0) release(kBarVEmpty + st);
-      ++kv_iter;
     }
   };
   ItemPlan upcoming = next_item();
@@ -145,10 +122,6 @@ __device__ __forceinline__ void consumer(const Sm90Params& p, uint32_t sbase, un
     sm.init();
 
     bool fetched = false;  // `upcoming` already holds the next item
-    // The union's tiles before this block's own (a window pair), or all of them (no own keys).
-    const int skip_front = ip.n_tiles > 0 ? (ip.n_begin - ip.u_begin) / BN : ip.u_tiles;
-    const int skip_back = ip.u_tiles - skip_front - ip.n_tiles;
-    skip_tiles(skip_front);
     if (ip.n_tiles > 0) {
       float s[BN / 8][4];
       uint32_t pf[BN / 16][4];
@@ -188,7 +161,7 @@ __device__ __forceinline__ void consumer(const Sm90Params& p, uint32_t sbase, un
       if (tid == 0) trace_tile_stamp(trace_slot, 0, kTileSDone);
 #endif
       if (lane == 0) {
-        release(kBarKEmpty + stage);
+        mbar_arrive(bar(kBarKEmpty + stage));
         if (ip.n_tiles == 1) mbar_arrive(bar(kBarQEmpty));
       }
       int n0 = ip.n_begin;
@@ -214,7 +187,7 @@ __device__ __forceinline__ void consumer(const Sm90Params& p, uint32_t sbase, un
         if (tid == 0) trace_tile_stamp(trace_slot, t, kTileSDone);
 #endif
         if (lane == 0) {
-          release(kBarKEmpty + stage);
+          mbar_arrive(bar(kBarKEmpty + stage));
           if (t == ip.n_tiles - 1) mbar_arrive(bar(kBarQEmpty));
         }
         softmax_step<BN>(sm, s, alpha, tf, mr, row_in_seq, n0, mr.all_visible(it.row0 + cw * 64, 64, n0, BN),
@@ -225,7 +198,7 @@ __device__ __forceinline__ void consumer(const Sm90Params& p, uint32_t sbase, un
         wgmma_wait<0>();
         fence_regs(o_flat);
         fence_regs(pf_flat);  // P was read asynchronously until here: keep it live
-        if (lane == 0) release(kBarVEmpty + prev_stage);
+        if (lane == 0) mbar_arrive(bar(kBarVEmpty + prev_stage));
         pack_p<T, BN>(pf, s);
 #if MLAKIT_SM90_TRACE
         if (tid == 0) trace_tile_stamp(trace_slot, t, kTilePReady);
@@ -279,15 +252,11 @@ __device__ __forceinline__ void consumer(const Sm90Params& p, uint32_t sbase, un
       if (tracer) trace_rec.t_pv = trace_now();
 #endif
       // With the TMA-store epilogue, warp 0's arrival waits for the stores that read this stage.
-      if (lane == 0 && !(o_tma && ip.chunk < 0 && warp == 0)) release(kBarVEmpty + stage);
+      if (lane == 0 && !(o_tma && ip.chunk < 0 && warp == 0)) mbar_arrive(bar(kBarVEmpty + stage));
       ++kv_iter;
     }
 
     if (!fetched) upcoming = next_item();
-    if (ip.filler) {  // a pair's empty member: no rows of its own
-      skip_tiles(skip_back);
-      continue;
-    }
     // Epilogue (also for tiles whose rows see no key: out = 0, lse = -inf).
     float l_total[2];
     sm.finish(l_total);
@@ -313,15 +282,12 @@ __device__ __forceinline__ void consumer(const Sm90Params& p, uint32_t sbase, un
       } else {  // the sequence ends inside these rows: a box would write the next sequence's
         store_rows<DVO>(o, sm.m, l_total, out_tile, a.o_stride_tok, lse_tile, a.lse_stride_tok, warp_row0,
                         ip.rows, lane);
-        if (tid == 0) release(kBarVEmpty + last_stage);
+        if (tid == 0) mbar_arrive(bar(kBarVEmpty + last_stage));
       }
     } else if (!MLAKIT_SM90_EXP_NO_STORE) {
       store_rows<DVO>(o, sm.m, l_total, out_tile, a.o_stride_tok, lse_tile, a.lse_stride_tok, warp_row0, ip.rows,
                       lane);
     }
-    // The union's tiles after this block's own (the partner's longer causal range): walked after
-    // the epilogue, which then overlaps their loads.
-    skip_tiles(skip_back);
 #if MLAKIT_SM90_TRACE
     if (tracer) {
       trace_rec.t_end = trace_now();
@@ -371,23 +337,16 @@ __global__ void __launch_bounds__(Shape::kThreads, 1) prefill_sm90_kernel(const 
     mbar_init(bars + 8 * kBarQFull, 1);
     mbar_init(bars + 8 * kBarQBox1, 1);
     mbar_init(bars + 8 * (kBarQBox1 + 1), 1);
-    // A 2-CTA cluster's blocks must have been launched as one (the K/V maps' boxes are half tiles).
-    if ((p.cluster == 2) != (cluster_nctarank() == 2)) __trap();
     mbar_init(bars + 8 * kBarQEmpty, Shape::kConsumerWarps);
     for (int s = 0; s < Shape::kStages; ++s) {
       mbar_init(bars + 8 * (kBarKFull + s), 1);
-      mbar_init(bars + 8 * (kBarKEmpty + s), Shape::kConsumerWarps * p.cluster);
+      mbar_init(bars + 8 * (kBarKEmpty + s), Shape::kConsumerWarps);
       mbar_init(bars + 8 * (kBarVFull + s), 1);
-      mbar_init(bars + 8 * (kBarVEmpty + s), Shape::kConsumerWarps * p.cluster);
+      mbar_init(bars + 8 * (kBarVEmpty + s), Shape::kConsumerWarps);
     }
-    mbar_init(bars + 8 * kBarPairFull, 1);
-    mbar_init(bars + 8 * kBarPairEmpty, 1);
     fence_barrier_init();
   }
-  // In a cluster, the other block's barriers must be initialized before this block multicasts
-  // into its shared memory or arrives on them.
-  if (p.cluster == 2) cluster_sync_all();
-  else __syncthreads();
+  __syncthreads();
 
   // Register split (64512 = 128 x 40 + 256 x 232): the producer loop fits 40 without spills,
   // and the consumers' main loop (O, S, P = 160 live registers) fits 232 without spills
@@ -399,14 +358,12 @@ __global__ void __launch_bounds__(Shape::kThreads, 1) prefill_sm90_kernel(const 
       const CUtensorMap* gmaps = prepare_tensor_maps<Shape>(p, sbase, smem, hdr, lane);
       producer_warp<Shape>(p, sbase, gmaps, lane);
     } else if (warp == 1) {
-      scheduler_warp<Shape>(p, sched, hdr, sbase, lane);
+      scheduler_warp<Shape>(p, sched, hdr, lane);
     }
   } else {
     setmaxnreg_inc<232>();
     consumer<T, Shape>(p, sbase, smem, hdr, wg - 1);
   }
-  // No block of a cluster exits while the other may still arrive on its barriers.
-  if (p.cluster == 2) cluster_sync_all();
 }
 
 // Host side (prefill_launch_sm90.cuh): builds the tensor maps and launches.

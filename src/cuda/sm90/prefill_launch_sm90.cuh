@@ -2,7 +2,6 @@
 // the occupancy query, and the kernel-table entry macro. Included by one .cu per instantiation.
 #pragma once
 
-#include <cstdlib>
 #include <cstring>
 #include <mutex>
 
@@ -17,39 +16,25 @@ namespace mlakit {
 namespace cuda {
 namespace sm90 {
 
-// Blocks per cluster for a launch of `grid_blocks` blocks: MLAKIT_SM90_CLUSTER (build option), or
-// the environment variable of the same name (1 or 2, read once); 1 when the grid is odd.
-inline int cluster_size_for(int grid_blocks) {
-  static const int chosen = [] {
-    const char* v = std::getenv("MLAKIT_SM90_CLUSTER");
-    if (v != nullptr && (std::strcmp(v, "1") == 0 || std::strcmp(v, "2") == 0)) return v[0] - '0';
-    return MLAKIT_SM90_CLUSTER == 2 ? 2 : 1;
-  }();
-  return chosen == 2 && grid_blocks % 2 == 0 ? 2 : 1;
-}
-
 template <typename T, int DQK, int DVO>
-Sm90Params make_params(const PrefillArgs& a, int cluster) {
+Sm90Params make_params(const PrefillArgs& a) {
   using Shape = Sm90Shape<DQK, DVO>;
   const DType dt = DTypeOf<T>::value;
   Sm90Params p{};
   p.args = a;
-  p.cluster = cluster;
-  // In a 2-CTA cluster each block loads half of a kv tile's rows (for both blocks).
-  const int kv_box_rows = Shape::BN / cluster;
   const int nope = DQK - a.k_rope_dim;
   encode_tma_map(&p.tm_q, {a.q, dt, DQK, a.num_qo_heads, a.q_rows, a.q_stride_head, a.q_stride_tok}, Shape::BM, "q");
-  encode_tma_map(&p.tm_k, {a.k, dt, nope, a.num_kv_heads, a.kv_rows, a.k_stride_head, a.k_stride_tok},
-                 kv_box_rows, "k");
-  encode_tma_map(&p.tm_v, {a.v, dt, DVO, a.num_kv_heads, a.kv_rows, a.v_stride_head, a.v_stride_tok},
-                 kv_box_rows, "v");
+  encode_tma_map(&p.tm_k, {a.k, dt, nope, a.num_kv_heads, a.kv_rows, a.k_stride_head, a.k_stride_tok}, Shape::BN,
+                 "k");
+  encode_tma_map(&p.tm_v, {a.v, dt, DVO, a.num_kv_heads, a.kv_rows, a.v_stride_head, a.v_stride_tok}, Shape::BN,
+                 "v");
   if (a.k_rope_dim > 0) {
     // kr_stride_head == 0: one rope row per token shared by every kv head (MLA's k_pe).
     const bool shared = a.kr_stride_head == 0 && a.num_kv_heads > 1;
     encode_tma_map(&p.tm_kr,
                    {a.k_rope, dt, a.k_rope_dim, shared ? 0 : a.num_kv_heads, a.kv_rows, a.kr_stride_head,
                     a.kr_stride_tok},
-                   kv_box_rows, "k_rope");
+                   Shape::BN, "k_rope");
     p.kr_rank = shared ? 2 : 3;
   } else {
     p.tm_kr = p.tm_k;  // unused; keeps the per-block extent rewrite uniform
@@ -77,10 +62,10 @@ struct MapKey {
   int64_t rows[2];
   int32_t heads[2];
   int32_t k_rope_dim;
-  int32_t cluster;
+  int32_t pad;
 };
 
-inline MapKey map_key(const PrefillArgs& a, int cluster) {
+inline MapKey map_key(const PrefillArgs& a) {
   MapKey k;
   std::memset(&k, 0, sizeof(k));
   k.ptr[0] = a.q;
@@ -97,7 +82,6 @@ inline MapKey map_key(const PrefillArgs& a, int cluster) {
   k.heads[0] = a.num_qo_heads;
   k.heads[1] = a.num_kv_heads;
   k.k_rope_dim = a.k_rope_dim;
-  k.cluster = cluster;
   return k;
 }
 
@@ -106,16 +90,16 @@ inline MapKey map_key(const PrefillArgs& a, int cluster) {
 // the last call's maps (per instantiation) and reuses them when every input of the encoding is
 // the same. The encoding is a pure function of those inputs, so reuse is exact.
 template <typename T, int DQK, int DVO>
-Sm90Params params_for(const PrefillArgs& a, int cluster) {
+Sm90Params params_for(const PrefillArgs& a) {
   struct Cached {
     bool valid = false;
     MapKey key;
     Sm90Params params;
   };
   static thread_local Cached last;
-  const MapKey key = map_key(a, cluster);
+  const MapKey key = map_key(a);
   if (!last.valid || std::memcmp(&key, &last.key, sizeof(key)) != 0) {
-    last.params = make_params<T, DQK, DVO>(a, cluster);  // throws before the cache changes
+    last.params = make_params<T, DQK, DVO>(a);  // throws before the cache changes
     last.key = key;
     last.valid = true;
   }
@@ -139,14 +123,12 @@ void launch_prefill_sm90(const PrefillArgs& args, int grid_blocks, cudaStream_t 
   }
   static std::once_flag once;
   std::call_once(once, [] { set_smem_limit<T, DQK, DVO>(); });
-  const int cluster = cluster_size_for(grid_blocks);
-  const Sm90Params p = params_for<T, DQK, DVO>(args, cluster);
+  const Sm90Params p = params_for<T, DQK, DVO>(args);
 #if MLAKIT_SM90_TRACE
   trace_register(DQK == 192 ? (sizeof(T) == 2 && DTypeOf<T>::value == DType::kBF16 ? "d192_bf16" : "d192_fp16")
                                    : (DTypeOf<T>::value == DType::kBF16 ? "d128_bf16" : "d128_fp16"));
 #endif
-  launch_kernel_clustered(prefill_sm90_kernel<T, Shape>, grid_blocks, Shape::kThreads, Shape::kSmemBytes, stream,
-                          static_cast<unsigned>(cluster), p);
+  launch_kernel(prefill_sm90_kernel<T, Shape>, grid_blocks, Shape::kThreads, Shape::kSmemBytes, stream, p);
 }
 
 template <typename T, int DQK, int DVO>

@@ -53,28 +53,10 @@ __device__ __forceinline__ CUtensorMap* prepare_tensor_maps(const Sm90Params& p,
 
 // Warp 0 of warpgroup 0 (lane 0 issues): TMA loads of Q once per item, then K one tile ahead of V
 // (the consumers need K_{t+1} and V_t together), each into a two-stage ring guarded by mbarriers.
-// It walks the item's union range (ItemPlan::u_begin / u_tiles). In a 2-CTA cluster each block
-// loads its half of every K and V tile's rows into both blocks (TMA multicast), so a pair of items
-// reads each kv tile from L2 once; a stage is refilled only once both blocks' consumers have
-// released it (their "empty" barriers count both blocks' warps).
 template <typename Shape>
 __device__ __forceinline__ void producer_warp(const Sm90Params& p, uint32_t sbase,
                                               const CUtensorMap* gmaps, int lane) {
   constexpr int BN = Shape::BN;
-  const bool paired = p.cluster == 2;
-  const uint32_t rank = paired ? cluster_ctarank() : 0;
-  const int part_rows = BN / p.cluster;                      // rows of a tile this block loads
-  const uint32_t part_off = rank * part_rows * 128;          // their offset inside each 128-byte-row box
-  const int part_row0 = static_cast<int>(rank) * part_rows;
-  // One box of a kv tile: this block's rows, into its own shared memory or into both blocks'.
-  auto load_box3 = [&](uint32_t dst, const CUtensorMap* m, uint32_t b, int c0, int c1, int row) {
-    if (paired) tma_load_3d_multicast(dst + part_off, m, b, c0, c1, row + part_row0, 0x3);
-    else tma_load_3d(dst, m, b, c0, c1, row);
-  };
-  auto load_box2 = [&](uint32_t dst, const CUtensorMap* m, uint32_t b, int c0, int row) {
-    if (paired) tma_load_2d_multicast(dst + part_off, m, b, c0, row + part_row0, 0x3);
-    else tma_load_2d(dst, m, b, c0, row);
-  };
   const PrefillArgs& a = p.args;
   const int group = a.num_qo_heads / a.num_kv_heads;
   const int nope_cols = Shape::DQK - a.k_rope_dim;  // columns of K that come from `k`
@@ -92,7 +74,7 @@ __device__ __forceinline__ void producer_warp(const Sm90Params& p, uint32_t sbas
     __syncwarp();
     named_barrier_arrive<kBarConsFull, kConsHop>();
     if (!ip.valid) break;
-    if (ip.u_tiles == 0) {  // rows with no key (and none in the partner's): nothing to load
+    if (ip.n_tiles == 0) {  // rows with no key: nothing to load
       named_barrier_arrive<kBarSchedEmpty, kSchedHop>();  // the next item, please
       continue;
     }
@@ -117,7 +99,7 @@ __device__ __forceinline__ void producer_warp(const Sm90Params& p, uint32_t sbas
       auto load_k = [&](int t) {
         const uint32_t i = kv_iter + t;
         const int s = i & 1;
-        const int row = ip.it.kv_begin + ip.u_begin + (MLAKIT_SM90_EXP_KV == 1 ? 0 : t * BN);
+        const int row = ip.it.kv_begin + ip.n_begin + (MLAKIT_SM90_EXP_KV == 1 ? 0 : t * BN);
         mbar_wait(bar(kBarKEmpty + s), ((i >> 1) & 1) ^ 1);
         if (MLAKIT_SM90_EXP_KV == 2 || (MLAKIT_SM90_EXP_KV == 4 && (t & 1))) {
           mbar_arrive(bar(kBarKFull + s));
@@ -129,18 +111,18 @@ __device__ __forceinline__ void producer_warp(const Sm90Params& p, uint32_t sbas
         for (int c = 0; c < Shape::kQBoxes; ++c) {
           const int col = c * 64;
           if (col < nope_cols) {
-            load_box3(sk + c * Shape::kBoxBytesKV, &gmaps[1], bar(kBarKFull + s), col, kv_head, row);
+            tma_load_3d(sk + c * Shape::kBoxBytesKV, &gmaps[1], bar(kBarKFull + s), col, kv_head, row);
           } else if (p.kr_rank == 3) {
-            load_box3(sk + c * Shape::kBoxBytesKV, &gmaps[2], bar(kBarKFull + s), col - nope_cols, kv_head, row);
+            tma_load_3d(sk + c * Shape::kBoxBytesKV, &gmaps[2], bar(kBarKFull + s), col - nope_cols, kv_head, row);
           } else {
-            load_box2(sk + c * Shape::kBoxBytesKV, &gmaps[2], bar(kBarKFull + s), col - nope_cols, row);
+            tma_load_2d(sk + c * Shape::kBoxBytesKV, &gmaps[2], bar(kBarKFull + s), col - nope_cols, row);
           }
         }
       };
       auto load_v = [&](int t) {
         const uint32_t i = kv_iter + t;
         const int s = i & 1;
-        const int row = ip.it.kv_begin + ip.u_begin + (MLAKIT_SM90_EXP_KV == 1 ? 0 : t * BN);
+        const int row = ip.it.kv_begin + ip.n_begin + (MLAKIT_SM90_EXP_KV == 1 ? 0 : t * BN);
         mbar_wait(bar(kBarVEmpty + s), ((i >> 1) & 1) ^ 1);
         if (MLAKIT_SM90_EXP_KV == 2 || (MLAKIT_SM90_EXP_KV == 4 && (t & 1))) {
           mbar_arrive(bar(kBarVFull + s));
@@ -150,20 +132,19 @@ __device__ __forceinline__ void producer_warp(const Sm90Params& p, uint32_t sbas
         const uint32_t sv = sbase + Shape::kOffV + s * Shape::kVBytes;
 #pragma unroll
         for (int c = 0; c < Shape::kVBoxes; ++c) {
-          load_box3(sv + c * Shape::kBoxBytesKV, &gmaps[3], bar(kBarVFull + s), c * 64, kv_head, row);
+          tma_load_3d(sv + c * Shape::kBoxBytesKV, &gmaps[3], bar(kBarVFull + s), c * 64, kv_head, row);
         }
       };
-      // Q (when the block has rows of its own to compute), then K one tile ahead of V: the
-      // consumers issue S(t + 1) before P(t) V(t).
-      if (ip.n_tiles > 0) load_q();
+      // Q, then K one tile ahead of V: the consumers issue S(t + 1) before P(t) V(t).
+      load_q();
       load_k(0);
-      for (int t = 0; t < ip.u_tiles; ++t) {
-        if (t + 1 < ip.u_tiles) load_k(t + 1);
+      for (int t = 0; t < ip.n_tiles; ++t) {
+        if (t + 1 < ip.n_tiles) load_k(t + 1);
         load_v(t);
       }
     }
-    if (ip.n_tiles > 0) ++q_iter;
-    kv_iter += ip.u_tiles;
+    ++q_iter;
+    kv_iter += ip.n_tiles;
     __syncwarp();
     // This item's last load is issued (its stage was free): the scheduler may claim the next one.
     named_barrier_arrive<kBarSchedEmpty, kSchedHop>();

@@ -7,7 +7,6 @@
 //   - wgmma: shared-memory matrix descriptors (128-byte swizzle), m64n128k16 with both operands in
 //     shared memory (S = Q K^T) or A in registers and B MN-major (O += P V), fence/commit/wait;
 //   - setmaxnreg, named barriers, proxy fences;
-//   - clusters: rank, mapa, remote mbarrier arrivals, multicast TMA loads, the cluster barrier;
 //   - griddepcontrol (Programmatic Dependent Launch), shared with the sm80 kernels:
 //     cuda/common/grid_dependency.cuh.
 // PTX ISA 8.0+ semantics; every wrapper is one instruction (or one fixed short sequence).
@@ -56,58 +55,6 @@ __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
       : "memory");
 }
 
-// ---- clusters (2-CTA pairs sharing K/V tiles by TMA multicast) --------------------------------
-
-__device__ __forceinline__ uint32_t cluster_ctarank() {
-  uint32_t r;
-  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
-  return r;
-}
-__device__ __forceinline__ uint32_t cluster_nctarank() {
-  uint32_t r;
-  asm volatile("mov.u32 %0, %%cluster_nctarank;\n" : "=r"(r));
-  return r;
-}
-// The shared::cluster address of `addr` (a shared::cta address of this CTA) in CTA `rank`.
-__device__ __forceinline__ uint32_t map_to_rank(uint32_t addr, uint32_t rank) {
-  uint32_t r;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(r) : "r"(addr), "r"(rank));
-  return r;
-}
-// Arrives on an mbarrier of another CTA of the cluster (address from map_to_rank), with the
-// default (CTA-scope release) semantics: how a consumer frees a stage that the other CTA's TMA
-// multicast refills (its reads were wgmma's, complete at the wgmma wait). Measured: the
-// .release.cluster form compiles to MEMBAR.ALL.CTA + MEMBAR.ALL.GPU before every arrival, and
-// with one per warp and stage the clustered kernel ran 25-40% slower.
-__device__ __forceinline__ void mbar_arrive_cluster(uint32_t remote_bar) {
-  asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];\n" ::"r"(remote_bar) : "memory");
-}
-// The same with release at cluster scope: this thread's earlier writes to the other CTA's shared
-// memory (st_shared_cluster) are visible to whoever waits on the barrier with mbar_wait_cluster.
-// Costs a GPU-scope fence; used once per pair hand-over (scheduler warp), not per stage.
-__device__ __forceinline__ void mbar_arrive_cluster_release(uint32_t remote_bar) {
-  asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\n" ::"r"(remote_bar) : "memory");
-}
-// mbar_wait with acquire at cluster scope: what another CTA wrote before its arrival is visible.
-__device__ __forceinline__ void mbar_wait_cluster(uint32_t bar, uint32_t parity) {
-  asm volatile(
-      "{\n"
-      ".reg .pred done;\n"
-      "WAIT_%=:\n"
-      "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 done, [%0], %1;\n"
-      "@!done bra WAIT_%=;\n"
-      "}\n" ::"r"(bar),
-      "r"(parity)
-      : "memory");
-}
-__device__ __forceinline__ void st_shared_cluster(uint32_t remote_addr, int v) {
-  asm volatile("st.shared::cluster.u32 [%0], %1;\n" ::"r"(remote_addr), "r"(v) : "memory");
-}
-// Every thread of every CTA of the cluster (not .aligned: callers may be diverged warps).
-__device__ __forceinline__ void cluster_sync_all() {
-  asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;\n" ::: "memory");
-}
-
 // ---- TMA ------------------------------------------------------------------------------------
 
 __device__ __forceinline__ void tma_load_3d(uint32_t dst, const void* tmap, uint32_t bar, int c0, int c1,
@@ -123,25 +70,6 @@ __device__ __forceinline__ void tma_load_2d(uint32_t dst, const void* tmap, uint
       "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4}], "
       "[%2];\n" ::"r"(dst),
       "l"(tmap), "r"(bar), "r"(c0), "r"(c1)
-      : "memory");
-}
-
-// The same loads written into every CTA of `mask` (bit r: cluster rank r) at the same shared
-// offsets, each completing `bytes` on the mbarrier at `bar`'s offset in that CTA.
-__device__ __forceinline__ void tma_load_3d_multicast(uint32_t dst, const void* tmap, uint32_t bar, int c0, int c1,
-                                                      int c2, uint16_t mask) {
-  asm volatile(
-      "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [%0], "
-      "[%1, {%3, %4, %5}], [%2], %6;\n" ::"r"(dst),
-      "l"(tmap), "r"(bar), "r"(c0), "r"(c1), "r"(c2), "h"(mask)
-      : "memory");
-}
-__device__ __forceinline__ void tma_load_2d_multicast(uint32_t dst, const void* tmap, uint32_t bar, int c0, int c1,
-                                                      uint16_t mask) {
-  asm volatile(
-      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [%0], "
-      "[%1, {%3, %4}], [%2], %5;\n" ::"r"(dst),
-      "l"(tmap), "r"(bar), "r"(c0), "r"(c1), "h"(mask)
       : "memory");
 }
 

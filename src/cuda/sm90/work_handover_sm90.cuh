@@ -13,9 +13,10 @@ namespace cuda {
 namespace sm90 {
 
 template <int BM, int BN>
-__device__ __forceinline__ ItemPlan item_plan_from(const RunWorkItem& ri, const plan::ScheduleHeader& hdr) {
-  ItemPlan ip{};
+__device__ __forceinline__ ItemPlan plan_item(const ScheduleView& sched, const plan::ScheduleHeader& hdr, int w) {
+  ItemPlan ip;
   ip.valid = 1;
+  const RunWorkItem ri = sched.run_item(w, hdr.num_runs, hdr.head_group, BM);
   ip.it = ri.it;
   ip.rows = min(BM, ip.it.lq - ip.it.row0);
   const rule::MaskRule<int> mr{ip.it.lq, ip.it.lk, hdr.causal != 0, hdr.window_left};
@@ -32,47 +33,6 @@ __device__ __forceinline__ ItemPlan item_plan_from(const RunWorkItem& ri, const 
     ip.n_begin += ri.chunk_tiles * BN;
     ip.n_tiles -= ri.chunk_tiles;
   }
-  ip.u_begin = ip.n_begin;
-  ip.u_tiles = ip.n_tiles;
-  return ip;
-}
-
-template <int BM, int BN>
-__device__ __forceinline__ ItemPlan plan_item(const ScheduleView& sched, const plan::ScheduleHeader& hdr, int w) {
-  return item_plan_from<BM, BN>(sched.run_item(w, hdr.num_runs, hdr.head_group, BM), hdr);
-}
-
-// Member `member` of pair k (2-CTA clusters): its own item and range, and the union of both
-// members' kv ranges that the pair's two blocks walk together (each loads half of every tile of
-// it for both). Both blocks compute the same union from the same pair.
-template <int BM, int BN>
-__device__ __forceinline__ ItemPlan plan_pair_member(const ScheduleView& sched, const plan::ScheduleHeader& hdr,
-                                                     int k, int member) {
-  RunWorkItem ri[2];
-  bool valid[2];
-  sched.run_pair(k, hdr.num_runs, hdr.head_group, BM, ri, valid);
-  ItemPlan m[2];
-  int u_lo = 0, u_hi = 0;
-  bool any = false;
-#pragma unroll
-  for (int i = 0; i < 2; ++i) {
-    m[i] = item_plan_from<BM, BN>(ri[i], hdr);
-    if (valid[i] && m[i].n_tiles > 0) {
-      const int lo = m[i].n_begin, hi = m[i].n_begin + m[i].n_tiles * BN;
-      u_lo = any ? min(u_lo, lo) : lo;
-      u_hi = any ? max(u_hi, hi) : hi;
-      any = true;
-    }
-  }
-  // Selected without indexing by a run-time value (which would put the arrays in local memory).
-  ItemPlan ip = member == 0 ? m[0] : m[1];
-  if (!(member == 0 ? valid[0] : valid[1])) {  // the partner's item, for its kv rows and head; nothing of its own
-    ip.filler = 1;
-    ip.rows = 0;
-    ip.n_tiles = 0;
-  }
-  ip.u_begin = u_lo;
-  ip.u_tiles = any ? (u_hi - u_lo) / BN : 0;
   return ip;
 }
 
@@ -91,7 +51,6 @@ __device__ __forceinline__ void store_item(ItemPlan* slot, const ItemPlan& ip) {
   __stcg(dst + 0, src[0]);
   __stcg(dst + 1, src[1]);
   __stcg(dst + 2, src[2]);
-  __stcg(dst + 3, src[3]);
 }
 __device__ __forceinline__ ItemPlan load_item(const ItemPlan* slot) {
   ItemPlan ip;
@@ -100,7 +59,6 @@ __device__ __forceinline__ ItemPlan load_item(const ItemPlan* slot) {
   dst[0] = __ldcg(src + 0);
   dst[1] = __ldcg(src + 1);
   dst[2] = __ldcg(src + 2);
-  dst[3] = __ldcg(src + 3);
   return ip;
 }
 
@@ -108,26 +66,13 @@ __device__ __forceinline__ ItemPlan load_item(const ItemPlan* slot) {
 // counter hands out, so a block that drew short items takes more of them. Each is claimed and
 // decoded (a binary search over the plan's runs) while the current item's last kv tiles are still
 // in flight: the producer asks once it has issued that item's last load.
-//
-// In 2-CTA clusters (p.cluster == 2) the unit is a pair of items (plan/run_order.h): cluster c
-// starts with pair c, rank 0 claims the next pairs from the counter and hands each to rank 1
-// through its shared memory (a word and a full / empty mbarrier pair), and the two members swap
-// blocks every pair, so neither block is always the one with the longer item (the union's extra
-// tile would otherwise always fall to the same block and it would lag).
 template <typename Shape>
 __device__ __forceinline__ void scheduler_warp(const Sm90Params& p, const ScheduleView& sched,
-                                               const plan::ScheduleHeader& hdr, uint32_t sbase, int lane) {
-  int* next_item = static_cast<int*>(p.args.scratch);  // items (pairs) handed out beyond the first grid
+                                               const plan::ScheduleHeader& hdr, int lane) {
+  int* next_item = static_cast<int*>(p.args.scratch);  // items handed out beyond the first grid
   int* blocks_done = next_item + 1;
   ItemPlan* slot = item_slot<Shape>(p.args, 0);
-  const bool paired = p.cluster == 2;
-  const uint32_t rank = paired ? cluster_ctarank() : 0;
-  const int units_in_grid = paired ? static_cast<int>(gridDim.x) / 2 : static_cast<int>(gridDim.x);
-  const uint32_t pair_full = sbase + Shape::kOffBars + 8 * kBarPairFull;
-  const uint32_t pair_empty = sbase + Shape::kOffBars + 8 * kBarPairEmpty;
-  const uint32_t pair_word = sbase + Shape::kOffPairWord;
-  uint32_t handed = 0;  // pairs handed from rank 0 to rank 1 so far
-  int w = paired ? static_cast<int>(blockIdx.x) / 2 : static_cast<int>(blockIdx.x);
+  int w = blockIdx.x;
   // An item is claimed only when the producer asks for it, i.e. once it has issued the last load
   // of the block's current item (about two kv tiles before that item ends). Claiming at the start
   // of the current item instead (one item ahead) hands the plan's long items to blocks that are
@@ -137,29 +82,11 @@ __device__ __forceinline__ void scheduler_warp(const Sm90Params& p, const Schedu
     named_barrier_sync<kBarSchedEmpty, kSchedHop>();  // the producer wants its next item
     if (!first) {
       int next = 0;
-      if (lane == 0) {
-        if (rank == 0) {
-          next = atomicAdd(next_item, 1) + units_in_grid;
-          if (paired) {
-            mbar_wait(pair_empty, (handed & 1) ^ 1);  // rank 1 has read the last pair
-            st_shared_cluster(map_to_rank(pair_word, 1), next);
-            mbar_arrive_cluster_release(map_to_rank(pair_full, 1));
-          }
-        } else {
-          mbar_wait_cluster(pair_full, handed & 1);
-          next = *reinterpret_cast<volatile int*>(__cvta_shared_to_generic(pair_word));
-          mbar_arrive_cluster(map_to_rank(pair_empty, 0));
-        }
-      }
-      ++handed;
-      w = __shfl_sync(0xffffffffu, next, 0);
+      if (lane == 0) next = atomicAdd(next_item, 1);
+      w = __shfl_sync(0xffffffffu, next, 0) + static_cast<int>(gridDim.x);
     }
     ItemPlan ip{};  // valid = 0: no more work
-    if (!paired) {
-      if (w < hdr.num_items) ip = plan_item<Shape::BM, Shape::BN>(sched, hdr, w);
-    } else if (w < hdr.num_pairs) {
-      ip = plan_pair_member<Shape::BM, Shape::BN>(sched, hdr, w, static_cast<int>(rank ^ ((handed & 1))));
-    }
+    if (w < hdr.num_items) ip = plan_item<Shape::BM, Shape::BN>(sched, hdr, w);
     if (lane == 0) store_item(slot, ip);
     __syncwarp();
     named_barrier_arrive<kBarSchedFull, kSchedHop>();
