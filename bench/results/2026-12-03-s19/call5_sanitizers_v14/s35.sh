@@ -9,7 +9,8 @@ T=carry26/mlakit_gpu_tests
 F='KernelsHeadDimsAndTypes/CudaPrefill.*/sm90_d192x128_bf16:Kernels/CudaGraph*/sm90:Shapes/CudaSplitK.*/sm90_h16_16_d128r64v128_bf16_causal:BlockSizes/CudaMlaGatherOp.*:Shapes/CudaMlaStep.*/sm90_h16_bs16_*:Upload/CudaMlaGraph.*/upload_in_run'
 for tool in memcheck synccheck racecheck; do
   f="$F"; [ $tool = racecheck ] && f="${F%:Shapes/CudaMlaStep*}"
-  timeout 200 compute-sanitizer --tool $tool --error-exitcode 9 $T --gtest_filter="$f" > $OUT/$tool.log 2>&1
+  lim=120; [ $tool = racecheck ] && lim=200
+  timeout $lim compute-sanitizer --tool $tool --error-exitcode 9 $T --gtest_filter="$f" > $OUT/$tool.log 2>&1
   echo "$tool rc=$?: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' $OUT/$tool.log | tail -1) $(grep -E '^\[  (PASSED|FAILED) ' $OUT/$tool.log | tr '\n' ' ')"
   el $tool
 done
