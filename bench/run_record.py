@@ -1,7 +1,8 @@
 """What bench/compare.py and bench/compare_mla.py write beside their numbers: the commit they ran
 at, a digest of the source tree that ran, and JSON without inf/nan.
 
-    python3 bench/run_record.py      # prints this checkout's source digest and HEAD
+    python3 bench/run_record.py                  # prints this checkout's source digest and HEAD
+    python3 bench/run_record.py --digest-only    # the digest alone (what mlakit-bench embeds)
 
 A device machine's copy may carry a stale .git (its HEAD names an older commit than the files it
 runs), so results also record `source_digest`: a hash of the files that build and drive the
@@ -70,5 +71,14 @@ def finite_or_none(o):
     return o
 
 
+def main(argv):
+    args = [a for a in argv if a != "--digest-only"]
+    root = args[0] if args else REPO
+    if "--digest-only" in argv:
+        print(source_digest(root))
+    else:
+        print(f"source_digest {source_digest(root)}  git HEAD {git_commit()}")
+
+
 if __name__ == "__main__":
-    print(f"source_digest {source_digest(sys.argv[1] if len(sys.argv) > 1 else REPO)}  git HEAD {git_commit()}")
+    main(sys.argv[1:])

@@ -17,6 +17,7 @@
 
 #include "bench_gpu.h"
 #include "bench_json.h"
+#include "bench_source_digest.h"
 #include "mlakit/mlakit.h"
 #include "seed_check.h"
 #include "seed_model.h"
@@ -387,7 +388,8 @@ int run_seed(int argc, char** argv) {
   }
   if (!a.json.empty()) {
     std::ofstream f(a.json);
-    f << "{\"tool\": \"mlakit-bench seed\", \"device\": " << json_str(desc) << ", \"cases\": [";
+    f << "{\"tool\": \"mlakit-bench seed\", \"device\": " << json_str(desc)
+      << ", \"source_digest\": " << json_str(source_digest()) << ", \"cases\": [";
     for (size_t i = 0; i < json_cases.size(); ++i) f << (i ? ",\n  " : "\n  ") << json_cases[i];
     f << "\n]}\n";
     std::printf("\nwrote %s\n", a.json.c_str());

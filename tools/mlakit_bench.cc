@@ -17,6 +17,7 @@
 #include "bench_check.h"
 #include "bench_json.h"
 #include "bench_seed.h"
+#include "bench_source_digest.h"
 #include "bench_timer.h"
 #include "bench_workloads.h"
 #include "mlakit/mlakit.h"
@@ -689,7 +690,8 @@ int main(int argc, char** argv) {
     mb::JsonObject top;
     top.str("tool", "mlakit-bench").str("device", mlakit::to_string(dev))
         .str("device_description", desc).boolean("built_with_cuda", mlakit::built_with_cuda())
-        .str("git_commit", git_commit()).str("command_line", a.command_line).str("time_utc", when)
+        .str("git_commit", git_commit()).str("source_digest", mlakit_bench::source_digest())
+        .str("command_line", a.command_line).str("time_utc", when)
         .num("peak_tflops", a.peak_tflops).boolean("all_passed", all_ok)
         .raw("results", mb::json_list(rs, 2)).raw("plan_only", mb::json_list(ps, 2));
     std::ofstream f(a.json_path);

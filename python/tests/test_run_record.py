@@ -32,3 +32,9 @@ def test_digest_follows_source_bytes_not_results_or_builds(tmp_path):
 
 def test_digest_of_an_empty_tree_is_unknown(tmp_path):
     assert run_record.source_digest(str(tmp_path)) == "unknown"
+
+
+def test_digest_only_prints_the_digest_alone(tmp_path, capsys):
+    make_tree(tmp_path, {"src/a.cc": "int a;"})
+    run_record.main(["--digest-only", str(tmp_path)])
+    assert capsys.readouterr().out.strip() == run_record.source_digest(str(tmp_path))
