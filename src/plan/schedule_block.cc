@@ -40,14 +40,7 @@ ScheduleResult write_schedule_block(uint8_t* block, const ScheduleLayout& l, Sch
   h.num_items = kind == ScheduleKind::kSequenceRuns
                     ? r.num_items
                     : static_cast<int32_t>(static_cast<int64_t>(r.num_tiles) * num_qo_heads);
-  int max_q_tiles = 0;
-  if (kind == ScheduleKind::kSequenceRuns) {
-    for (int i = 0; i < batch; ++i) {
-      const int64_t t = (static_cast<int64_t>(qo[i + 1]) - qo[i] + s.block_m() - 1) / s.block_m();
-      if (t > max_q_tiles) max_q_tiles = static_cast<int>(t);
-    }
-  }
-  h.head_group = run_head_group(num_qo_heads, o.causal, o.window_left, max_q_tiles, grid_blocks);
+  h.head_group = run_head_group(num_qo_heads, o.causal, o.window_left, r.max_q_tiles, grid_blocks);
   std::memcpy(block, &h, sizeof(h));
   const size_t indptr_bytes = sizeof(int32_t) * (static_cast<size_t>(batch) + 1);
   std::memcpy(block + l.qo_indptr_offset, qo, indptr_bytes);

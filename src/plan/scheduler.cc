@@ -125,6 +125,7 @@ ScheduleResult Scheduler::build_runs(const int32_t* qo, const int32_t* kv, int b
     run_scratch_[n++] = SeqRun{b, ntiles, 0, static_cast<int32_t>(std::min<int64_t>(cost, INT32_MAX)),
                                ks.split_tiles, ks.chunk_tiles, 0, 0};
     r.num_tiles += ntiles;
+    r.max_q_tiles = std::max(r.max_q_tiles, static_cast<int>(ntiles));
   }
   // Longest first; the tie-break keeps the order a function of the lengths alone.
   std::sort(run_scratch_.begin(), run_scratch_.begin() + n, [](const SeqRun& a, const SeqRun& b) {

@@ -34,6 +34,7 @@ struct ScheduleResult {
   int num_runs = 0;     // build_runs only
   int num_items = 0;    // build_runs only: (q tile or half, head) items
   int split_slots = 0;  // build_runs only: split (q tile, head) pairs (plan/kv_split.h)
+  int max_q_tiles = 0;  // build_runs only: q tiles of the batch's longest sequence
   int64_t visible_pairs = 0;
 };
 
