@@ -15,12 +15,8 @@ namespace sm90 {
 
 template <int ID>
 __device__ __forceinline__ void split_barrier(int cw) {
-  if (MLAKIT_SM90_CONSUMER_WG == 2) {  // immediate ids, as measured
-    if (cw == 0) named_barrier_sync<ID, 128>();
-    else named_barrier_sync<ID + 1, 128>();
-  } else {
-    named_barrier_sync_id<128>(ID + cw);
-  }
+  if (cw == 0) named_barrier_sync<ID, 128>();
+  else named_barrier_sync<ID + 1, 128>();
 }
 
 // The epilogue of one half of a split tile (plan/kv_split.h), for this warpgroup's 64 rows. Each
@@ -39,7 +35,7 @@ __device__ __forceinline__ void split_epilogue(float (&o)[Shape::DVO / 8][4], co
                         static_cast<size_t>(ip.slot) * Shape::kSplitSlotBytes;
   int* counter = reinterpret_cast<int*>(slot) + cw;
   auto part = [&](int chunk) {
-    return reinterpret_cast<float4*>(slot + 128 + (chunk * Shape::kConsumerWGs + cw) * Shape::kSplitPartBytes);
+    return reinterpret_cast<float4*>(slot + 128 + (chunk * 2 + cw) * Shape::kSplitPartBytes);
   };
   float4* mine = part(ip.chunk);
 #pragma unroll
@@ -113,7 +109,8 @@ __device__ __forceinline__ void stage_and_store_packed(const uint32_t (&po)[Shap
     stmatrix_x4(addr, po[2 * n], po[2 * n + 1], po[2 * n + 2], po[2 * n + 3]);
   }
   fence_proxy_async_smem();
-  split_barrier<kBarOWritten0>(cw);
+  if (cw == 0) named_barrier_sync<kBarOWritten0, 128>();
+  else named_barrier_sync<kBarOWritten0 + 1, 128>();
   if (tid == 0) {
 #pragma unroll
     for (int c = 0; c < Shape::kVBoxes; ++c) {

@@ -19,18 +19,11 @@ template <int DQK_, int DVO_>
 struct Sm90Shape {
   static constexpr int DQK = DQK_;
   static constexpr int DVO = DVO_;
-  static constexpr int kConsumerWGs = MLAKIT_SM90_CONSUMER_WG;
-  static constexpr int BM = 64 * kConsumerWGs;  // q rows per tile (64 per consumer warpgroup)
-  static constexpr int BN = MLAKIT_SM90_BN;     // keys per kv tile
+  static constexpr int BM = 128;  // q rows per tile (two consumer warpgroups x 64)
+  static constexpr int BN = 128;  // keys per kv tile
   static constexpr int kStages = 2;
-  static constexpr int kConsumerThreads = 128 * kConsumerWGs;
-  static constexpr int kThreads = 128 + kConsumerThreads;
-  static constexpr int kConsumerWarps = 4 * kConsumerWGs;
-  // Registers per thread after setmaxnreg: warpgroup 0 (producer, scheduler) and each consumer
-  // warpgroup, within the 64K register file: 2 consumers 40 + 2 x 232 (x 128 threads = 64512),
-  // 3 consumers 32 + 3 x 160 (65536).
-  static constexpr int kProducerRegs = kConsumerWGs == 2 ? 40 : 32;
-  static constexpr int kConsumerRegs = kConsumerWGs == 2 ? 232 : 160;
+  static constexpr int kThreads = 384;
+  static constexpr int kConsumerWarps = 8;
   static constexpr int kQBoxes = DQK / 64;  // TMA boxes are 64 columns (128 bytes) wide
   static constexpr int kVBoxes = DVO / 64;
   static constexpr int kBoxBytesQ = BM * 128;
@@ -44,7 +37,7 @@ struct Sm90Shape {
   static constexpr int kOffBars = kOffV + kStages * kVBytes;
   static constexpr int kNumBars = 2 + 4 * kStages + 2;  // + Q boxes 1 and 2 (MLAKIT_SM90_Q_PER_BOX)
   static constexpr int kOffFlags = kOffBars + kNumBars * 8;  // int per consumer warpgroup (split merge)
-  static constexpr int kOffMaps = (kOffFlags + 4 * kConsumerWGs + 127) / 128 * 128;
+  static constexpr int kOffMaps = (kOffFlags + 8 + 127) / 128 * 128;
   static constexpr int kNumMaps = 5;  // q, k, k_rope, v, o
   // + 1024: the dynamic shared-memory base is re-aligned to the 1024-byte swizzle atom.
   static constexpr int kSmemBytes = kOffMaps + kNumMaps * 128 + 1024;
@@ -57,12 +50,10 @@ struct Sm90Shape {
   // consumer warpgroup (128 bytes), then per half and warpgroup its partial state in fragment
   // order: 16 float4 of unnormalized O per thread ([n][thread]), then (m0, m1, l0, l1) per thread.
   static constexpr size_t kSplitPartBytes = (DVO / 8) * 128 * 16 + 128 * 16;
-  static constexpr size_t kSplitSlotBytes = 128 + 2 * kConsumerWGs * kSplitPartBytes;
+  static constexpr size_t kSplitSlotBytes = 128 + 2 * 2 * kSplitPartBytes;
   static_assert(DQK % 64 == 0 && DVO == 128, "the sm90 kernel covers Dqk in {128, 192}, Dvo = 128");
-  static_assert((kConsumerWGs == 2 || kConsumerWGs == 3) && BN % 16 == 0 && BN <= 128 && (kConsumerWGs == 2 || BN <= 112), "tile shape");
-  static_assert(kProducerRegs * 128 + kConsumerRegs * kConsumerThreads <= 65536, "register file");
   static_assert(kSmemBytes <= 227 * 1024, "shared memory budget");
-  static_assert(kOffFlags + 4 * kConsumerWGs <= kOffMaps, "flags before the tensor maps");
+  static_assert(kOffFlags + 8 <= kOffMaps, "flags before the tensor maps");
 };
 
 // Barrier slots inside the barrier area.
@@ -97,16 +88,15 @@ static_assert(sizeof(ItemPlan) == 48, "three 16-byte words");
 // Named barriers (id 0 is __syncthreads). Work items travel scheduler warp -> producer warp ->
 // consumer warpgroups through one shared-memory slot per hop, each hop a full/empty pair.
 enum : int {
-  kBarVClear = 1,   // all consumer warpgroups, around clearing V rows past a sequence
-  kBarConsFull = 2, kBarConsEmpty = 3,    // producer warp (32) <-> consumers (kConsumerThreadsAll)
+  kBarVClear = 1,   // the two consumer warpgroups, around clearing V rows past a sequence
+  kBarConsFull = 2, kBarConsEmpty = 3,    // producer warp (32) <-> consumers (256)
   kBarSchedFull = 4, kBarSchedEmpty = 5,  // scheduler warp (32) <-> producer warp (32)
   // 6, 7: free (the ping-pong variant's issue turns, removed)
   kBarSplit0 = 8,                         // + warpgroup: its 128 threads around a split arrival
-  kBarOStage = 8 + MLAKIT_SM90_CONSUMER_WG,     // all consumer warpgroups: past the last P V (its V stage is free)
-  kBarOWritten0 = 9 + MLAKIT_SM90_CONSUMER_WG,  // + warpgroup: its O rows are in shared memory
+  kBarOStage = 10,                        // both consumer warpgroups: past the last P V (its V stage is free)
+  kBarOWritten0 = 11,                     // + warpgroup: its O rows are in shared memory
 };
-constexpr int kConsumerThreadsAll = 128 * MLAKIT_SM90_CONSUMER_WG;
-constexpr int kConsHop = 32 + kConsumerThreadsAll;
+constexpr int kConsHop = 32 + 256;
 constexpr int kSchedHop = 64;
 
 // This block's tensor maps in the device scratch (after the fixed counters), in this order; the

@@ -49,20 +49,3 @@
 #ifndef MLAKIT_SM90_EXP_NO_SOFTMAX
 #define MLAKIT_SM90_EXP_NO_SOFTMAX 0
 #endif
-// CONSUMER_WG: consumer warpgroups per block, 64 q rows each (the q tile is 64 x CONSUMER_WG
-// rows); BN: keys per kv tile. The shipped kernel is 2 x 128. 3 warpgroups (a 192-row q tile:
-// each K/V tile loaded into shared memory serves 1.5x the rows) need BN = 112 to fit shared
-// memory with two K and two V stages, and 160 registers per consumer thread (the register file
-// over four warpgroups); their epilogue stores from registers (O's 192 rows do not fit a V stage).
-#ifndef MLAKIT_SM90_CONSUMER_WG
-#define MLAKIT_SM90_CONSUMER_WG 2
-#endif
-#ifndef MLAKIT_SM90_BN
-#define MLAKIT_SM90_BN (MLAKIT_SM90_CONSUMER_WG == 2 ? 128 : 112)
-#endif
-// SEQ_TILES: each consumer warpgroup runs its kv tiles one after the other (S, softmax, P V)
-// instead of FlashAttention-3's intra-warpgroup overlap (S of tile t and P V of tile t - 1 in
-// flight together), which holds O, S and P at once: 160 registers hold that only for BN <= 96.
-#ifndef MLAKIT_SM90_SEQ_TILES
-#define MLAKIT_SM90_SEQ_TILES (MLAKIT_SM90_CONSUMER_WG == 3 && MLAKIT_SM90_BN > 96)
-#endif

@@ -14,23 +14,23 @@ namespace mlakit {
 namespace cuda {
 namespace sm90 {
 
-// S (this warpgroup's 64 rows x BN keys) = Q K^T over Dqk, from the swizzled shared tiles.
+// S (this warpgroup's 64 rows x 128 keys) = Q K^T over Dqk, from the swizzled shared tiles.
 template <typename T, typename Shape>
-__device__ __forceinline__ void issue_qk(float (&s)[Shape::BN / 2], uint32_t q_rows_base, uint32_t k_stage) {
+__device__ __forceinline__ void issue_qk(float (&s)[64], uint32_t q_rows_base, uint32_t k_stage) {
 #pragma unroll
   for (int kk = 0; kk < Shape::DQK / 16; ++kk) {
     const int box = kk / 4;
     const uint32_t k_off = (kk % 4) * 32;  // 16 columns of 2 bytes inside the 128-byte swizzled row
     const uint64_t da = smem_desc_sw128(q_rows_base + box * Shape::kBoxBytesQ + k_off, 16, 1024);
     const uint64_t db = smem_desc_sw128(k_stage + box * Shape::kBoxBytesKV + k_off, 16, 1024);
-    wgmma_ss_n<T, Shape::BN>(s, da, db, kk > 0 ? 1 : 0);
+    wgmma_m64n128k16_ss<T>(s, da, db, kk > 0 ? 1 : 0);
   }
 }
 
 // The same for an item's first kv tile with Q arriving box by box (MLAKIT_SM90_Q_PER_BOX): each
 // box's k-steps issue once that box has landed.
 template <typename T, typename Shape>
-__device__ __forceinline__ void issue_qk_first(float (&s)[Shape::BN / 2], uint32_t q_rows_base, uint32_t k_stage,
+__device__ __forceinline__ void issue_qk_first(float (&s)[64], uint32_t q_rows_base, uint32_t k_stage,
                                                uint32_t bars, uint32_t q_parity) {
 #pragma unroll
   for (int kk = 0; kk < Shape::DQK / 16; ++kk) {
@@ -39,7 +39,7 @@ __device__ __forceinline__ void issue_qk_first(float (&s)[Shape::BN / 2], uint32
     const uint32_t k_off = (kk % 4) * 32;
     const uint64_t da = smem_desc_sw128(q_rows_base + box * Shape::kBoxBytesQ + k_off, 16, 1024);
     const uint64_t db = smem_desc_sw128(k_stage + box * Shape::kBoxBytesKV + k_off, 16, 1024);
-    wgmma_ss_n<T, Shape::BN>(s, da, db, kk > 0 ? 1 : 0);
+    wgmma_m64n128k16_ss<T>(s, da, db, kk > 0 ? 1 : 0);
   }
 }
 
@@ -56,23 +56,23 @@ __device__ __forceinline__ void issue_pv(float (&o)[64], const uint32_t (&p)[Sha
 }
 
 // V rows past the sequence end in an item's last kv tile (`valid` rows hold keys): P is 0 there, but
-// 0 * inf would be NaN, so the consumer warpgroups zero a share of them each and meet at a named
+// 0 * inf would be NaN, so both consumer warpgroups zero half of them each and meet at a named
 // barrier before the P V.
 template <typename Shape>
 __device__ __forceinline__ void clear_v_rows_past(unsigned char* smem, uint32_t stage, int valid) {
   constexpr int BN = Shape::BN;
   if (valid < BN) {
-    const int ctid = threadIdx.x - 128;  // over all consumer warpgroups
+    const int ctid = threadIdx.x - 128;  // 0..255 over both consumer warpgroups
     const int chunks = (BN - valid) * Shape::kVBoxes * 8;  // 16-byte chunks to clear
     unsigned char* sv = smem + Shape::kOffV + stage * Shape::kVBytes;
-    for (int c = ctid; c < chunks; c += Shape::kConsumerThreads) {
+    for (int c = ctid; c < chunks; c += 256) {
       const int row = valid + c / (Shape::kVBoxes * 8);
       const int rem = c % (Shape::kVBoxes * 8);
       *reinterpret_cast<uint4*>(sv + (rem / 8) * Shape::kBoxBytesKV + row * 128 + (rem % 8) * 16) =
           make_uint4(0, 0, 0, 0);
     }
     fence_proxy_async_smem();
-    named_barrier_sync<kBarVClear, Shape::kConsumerThreads>();
+    named_barrier_sync<kBarVClear, 256>();
   }
 }
 

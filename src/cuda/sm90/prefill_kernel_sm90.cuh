@@ -126,7 +126,7 @@ __device__ __forceinline__ void consumer(const Sm90Params& p, uint32_t sbase, un
       float s[BN / 8][4];
       uint32_t pf[BN / 16][4];
       float alpha[2];
-      float(&s_flat)[BN / 2] = reinterpret_cast<float(&)[BN / 2]>(s);
+      float(&s_flat)[64] = reinterpret_cast<float(&)[64]>(s);
       float(&o_flat)[64] = reinterpret_cast<float(&)[64]>(o);
       uint32_t(&pf_flat)[BN / 4] = reinterpret_cast<uint32_t(&)[BN / 4]>(pf);
 
@@ -134,53 +134,13 @@ __device__ __forceinline__ void consumer(const Sm90Params& p, uint32_t sbase, un
       if (!MLAKIT_SM90_Q_PER_BOX && (!MLAKIT_SM90_EXP_Q_ONCE || q_iter == 0)) mbar_wait(bar(kBarQFull), q_parity);
       ++q_iter;
 
-      if constexpr (MLAKIT_SM90_SEQ_TILES) {
-        // MLAKIT_SM90_SEQ_TILES (three consumer warpgroups at 160 registers with 112-key tiles: O,
-        // S and P do not fit together): each warpgroup runs its kv tiles one after the other (S,
-        // softmax, P V); one warpgroup's softmax overlaps the other two warpgroups' products.
-        int n0 = ip.n_begin;
-        for (int t = 0; t < ip.n_tiles; ++t, n0 += BN) {
-          const uint32_t stage = kv_iter & 1, parity = (kv_iter >> 1) & 1;
-          mbar_wait(bar(kBarKFull + stage), parity);
-          if (MLAKIT_SM90_DEPHASE_NS > 0 && t == 0 && cw > 0) __nanosleep(cw * MLAKIT_SM90_DEPHASE_NS);
-          wgmma_fence();
-          issue_qk<T, Shape>(s_flat, q_rows_base, sbase + Shape::kOffK + stage * Shape::kKBytes);
-          wgmma_commit();
-          wgmma_wait<0>();
-          fence_regs(s_flat);
-          if (lane == 0) {
-            mbar_arrive(bar(kBarKEmpty + stage));
-            if (t == ip.n_tiles - 1) mbar_arrive(bar(kBarQEmpty));
-          }
-          softmax_step<BN>(sm, s, alpha, tf, mr, row_in_seq, n0, mr.all_visible(it.row0 + cw * 64, 64, n0, BN),
-                           lane);
-          rescale_rows(o, alpha);
-          pack_p<T, BN>(pf, s);
-          mbar_wait(bar(kBarVFull + stage), parity);
-          const bool last = t == ip.n_tiles - 1;
-          if (last) clear_v_rows_past<Shape>(smem, stage, it.lk - n0);
-          wgmma_fence();
-          issue_pv<T, Shape>(o_flat, pf, sbase + Shape::kOffV + stage * Shape::kVBytes);
-          wgmma_commit();
-          if (last) {  // the next item's hand-over under the last P V
-            upcoming = next_item();
-            fetched = true;
-          }
-          wgmma_wait<0>();
-          fence_regs(o_flat);
-          fence_regs(pf_flat);
-          if (lane == 0 && !(last && o_tma && ip.chunk < 0 && warp == 0)) mbar_arrive(bar(kBarVEmpty + stage));
-          ++kv_iter;
-        }
-      } else {
       // kv tile 0: S, softmax, P.
       uint32_t stage = kv_iter & 1, parity = (kv_iter >> 1) & 1;
       mbar_wait(bar(kBarKFull + stage), parity);
       // The second warpgroup issues its first S a little later, so the two S products run one
       // after the other and the first warpgroup's softmax overlaps the second's S (issued together
       // they interleave and both softmaxes start late). Timing only: no result depends on it.
-      if (MLAKIT_SM90_DEPHASE_NS > 0 && (Shape::kConsumerWGs == 2 ? cw == 1 : cw > 0))
-        __nanosleep(Shape::kConsumerWGs == 2 ? MLAKIT_SM90_DEPHASE_NS : cw * MLAKIT_SM90_DEPHASE_NS);
+      if (MLAKIT_SM90_DEPHASE_NS > 0 && cw == 1) __nanosleep(MLAKIT_SM90_DEPHASE_NS);
 #if MLAKIT_SM90_TRACE
       if (tracer) trace_rec.t_qk = trace_now();
       if (tid == 0) trace_tile_stamp(trace_slot, 0, kTileIssue);
@@ -294,7 +254,6 @@ __device__ __forceinline__ void consumer(const Sm90Params& p, uint32_t sbase, un
       // With the TMA-store epilogue, warp 0's arrival waits for the stores that read this stage.
       if (lane == 0 && !(o_tma && ip.chunk < 0 && warp == 0)) mbar_arrive(bar(kBarVEmpty + stage));
       ++kv_iter;
-      }
     }
 
     if (!fetched) upcoming = next_item();
@@ -309,15 +268,14 @@ __device__ __forceinline__ void consumer(const Sm90Params& p, uint32_t sbase, un
     if (ip.chunk >= 0) {
       split_epilogue<Shape>(o, sm.m, l_total, ip, a, smem, cw, tid, out_tile, lse_tile, a.o_stride_tok,
                             a.lse_stride_tok, warp_row0, lane);
-    } else if (Shape::BM <= Shape::BN && o_tma && ip.n_tiles > 0) {
-      named_barrier_sync<kBarOStage, Shape::kConsumerThreads>();  // every warpgroup's last P V has read the stage
+    } else if (o_tma && ip.n_tiles > 0) {
+      named_barrier_sync<kBarOStage, 256>();  // both warpgroups' last P V has read the stage
 #if MLAKIT_SM90_TRACE
       if (tracer) trace_rec.t_ostage = trace_now();
 #endif
       const uint32_t last_stage = (kv_iter - 1) & 1;  // the V stage of the item's last P V
       if (ip.rows >= (cw + 1) * 64) {
-        if constexpr (Shape::BM <= Shape::BN)
-          stage_and_store_o<Shape, T>(o, l_total, sbase + Shape::kOffV + last_stage * Shape::kVBytes, tm_o, cw,
+        stage_and_store_o<Shape, T>(o, l_total, sbase + Shape::kOffV + last_stage * Shape::kVBytes, tm_o, cw,
                                     warp, lane, tid, it.head, it.q_begin + it.row0 + cw * 64);
         store_lse_rows(sm.m, l_total, lse_tile, a.lse_stride_tok, warp_row0, ip.rows, lane);
         if (tid == 0) owed_stage = static_cast<int>(last_stage);
@@ -394,7 +352,7 @@ __global__ void __launch_bounds__(Shape::kThreads, 1) prefill_sm90_kernel(const 
   // and the consumers' main loop (O, S, P = 160 live registers) fits 232 without spills
   // (24 / 240 made the producer spill; checked in the SASS).
   if (wg == 0) {
-    setmaxnreg_dec<Shape::kProducerRegs>();
+    setmaxnreg_dec<40>();
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     if (warp == 0) {
       const CUtensorMap* gmaps = prepare_tensor_maps<Shape>(p, sbase, smem, hdr, lane);
@@ -403,7 +361,7 @@ __global__ void __launch_bounds__(Shape::kThreads, 1) prefill_sm90_kernel(const 
       scheduler_warp<Shape>(p, sched, hdr, lane);
     }
   } else {
-    setmaxnreg_inc<Shape::kConsumerRegs>();
+    setmaxnreg_inc<232>();
     consumer<T, Shape>(p, sbase, smem, hdr, wg - 1);
   }
 }

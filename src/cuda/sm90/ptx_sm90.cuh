@@ -135,11 +135,6 @@ template <int ID, int THREADS>
 __device__ __forceinline__ void named_barrier_arrive() {
   asm volatile("bar.arrive %0, %1;\n" ::"n"(ID), "n"(THREADS) : "memory");
 }
-// The same with the barrier id in a register (one barrier per consumer warpgroup).
-template <int THREADS>
-__device__ __forceinline__ void named_barrier_sync_id(int id) {
-  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "n"(THREADS) : "memory");
-}
 template <int N>
 __device__ __forceinline__ void setmaxnreg_inc() {
   asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(N));
@@ -239,56 +234,6 @@ __device__ __forceinline__ void wgmma_m64n128k16_rs_mnb<__half>(float (&d)[64], 
 }
 
 #undef MLAKIT_WGMMA_RS_MNB
-
-// D[64xN] (+)= A[64x16] * B[16xN], both from shared memory, for the narrower kv tiles of the
-// 3-consumer kernel (MLAKIT_SM90_CONSUMER_WG = 3: N = 112 or 96).
-#define MLAKIT_WGMMA_SS_N112(ptx_type)                                                               \
-  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %58, 0;\n"                                          \
-               "wgmma.mma_async.sync.aligned.m64n112k16.f32." ptx_type "." ptx_type " "              \
-               "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55}, %56, %57, p, 1, 1, 0, 0;\n}\n"                                            \
-               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]) \
-               : "l"(desc_a), "l"(desc_b), "r"(accumulate))
-template <typename T>
-__device__ __forceinline__ void wgmma_m64n112k16_ss(float (&d)[56], uint64_t desc_a, uint64_t desc_b,
-                                                    int accumulate);
-template <>
-__device__ __forceinline__ void wgmma_m64n112k16_ss<__nv_bfloat16>(float (&d)[56], uint64_t desc_a,
-                                                                   uint64_t desc_b, int accumulate) {
-  MLAKIT_WGMMA_SS_N112("bf16");
-}
-template <>
-__device__ __forceinline__ void wgmma_m64n112k16_ss<__half>(float (&d)[56], uint64_t desc_a, uint64_t desc_b,
-                                                            int accumulate) {
-  MLAKIT_WGMMA_SS_N112("f16");
-}
-#undef MLAKIT_WGMMA_SS_N112
-#define MLAKIT_WGMMA_SS_N96(ptx_type)                                                               \
-  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %50, 0;\n"                                          \
-               "wgmma.mma_async.sync.aligned.m64n96k16.f32." ptx_type "." ptx_type " "              \
-               "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47}, %48, %49, p, 1, 1, 0, 0;\n}\n"                                            \
-               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]) \
-               : "l"(desc_a), "l"(desc_b), "r"(accumulate))
-template <typename T>
-__device__ __forceinline__ void wgmma_m64n96k16_ss(float (&d)[48], uint64_t desc_a, uint64_t desc_b,
-                                                    int accumulate);
-template <>
-__device__ __forceinline__ void wgmma_m64n96k16_ss<__nv_bfloat16>(float (&d)[48], uint64_t desc_a,
-                                                                   uint64_t desc_b, int accumulate) {
-  MLAKIT_WGMMA_SS_N96("bf16");
-}
-template <>
-__device__ __forceinline__ void wgmma_m64n96k16_ss<__half>(float (&d)[48], uint64_t desc_a, uint64_t desc_b,
-                                                            int accumulate) {
-  MLAKIT_WGMMA_SS_N96("f16");
-}
-#undef MLAKIT_WGMMA_SS_N96
-// S over a kv tile of N keys: the m64nNk16 product above for N = 128, 112 or 96.
-template <typename T, int N>
-__device__ __forceinline__ void wgmma_ss_n(float (&d)[N / 2], uint64_t desc_a, uint64_t desc_b, int accumulate) {
-  if constexpr (N == 128) wgmma_m64n128k16_ss<T>(d, desc_a, desc_b, accumulate);
-  else if constexpr (N == 112) wgmma_m64n112k16_ss<T>(d, desc_a, desc_b, accumulate);
-  else wgmma_m64n96k16_ss<T>(d, desc_a, desc_b, accumulate);
-}
 #undef MLAKIT_WGMMA_SS
 #undef MLAKIT_WGMMA_D64_OPERANDS
 #undef MLAKIT_WGMMA_D64_REGS

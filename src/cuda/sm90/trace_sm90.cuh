@@ -13,8 +13,6 @@
 #include <cstdlib>
 #include <mutex>
 
-#include "cuda/sm90/kernel_options_sm90.cuh"
-
 #ifndef MLAKIT_SM90_TRACE
 #define MLAKIT_SM90_TRACE 0
 #endif
@@ -28,7 +26,6 @@ constexpr int kTracePerBlock = 160;
 // Per item and consumer warpgroup, SM-clock (clock64) stamps of the first kTraceTiles kv tiles
 // (TileStamp below): from when each warpgroup has P ready, whether the two run in lockstep (both
 // finish together) or take turns (half a tile apart) inside an item, and where a tile's cycles go.
-static_assert(!MLAKIT_SM90_TRACE || MLAKIT_SM90_CONSUMER_WG == 2, "trace records hold two consumer warpgroups");
 constexpr int kTraceTiles = 8;
 
 struct TraceRec {
