@@ -28,10 +28,8 @@ struct RowSoftmax {
   // accumulated so far must be rescaled, per row. `row` = positions of this lane's two rows in the
   // sequence, `col0` = position of key 0 of the tile. Without a soft cap the max is taken on raw
   // scores and scaling folds into one FFMA per exponential.
-  // NTA: key blocks in `s`, NT unless a narrower part of the tile is all a warpgroup sees (the
-  // sm90 kernel's half tiles on the causal diagonal).
-  template <bool kMask, bool kSoftCap, int NTA = NT>
-  __device__ __forceinline__ void update(float (&s)[NTA][4], float (&alpha)[2],
+  template <bool kMask, bool kSoftCap>
+  __device__ __forceinline__ void update(float (&s)[NT][4], float (&alpha)[2],
                                          const ScoreTransform& tf, const rule::MaskRule<int>& mp,
                                          const int (&row)[2], int col0, int lane) {
     float mx[2] = {-INFINITY, -INFINITY};
@@ -48,7 +46,7 @@ struct RowSoftmax {
       }
     }
 #pragma unroll
-    for (int n = 0; n < NTA; ++n) {
+    for (int n = 0; n < NT; ++n) {
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         float x = s[n][e];
@@ -75,7 +73,7 @@ struct RowSoftmax {
     }
     float sum[2] = {0.f, 0.f};
 #pragma unroll
-    for (int n = 0; n < NTA; ++n) {
+    for (int n = 0; n < NT; ++n) {
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const float p = fast_exp2(fmaf(s[n][e], scale, neg_offset[e >> 1]));

@@ -49,9 +49,3 @@
 #ifndef MLAKIT_SM90_EXP_NO_SOFTMAX
 #define MLAKIT_SM90_EXP_NO_SOFTMAX 0
 #endif
-// HALF_TILES: when no valid row of a consumer warpgroup sees the upper 64 keys of an item's last
-// kv tile (the causal diagonal for the q tile's first 64 rows, or a sequence ending in the
-// tile's first half), that warpgroup computes S, the softmax and P V over the first 64 keys only.
-#ifndef MLAKIT_SM90_HALF_TILES
-#define MLAKIT_SM90_HALF_TILES 1
-#endif

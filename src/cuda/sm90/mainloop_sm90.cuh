@@ -27,20 +27,6 @@ __device__ __forceinline__ void issue_qk(float (&s)[64], uint32_t q_rows_base, u
   }
 }
 
-// S over the first 64 keys of the kv tile only (a half tile: no row of this warpgroup sees the
-// other 64, see half_last in the consumer), into the first 32 accumulators.
-template <typename T, typename Shape>
-__device__ __forceinline__ void issue_qk_half(float (&s)[32], uint32_t q_rows_base, uint32_t k_stage) {
-#pragma unroll
-  for (int kk = 0; kk < Shape::DQK / 16; ++kk) {
-    const int box = kk / 4;
-    const uint32_t k_off = (kk % 4) * 32;
-    const uint64_t da = smem_desc_sw128(q_rows_base + box * Shape::kBoxBytesQ + k_off, 16, 1024);
-    const uint64_t db = smem_desc_sw128(k_stage + box * Shape::kBoxBytesKV + k_off, 16, 1024);
-    wgmma_m64n64k16_ss<T>(s, da, db, kk > 0 ? 1 : 0);
-  }
-}
-
 // The same for an item's first kv tile with Q arriving box by box (MLAKIT_SM90_Q_PER_BOX): each
 // box's k-steps issue once that box has landed.
 template <typename T, typename Shape>
@@ -57,12 +43,11 @@ __device__ __forceinline__ void issue_qk_first(float (&s)[64], uint32_t q_rows_b
   }
 }
 
-// O (64 rows x 128 value columns) += P V, P from registers (kk-th 16 keys in p[kk]); KSTEPS < BN / 16:
-// the first 16 KSTEPS keys only (a half tile).
-template <typename T, typename Shape, int KSTEPS = Shape::BN / 16>
+// O (64 rows x 128 value columns) += P V, P from registers (kk-th 16 keys in p[kk]).
+template <typename T, typename Shape>
 __device__ __forceinline__ void issue_pv(float (&o)[64], const uint32_t (&p)[Shape::BN / 16][4], uint32_t v_stage) {
 #pragma unroll
-  for (int kk = 0; kk < KSTEPS; ++kk) {
+  for (int kk = 0; kk < Shape::BN / 16; ++kk) {
     // Keys 16kk..16kk+15 start 16 rows (2048 bytes) further; the next 64 value columns live in
     // the next TMA box (LBO), the next 8 keys 1024 bytes on (SBO).
     const uint64_t db = smem_desc_sw128(v_stage + kk * 16 * 128, Shape::kBoxBytesKV, 1024);
@@ -103,9 +88,8 @@ __device__ __forceinline__ void pack_p(uint32_t (&p)[BN / 16][4], const float (&
   }
 }
 
-// BN: the keys `s` holds (the tile's, or 64 for a half tile); NT: the tile's key blocks.
-template <int BN, int NT = BN / 8>
-__device__ __forceinline__ void softmax_step(RowSoftmax<NT>& sm, float (&s)[BN / 8][4], float (&alpha)[2],
+template <int BN>
+__device__ __forceinline__ void softmax_step(RowSoftmax<BN / 8>& sm, float (&s)[BN / 8][4], float (&alpha)[2],
                                              const ScoreTransform& tf, const rule::MaskRule<int>& mr,
                                              const int (&row)[2], int col0, bool full, int lane) {
   if (MLAKIT_SM90_EXP_NO_SOFTMAX) {  // measurement only: P = raw S

@@ -34,7 +34,6 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
-#include <type_traits>
 
 #include "common/mask_rule.h"
 #include "cuda/common/online_softmax.cuh"
@@ -130,105 +129,54 @@ __device__ __forceinline__ void consumer(const Sm90Params& p, uint32_t sbase, un
       float(&s_flat)[64] = reinterpret_cast<float(&)[64]>(s);
       float(&o_flat)[64] = reinterpret_cast<float(&)[64]>(o);
       uint32_t(&pf_flat)[BN / 4] = reinterpret_cast<uint32_t(&)[BN / 4]>(pf);
-      // A half tile: the first 64 keys of the tile, in the first halves of S and P.
-      float(&s_lo)[BN / 16][4] = reinterpret_cast<float(&)[BN / 16][4]>(s);
-      float(&s_lo_flat)[32] = reinterpret_cast<float(&)[32]>(s);
-      uint32_t(&pf_lo)[BN / 32][4] = reinterpret_cast<uint32_t(&)[BN / 32][4]>(pf);
-
-      // Half last tile (MLAKIT_SM90_HALF_TILES): no valid row of this warpgroup sees the upper 64
-      // keys of the item's last kv tile (the causal diagonal's upper half for the tile's first 64
-      // rows, or a sequence that ends in the tile's first half), so S, the softmax, P and P V of
-      // that tile cover its first 64 keys only. Warp-uniform (it depends on the item and cw).
-      const int wg_row0 = it.row0 + cw * 64;
-      const int wg_last_row = min(wg_row0 + 63, it.lq - 1);
-      const int n_last0 = ip.n_begin + (ip.n_tiles - 1) * BN;
-      const bool half_last = MLAKIT_SM90_HALF_TILES && BN == 128 &&
-                             (wg_last_row < wg_row0 || mr.row_range(wg_last_row).hi <= n_last0 + 64);
 
       const uint32_t q_parity = q_iter & 1;
       if (!MLAKIT_SM90_Q_PER_BOX && (!MLAKIT_SM90_EXP_Q_ONCE || q_iter == 0)) mbar_wait(bar(kBarQFull), q_parity);
       ++q_iter;
 
-      // S of kv tile t (at key n0): the whole tile, or its first half.
-      auto issue_s = [&](uint32_t st, auto half) {
-        if constexpr (decltype(half)::value) {
-          issue_qk_half<T, Shape>(s_lo_flat, q_rows_base, sbase + Shape::kOffK + st * Shape::kKBytes);
-        } else {
-          issue_qk<T, Shape>(s_flat, q_rows_base, sbase + Shape::kOffK + st * Shape::kKBytes);
-        }
-      };
-      auto softmax_and_pack_wait = [&](int n0, auto half) {
-        if constexpr (decltype(half)::value) {
-          softmax_step<64, BN / 8>(sm, s_lo, alpha, tf, mr, row_in_seq, n0, mr.all_visible(wg_row0, 64, n0, 64), lane);
-        } else {
-          softmax_step<BN>(sm, s, alpha, tf, mr, row_in_seq, n0, mr.all_visible(wg_row0, 64, n0, BN), lane);
-        }
-      };
-      auto pack = [&](auto half) {
-        if constexpr (decltype(half)::value) pack_p<T, 64>(pf_lo, s_lo);
-        else pack_p<T, BN>(pf, s);
-      };
-      using Full = std::integral_constant<bool, false>;
-      using Half = std::integral_constant<bool, true>;
-
       // kv tile 0: S, softmax, P.
       uint32_t stage = kv_iter & 1, parity = (kv_iter >> 1) & 1;
-      int n0 = ip.n_begin;
-      auto first_tile = [&](auto half) {
-        mbar_wait(bar(kBarKFull + stage), parity);
-        // The second warpgroup issues its first S a little later, so the two S products run one
-        // after the other and the first warpgroup's softmax overlaps the second's S (issued
-        // together they interleave and both softmaxes start late). Timing only: no result depends on it.
-        if (MLAKIT_SM90_DEPHASE_NS > 0 && cw == 1) __nanosleep(MLAKIT_SM90_DEPHASE_NS);
+      mbar_wait(bar(kBarKFull + stage), parity);
+      // The second warpgroup issues its first S a little later, so the two S products run one
+      // after the other and the first warpgroup's softmax overlaps the second's S (issued together
+      // they interleave and both softmaxes start late). Timing only: no result depends on it.
+      if (MLAKIT_SM90_DEPHASE_NS > 0 && cw == 1) __nanosleep(MLAKIT_SM90_DEPHASE_NS);
 #if MLAKIT_SM90_TRACE
-        if (tracer) trace_rec.t_qk = trace_now();
-        if (tid == 0) trace_tile_stamp(trace_slot, 0, kTileIssue);
+      if (tracer) trace_rec.t_qk = trace_now();
+      if (tid == 0) trace_tile_stamp(trace_slot, 0, kTileIssue);
 #endif
-        wgmma_fence();
+      wgmma_fence();
 #if MLAKIT_SM90_Q_PER_BOX
-        issue_qk_first<T, Shape>(s_flat, q_rows_base, sbase + Shape::kOffK + stage * Shape::kKBytes,
-                                 sbase + Shape::kOffBars, q_parity);
+      issue_qk_first<T, Shape>(s_flat, q_rows_base, sbase + Shape::kOffK + stage * Shape::kKBytes,
+                               sbase + Shape::kOffBars, q_parity);
 #else
-        issue_s(stage, half);
+      issue_qk<T, Shape>(s_flat, q_rows_base, sbase + Shape::kOffK + stage * Shape::kKBytes);
 #endif
-        wgmma_commit();
-        if (tid == 0) pay_v();
-        wgmma_wait<0>();
-        fence_regs(s_flat);
+      wgmma_commit();
+      if (tid == 0) pay_v();
+      wgmma_wait<0>();
+      fence_regs(s_flat);
 #if MLAKIT_SM90_TRACE
-        if (tracer) trace_rec.t_s0 = trace_now();
-        if (tid == 0) trace_tile_stamp(trace_slot, 0, kTileSDone);
+      if (tracer) trace_rec.t_s0 = trace_now();
+      if (tid == 0) trace_tile_stamp(trace_slot, 0, kTileSDone);
 #endif
-        if (lane == 0) {
-          mbar_arrive(bar(kBarKEmpty + stage));
-          if (ip.n_tiles == 1) mbar_arrive(bar(kBarQEmpty));
-        }
-        softmax_and_pack_wait(n0, half);
+      if (lane == 0) {
+        mbar_arrive(bar(kBarKEmpty + stage));
+        if (ip.n_tiles == 1) mbar_arrive(bar(kBarQEmpty));
+      }
+      int n0 = ip.n_begin;
+      softmax_step<BN>(sm, s, alpha, tf, mr, row_in_seq, n0, mr.all_visible(it.row0 + cw * 64, 64, n0, BN), lane);
 #if MLAKIT_SM90_TRACE
-        if (tid == 0) trace_tile_stamp(trace_slot, 0, kTileSmDone);
+      if (tid == 0) trace_tile_stamp(trace_slot, 0, kTileSmDone);
 #endif
-        pack(half);
+      pack_p<T, BN>(pf, s);
 #if MLAKIT_SM90_TRACE
-        if (tid == 0) trace_tile_stamp(trace_slot, 0, kTilePReady);
+      if (tid == 0) trace_tile_stamp(trace_slot, 0, kTilePReady);
 #endif
-      };
-      // Only a one-tile item's tile 0 can be a half tile (the causal diagonal of q tile 0).
-      if (!MLAKIT_SM90_Q_PER_BOX && ip.n_tiles == 1 && half_last) first_tile(Half{});
-      else first_tile(Full{});
 
-      // Kv tile t (stage / parity: its K stage; prev_*: tile t-1's V stage): issue S_t = Q K_t^T;
-      // while it runs, rescale O by the last softmax's factor (FA3's order: off the path between
-      // P V's completion and the next S); O += P_{t-1} V_{t-1} (tile t-1 is never a half tile); S_t's
-      // softmax while that P V runs; then P_t.
-      auto kv_tile = [&](uint32_t prev_stage, uint32_t prev_parity, int t, auto half) {
-        mbar_wait(bar(kBarKFull + stage), parity);
-#if MLAKIT_SM90_TRACE
-        if (tid == 0) trace_tile_stamp(trace_slot, t, kTileIssue);
-#endif
-        wgmma_fence();
-        issue_s(stage, half);
-        wgmma_commit();
-        rescale_rows(o, alpha);
+      // The tail of kv tile t (its S issued; prev_stage / prev_parity: tile t-1's V stage):
+      // O += P_{t-1} V_{t-1}, S_t's softmax while that P V runs, then P_t.
+      auto pv_then_softmax = [&](uint32_t prev_stage, uint32_t prev_parity, int t) {
         mbar_wait(bar(kBarVFull + prev_stage), prev_parity);  // V_{t-1} is loaded after K_t
         wgmma_fence();  // O was just written by ordinary instructions
         issue_pv<T, Shape>(o_flat, pf, sbase + Shape::kOffV + prev_stage * Shape::kVBytes);
@@ -242,7 +190,8 @@ __device__ __forceinline__ void consumer(const Sm90Params& p, uint32_t sbase, un
           mbar_arrive(bar(kBarKEmpty + stage));
           if (t == ip.n_tiles - 1) mbar_arrive(bar(kBarQEmpty));
         }
-        softmax_and_pack_wait(n0, half);
+        softmax_step<BN>(sm, s, alpha, tf, mr, row_in_seq, n0, mr.all_visible(it.row0 + cw * 64, 64, n0, BN),
+                         lane);
 #if MLAKIT_SM90_TRACE
         if (tid == 0) trace_tile_stamp(trace_slot, t, kTileSmDone);
 #endif
@@ -250,27 +199,29 @@ __device__ __forceinline__ void consumer(const Sm90Params& p, uint32_t sbase, un
         fence_regs(o_flat);
         fence_regs(pf_flat);  // P was read asynchronously until here: keep it live
         if (lane == 0) mbar_arrive(bar(kBarVEmpty + prev_stage));
-        pack(half);
+        pack_p<T, BN>(pf, s);
 #if MLAKIT_SM90_TRACE
         if (tid == 0) trace_tile_stamp(trace_slot, t, kTilePReady);
 #endif
       };
-      auto advance = [&] {
+      for (int t = 1; t < ip.n_tiles; ++t) {
+        const uint32_t prev_stage = stage, prev_parity = parity;
         ++kv_iter;
         stage = kv_iter & 1;
         parity = (kv_iter >> 1) & 1;
         n0 += BN;
-      };
-      const int full_tiles = half_last ? ip.n_tiles - 1 : ip.n_tiles;  // tiles 1.. walked whole
-      for (int t = 1; t < full_tiles; ++t) {
-        const uint32_t prev_stage = stage, prev_parity = parity;
-        advance();
-        kv_tile(prev_stage, prev_parity, t, Full{});
-      }
-      if (half_last && ip.n_tiles > 1) {
-        const uint32_t prev_stage = stage, prev_parity = parity;
-        advance();
-        kv_tile(prev_stage, prev_parity, ip.n_tiles - 1, Half{});
+        // Issue S_t = Q K_t^T; while it runs, rescale O by the last softmax's factor (FA3's order:
+        // off the path between P V's completion and the next S); then O += P_{t-1} V_{t-1}.
+        // The softmax of S_t overlaps the P V.
+        mbar_wait(bar(kBarKFull + stage), parity);
+#if MLAKIT_SM90_TRACE
+        if (tid == 0) trace_tile_stamp(trace_slot, t, kTileIssue);
+#endif
+        wgmma_fence();
+        issue_qk<T, Shape>(s_flat, q_rows_base, sbase + Shape::kOffK + stage * Shape::kKBytes);
+        wgmma_commit();
+        rescale_rows(o, alpha);
+        pv_then_softmax(prev_stage, prev_parity, t);
       }
 
       // The last tile's P V. V rows past the sequence end hold whatever follows it (or TMA's
@@ -283,8 +234,7 @@ __device__ __forceinline__ void consumer(const Sm90Params& p, uint32_t sbase, un
       clear_v_rows_past<Shape>(smem, stage, it.lk - n0);
       rescale_rows(o, alpha);
       wgmma_fence();
-      if (half_last) issue_pv<T, Shape, 4>(o_flat, pf, sbase + Shape::kOffV + stage * Shape::kVBytes);
-      else issue_pv<T, Shape>(o_flat, pf, sbase + Shape::kOffV + stage * Shape::kVBytes);
+      issue_pv<T, Shape>(o_flat, pf, sbase + Shape::kOffV + stage * Shape::kVBytes);
       wgmma_commit();
       // The next item, with the last P V in flight: the producer hands it over once the scheduler
       // has claimed it (after this item's last load was issued), so the wait for it and the slot's
