@@ -96,7 +96,7 @@ __device__ __forceinline__ void softmax_step(RowSoftmax<BN / 8>& sm, float (&s)[
     alpha[0] = alpha[1] = 1.f;
     return;
   }
-  if (tf.capped()) {
+  if (!MLAKIT_SM90_EXP_NO_CAP && tf.capped()) {
     if (full) sm.template update<false, true>(s, alpha, tf, mr, row, col0, lane);
     else sm.template update<true, true>(s, alpha, tf, mr, row, col0, lane);
   } else {
