@@ -6,7 +6,8 @@
 // claim, the cross-item consumer, the epilogue under the next item's first S, tile 1's S under
 // tile 0's softmax, the skipped rescale, the stale-max rescale threshold, the softmax's tree max
 // and polynomial exp2, 2-CTA clusters with TMA multicast (35a8a04); Q's fragments in registers and
-// the row sums on the tensor core are patches in bench/results/2026-12-03-s19/).
+// the row sums on the tensor core are patches in bench/results/2026-12-03-s19/; three consumer
+// warpgroups with a 192-row q tile (80344c4) and half tiles on the causal diagonal (4074517)).
 #pragma once
 
 // TMA_STORE: the epilogue writes O into the V stage its last P V read and stores it with TMA
