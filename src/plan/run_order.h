@@ -53,9 +53,6 @@ inline int run_head_group(int heads, bool causal, int window_left, int max_q_til
   }
   return largest_head_divisor(heads, cap);
 }
-inline int run_head_group(int heads, bool causal, int window_left) {
-  return run_head_group(heads, causal, window_left, 0, 0);
-}
 
 struct RunSlot {
   int head;

@@ -245,10 +245,10 @@ TEST(RunOrder, HeadGroupIsTheLargestDivisorUpToTheCap) {
   EXPECT_EQ(plan::run_head_group(20), 10);
   EXPECT_EQ(plan::run_head_group(17), 1);  // prime: one head per group
   EXPECT_EQ(plan::run_head_group(3), 3);
-  // Tiles of equal cost (no causal mask, no window): head-major.
-  EXPECT_EQ(plan::run_head_group(16, false, -1), 1);
-  EXPECT_EQ(plan::run_head_group(16, true, -1), 16);
-  EXPECT_EQ(plan::run_head_group(16, false, 100), 16);
+  // Tiles of equal cost (no causal mask, no window): head-major. (Grid unknown: the cap alone.)
+  EXPECT_EQ(plan::run_head_group(16, false, -1, 0, 0), 1);
+  EXPECT_EQ(plan::run_head_group(16, true, -1, 0, 0), 16);
+  EXPECT_EQ(plan::run_head_group(16, false, 100, 0, 0), 16);
 }
 
 // Every (head, q tile) of a run exactly once; inside a group of heads the q tiles never get

@@ -96,12 +96,16 @@ __device__ __forceinline__ void producer_warp(const Sm90Params& p, uint32_t sbas
                       ip.it.head, ip.it.q_begin + ip.it.row0);
         }
       };
+      // Kv tile t's first row, and whether the measurement oracles (MLAKIT_SM90_EXP_KV) skip its
+      // load: 1 reads the item's first tile every time, 2 loads nothing, 4 every other tile.
+      auto kv_row = [&](int t) { return ip.it.kv_begin + ip.n_begin + (MLAKIT_SM90_EXP_KV == 1 ? 0 : t * BN); };
+      auto oracle_skips = [](int t) { return MLAKIT_SM90_EXP_KV == 2 || (MLAKIT_SM90_EXP_KV == 4 && (t & 1)); };
       auto load_k = [&](int t) {
         const uint32_t i = kv_iter + t;
         const int s = i & 1;
-        const int row = ip.it.kv_begin + ip.n_begin + (MLAKIT_SM90_EXP_KV == 1 ? 0 : t * BN);
+        const int row = kv_row(t);
         mbar_wait(bar(kBarKEmpty + s), ((i >> 1) & 1) ^ 1);
-        if (MLAKIT_SM90_EXP_KV == 2 || (MLAKIT_SM90_EXP_KV == 4 && (t & 1))) {
+        if (oracle_skips(t)) {
           mbar_arrive(bar(kBarKFull + s));
           return;
         }
@@ -122,9 +126,9 @@ __device__ __forceinline__ void producer_warp(const Sm90Params& p, uint32_t sbas
       auto load_v = [&](int t) {
         const uint32_t i = kv_iter + t;
         const int s = i & 1;
-        const int row = ip.it.kv_begin + ip.n_begin + (MLAKIT_SM90_EXP_KV == 1 ? 0 : t * BN);
+        const int row = kv_row(t);
         mbar_wait(bar(kBarVEmpty + s), ((i >> 1) & 1) ^ 1);
-        if (MLAKIT_SM90_EXP_KV == 2 || (MLAKIT_SM90_EXP_KV == 4 && (t & 1))) {
+        if (oracle_skips(t)) {
           mbar_arrive(bar(kBarVFull + s));
           return;
         }
