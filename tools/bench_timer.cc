@@ -24,7 +24,7 @@ double median_of(std::vector<double> v) {
 }
 
 TimingResult time_launches(mlakit::Device device, mlakit::Stream stream, int warmup, int iters,
-                           const std::function<void(int)>& launch) {
+                           const std::function<void(int)>& launch, const std::function<void()>& between_samples) {
   int index = 0;
   for (int i = 0; i < warmup; ++i) launch(index++);
   mlakit::synchronize(device, stream);
@@ -46,12 +46,17 @@ TimingResult time_launches(mlakit::Device device, mlakit::Stream stream, int war
   std::vector<double> samples;
   samples.reserve(static_cast<size_t>(std::max(iters, 1)));
   for (int s = 0; s < std::max(iters, 1); ++s) {
+    if (between_samples) {
+      between_samples();
+      mlakit::synchronize(device, stream);
+    }
     auto t0 = Clock::now();
     for (int j = 0; j < per_sample; ++j) launch(index++);
     mlakit::synchronize(device, stream);
     samples.push_back(ms_since(t0) / per_sample);
   }
   r.samples = static_cast<int>(samples.size());
+  r.sample_ms = samples;
   r.median_ms = median_of(samples);
   r.min_ms = *std::min_element(samples.begin(), samples.end());
   r.mean_ms = std::accumulate(samples.begin(), samples.end(), 0.0) / samples.size();

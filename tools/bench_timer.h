@@ -20,14 +20,18 @@ struct TimingResult {
   double min_ms = 0.0;
   double mean_ms = 0.0;
   int samples = 0;
+  std::vector<double> sample_ms;  // per launch, in the order taken
   int launches_per_sample = 1;
   const char* method = "";  // short description, recorded in the JSON
 };
 
 // Runs `warmup` launches, then `iters` timed samples. launch(i) is called with a running launch
 // index (callers use it to rotate input sets); it must only enqueue work on `stream`.
+// between_samples, if set, runs before each sample outside its timed interval, and the device is
+// synchronized after it (probes of what state a launch starts from: an idle gap, a flushed L2).
 TimingResult time_launches(mlakit::Device device, mlakit::Stream stream, int warmup, int iters,
-                           const std::function<void(int)>& launch);
+                           const std::function<void(int)>& launch,
+                           const std::function<void()>& between_samples = nullptr);
 
 // Host time of one call, in microseconds (for plan() cost). Median over `iters` calls; between
 // groups of calls the device is synchronized outside the timed region so queued async copies do

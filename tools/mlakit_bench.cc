@@ -7,11 +7,14 @@
 #include <cstdlib>
 #include <cstring>
 #include <climits>
+#include <chrono>
 #include <ctime>
+#include <functional>
 #include <fstream>
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "bench_check.h"
@@ -55,6 +58,9 @@ Timing and checks:
   --rotate N          input sets rotated between launches (default on cuda: enough to exceed
                       2 x 60 MB L2, at most 32 and 8 GiB; on cpu: 1)
   --plan-iters N      plan() calls timed per workload (default 200)
+  --gap-ms X          probes of the state a launch starts from, outside the timed samples: sleep
+  --l2-flush-mb N     X ms on the host / write an N MiB device buffer (evicting L2) before each
+                      sample; the JSON lists every sample's time ("sample_ms")
   --no-check          skip the reference check
   --check-samples N   random (row, head) pairs checked (default 256; plus first/last rows)
   --tol X             relative tolerance (default 1e-2 bf16, 2e-3 fp16)
@@ -85,6 +91,8 @@ struct Args {
   bool full = false;
   int cpu_scale = 16;
   int iters = -1, warmup = -1, rotate = -1, plan_iters = 200;
+  double gap_ms = 0.0;  // host sleep before each timed sample (outside it)
+  int l2_flush_mb = 0;  // device buffer written before each timed sample (outside it)
   bool check = true;
   int check_samples = 256;
   double tol = -1.0;
@@ -177,6 +185,11 @@ Args parse_args(int argc, char** argv) {
     else if (o == "--iters") a.iters = to_int(need(i), "--iters", 1);
     else if (o == "--warmup") a.warmup = to_int(need(i), "--warmup", 0);
     else if (o == "--rotate") a.rotate = to_int(need(i), "--rotate", 1);
+    else if (o == "--gap-ms") {
+      a.gap_ms = to_double(need(i), "--gap-ms");
+      if (!(a.gap_ms >= 0.0 && a.gap_ms <= 10000.0)) usage_error("--gap-ms must be between 0 and 10000");
+    }
+    else if (o == "--l2-flush-mb") a.l2_flush_mb = to_int(need(i), "--l2-flush-mb", 0);
     else if (o == "--plan-iters") a.plan_iters = to_int(need(i), "--plan-iters", 1);
     else if (o == "--no-check") a.check = false;
     else if (o == "--check-samples") a.check_samples = to_int(need(i), "--check-samples", 0);
@@ -394,11 +407,26 @@ Result run_workload(const mb::Workload& w, Device dev, const Args& a) {
     int last = 0;
     const int warmup = a.warmup >= 0 ? a.warmup : (dev.is_cuda() ? 5 : 0);  // on cpu the checked first run warms up
     const int iters = a.iters > 0 ? a.iters : (dev.is_cuda() ? 20 : 3);
-    r.timing = mb::time_launches(dev, nullptr, warmup, iters, [&](int i) {
-      last = i % static_cast<int>(sets.size());
-      const size_t b = 4 * static_cast<size_t>(last);
-      prefill.run(tv[b], tv[b + 1], tv[b + 2], tv[b + 3]);
-    });
+    std::unique_ptr<Buffer> flush;
+    if (a.l2_flush_mb > 0) flush = std::make_unique<Buffer>(static_cast<size_t>(a.l2_flush_mb) << 20, dev);
+    std::function<void()> between;
+    if (a.gap_ms > 0 || flush) {
+      between = [&] {
+        if (flush) mlakit::fill_bytes(flush->ptr, dev, 0x5a, flush->bytes);
+        if (a.gap_ms > 0) {
+          mlakit::synchronize(dev);
+          std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(a.gap_ms));
+        }
+      };
+    }
+    r.timing = mb::time_launches(
+        dev, nullptr, warmup, iters,
+        [&](int i) {
+          last = i % static_cast<int>(sets.size());
+          const size_t b = 4 * static_cast<size_t>(last);
+          prefill.run(tv[b], tv[b + 1], tv[b + 2], tv[b + 3]);
+        },
+        between);
     r.tflops = r.timing.median_ms > 0 ? r.gflop / r.timing.median_ms : 0.0;  // GFLOP/ms = TFLOP/s
     r.pct_peak = a.peak_tflops > 0 ? 100.0 * r.tflops / a.peak_tflops : 0.0;
 
@@ -522,6 +550,7 @@ std::string result_json(const Result& r) {
   o.num("visible_pairs", static_cast<double>(r.info.visible_pairs)).num("gflop", r.gflop)
       .num("ms", r.timing.median_ms).num("ms_min", r.timing.min_ms).num("ms_mean", r.timing.mean_ms)
       .num("samples", r.timing.samples).num("launches_per_sample", r.timing.launches_per_sample)
+      .array("sample_ms", r.timing.sample_ms)
       .str("timing_method", r.timing.method).num("rotate", r.rotate)
       .num("tflops", r.tflops).num("pct_peak", r.pct_peak).num("plan_us", r.plan_us)
       .num("plan_num_tiles", r.info.num_tiles).num("plan_block_m", r.info.block_m)

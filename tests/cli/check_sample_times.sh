@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# check_sample_times.sh BIN: mlakit-bench's launch-state probes (--gap-ms, --l2-flush-mb) run on
+# the CPU backend and --json lists one time per timed sample, the median among them. Exit 77
+# (skipped) without python3.
+set -u
+bin=$1
+command -v python3 >/dev/null || { echo "skip: no python3"; exit 77; }
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+"$bin" --device cpu --lens 3x17 --heads 2 --dqk 64 --dvo 64 --iters 5 --gap-ms 2 --l2-flush-mb 1 \
+  --json "$tmp/b.json" >/dev/null || { echo "FAIL: mlakit-bench exited $?"; exit 1; }
+python3 - "$tmp/b.json" <<'PY'
+import json, sys
+r = [x for x in json.load(open(sys.argv[1]))["results"] if "ms" in x][0]
+s = r["sample_ms"]
+assert len(s) == r["samples"] == 5, (len(s), r["samples"])
+assert all(v > 0 for v in s), s
+assert sorted(s)[2] == r["ms"] and min(s) == r["ms_min"], (s, r["ms"], r["ms_min"])
+print("ok: %d samples, median %.4f ms" % (len(s), r["ms"]))
+PY
