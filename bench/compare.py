@@ -94,15 +94,23 @@ def short(ex, limit=300):
 # ----------------------------------------------------------------------------------------------
 # Timing: the anchors' method.
 
+GAP_MS = 0.0  # --gap-ms: the GPU rests this long before each timed call (the power cap probe)
+
+
 def time_cuda(torch, fn, nsets, warmup, iters):
     """Median ms of `iters` CUDA-event-timed calls after `warmup` calls; fn(i) uses set i % nsets.
-    Also a host wall-clock median of synchronized calls (sync_wall_ms), as the anchors report."""
+    Also a host wall-clock median of synchronized calls (sync_wall_ms), as the anchors report.
+    With GAP_MS > 0 each timed call starts from an idle GPU (synchronize, sleep) instead of back
+    to back: long launches then run before the GPU's power cap lowers its clock."""
     for i in range(warmup):
         fn(i % nsets)
     torch.cuda.synchronize()
     starts = [torch.cuda.Event(enable_timing=True) for _ in range(iters)]
     ends = [torch.cuda.Event(enable_timing=True) for _ in range(iters)]
     for i in range(iters):
+        if GAP_MS > 0:
+            torch.cuda.synchronize()
+            time.sleep(GAP_MS / 1000.0)
         starts[i].record()
         fn(i % nsets)
         ends[i].record()
@@ -568,6 +576,8 @@ def main(argv=None):
     ap.add_argument("--peak-tflops", type=float, default=774.0,
                     help="fixed reference for pct_peak (pct_ceiling uses this run's measured matmul)")
     ap.add_argument("--seed", type=int, default=1234)
+    ap.add_argument("--gap-ms", type=float, default=0.0,
+                    help="rest the GPU this long before each timed call (default 0: back to back)")
     ap.add_argument("--bench-bin", default=None, help="mlakit-bench for the fallback")
     ap.add_argument("--no-ceilings", action="store_true", help="skip the matmul/copy ceilings")
     ap.add_argument("--flex-max-elems", type=float, default=float(2 ** 30),
@@ -588,6 +598,10 @@ def main(argv=None):
     plan_iters = args.plan_iters if args.plan_iters is not None else (5 if args.smoke else 100)
     if iters < 1 or warmup < 0 or plan_iters < 1:
         ap.error("--iters and --plan-iters must be >= 1, --warmup >= 0")
+    if not 0.0 <= args.gap_ms <= 10000.0:
+        ap.error("--gap-ms must be between 0 and 10000")
+    global GAP_MS
+    GAP_MS = args.gap_ms
 
     names = args.workload or ([] if args.custom else [w.name for w in W.named_workloads()])
     wls = []
