@@ -24,12 +24,19 @@ double median_of(std::vector<double> v) {
 }
 
 TimingResult time_launches(mlakit::Device device, mlakit::Stream stream, int warmup, int iters,
-                           const std::function<void(int)>& launch, const std::function<void()>& between_samples) {
+                           const std::function<void(int)>& launch, const std::function<void()>& between_samples,
+                           double warmup_ms) {
   int index = 0;
+  const auto w0 = Clock::now();
   for (int i = 0; i < warmup; ++i) launch(index++);
   mlakit::synchronize(device, stream);
+  while (ms_since(w0) < warmup_ms) {
+    launch(index++);
+    mlakit::synchronize(device, stream);
+  }
 
   TimingResult r;
+  r.warmup_launches = index;
   r.method = device.is_cuda() ? "host steady_clock around a synchronized batch of launches"
                               : "host steady_clock per launch";
   int per_sample = 1;

@@ -21,6 +21,7 @@ struct TimingResult {
   double mean_ms = 0.0;
   int samples = 0;
   std::vector<double> sample_ms;  // per launch, in the order taken
+  int warmup_launches = 0;        // count-based and time-based warm-up launches together
   int launches_per_sample = 1;
   const char* method = "";  // short description, recorded in the JSON
 };
@@ -29,9 +30,12 @@ struct TimingResult {
 // index (callers use it to rotate input sets); it must only enqueue work on `stream`.
 // between_samples, if set, runs before each sample outside its timed interval, and the device is
 // synchronized after it (probes of what state a launch starts from: an idle gap, a flushed L2).
+// warmup_ms > 0 keeps launching after the `warmup` launches until that much wall time has passed:
+// a GPU under load holds its clock for tens of milliseconds before its power cap lowers it, so a
+// count of warm-ups leaves long workloads' samples on either side of that change.
 TimingResult time_launches(mlakit::Device device, mlakit::Stream stream, int warmup, int iters,
                            const std::function<void(int)>& launch,
-                           const std::function<void()>& between_samples = nullptr);
+                           const std::function<void()>& between_samples = nullptr, double warmup_ms = 0.0);
 
 // Host time of one call, in microseconds (for plan() cost). Median over `iters` calls; between
 // groups of calls the device is synchronized outside the timed region so queued async copies do

@@ -55,6 +55,9 @@ Device and scaling:
 Timing and checks:
   --iters N           timed samples (default 20 on cuda, 3 on cpu)
   --warmup N          warm-up launches (default 5 on cuda, 0 on cpu: the checked first run warms up)
+  --warmup-ms X       then keep warming up until X ms have passed (default 0); e.g. 200 puts every
+                      sample of a long workload under the GPU's power cap, which a few launches of
+                      a 4 ms workload do not reach (docs/perf-notes.md, session 21)
   --rotate N          input sets rotated between launches (default on cuda: enough to exceed
                       2 x 60 MB L2, at most 32 and 8 GiB; on cpu: 1)
   --plan-iters N      plan() calls timed per workload (default 200)
@@ -92,6 +95,7 @@ struct Args {
   int cpu_scale = 16;
   int iters = -1, warmup = -1, rotate = -1, plan_iters = 200;
   double gap_ms = 0.0;  // host sleep before each timed sample (outside it)
+  double warmup_ms = 0.0;  // keep warming up until this much wall time has passed
   int l2_flush_mb = 0;  // device buffer written before each timed sample (outside it)
   bool check = true;
   int check_samples = 256;
@@ -184,6 +188,10 @@ Args parse_args(int argc, char** argv) {
     else if (o == "--cpu-scale") a.cpu_scale = to_int(need(i), "--cpu-scale", 1);
     else if (o == "--iters") a.iters = to_int(need(i), "--iters", 1);
     else if (o == "--warmup") a.warmup = to_int(need(i), "--warmup", 0);
+    else if (o == "--warmup-ms") {
+      a.warmup_ms = to_double(need(i), "--warmup-ms");
+      if (!(a.warmup_ms >= 0.0 && a.warmup_ms <= 60000.0)) usage_error("--warmup-ms must be between 0 and 60000");
+    }
     else if (o == "--rotate") a.rotate = to_int(need(i), "--rotate", 1);
     else if (o == "--gap-ms") {
       a.gap_ms = to_double(need(i), "--gap-ms");
@@ -426,7 +434,7 @@ Result run_workload(const mb::Workload& w, Device dev, const Args& a) {
           const size_t b = 4 * static_cast<size_t>(last);
           prefill.run(tv[b], tv[b + 1], tv[b + 2], tv[b + 3]);
         },
-        between);
+        between, a.warmup_ms);
     r.tflops = r.timing.median_ms > 0 ? r.gflop / r.timing.median_ms : 0.0;  // GFLOP/ms = TFLOP/s
     r.pct_peak = a.peak_tflops > 0 ? 100.0 * r.tflops / a.peak_tflops : 0.0;
 
@@ -550,7 +558,7 @@ std::string result_json(const Result& r) {
   o.num("visible_pairs", static_cast<double>(r.info.visible_pairs)).num("gflop", r.gflop)
       .num("ms", r.timing.median_ms).num("ms_min", r.timing.min_ms).num("ms_mean", r.timing.mean_ms)
       .num("samples", r.timing.samples).num("launches_per_sample", r.timing.launches_per_sample)
-      .array("sample_ms", r.timing.sample_ms)
+      .array("sample_ms", r.timing.sample_ms).num("warmup_launches", r.timing.warmup_launches)
       .str("timing_method", r.timing.method).num("rotate", r.rotate)
       .num("tflops", r.tflops).num("pct_peak", r.pct_peak).num("plan_us", r.plan_us)
       .num("plan_num_tiles", r.info.num_tiles).num("plan_block_m", r.info.block_m)
