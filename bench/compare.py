@@ -94,13 +94,10 @@ def short(ex, limit=300):
 # ----------------------------------------------------------------------------------------------
 # Timing: the anchors' method.
 
-GAP_MS = 0.0  # --gap-ms: the GPU rests this long before each timed call (the power cap probe)
-
-
-def time_cuda(torch, fn, nsets, warmup, iters):
+def time_cuda(torch, fn, nsets, warmup, iters, gap_ms=0.0):
     """Median ms of `iters` CUDA-event-timed calls after `warmup` calls; fn(i) uses set i % nsets.
     Also a host wall-clock median of synchronized calls (sync_wall_ms), as the anchors report.
-    With GAP_MS > 0 each timed call starts from an idle GPU (synchronize, sleep) instead of back
+    With gap_ms > 0 (--gap-ms) each timed call starts from an idle GPU (synchronize, sleep) instead of back
     to back: long launches then run before the GPU's power cap lowers its clock."""
     for i in range(warmup):
         fn(i % nsets)
@@ -108,9 +105,9 @@ def time_cuda(torch, fn, nsets, warmup, iters):
     starts = [torch.cuda.Event(enable_timing=True) for _ in range(iters)]
     ends = [torch.cuda.Event(enable_timing=True) for _ in range(iters)]
     for i in range(iters):
-        if GAP_MS > 0:
+        if gap_ms > 0:
             torch.cuda.synchronize()
-            time.sleep(GAP_MS / 1000.0)
+            time.sleep(gap_ms / 1000.0)
         starts[i].record()
         fn(i % nsets)
         ends[i].record()
@@ -600,8 +597,6 @@ def main(argv=None):
         ap.error("--iters and --plan-iters must be >= 1, --warmup >= 0")
     if not 0.0 <= args.gap_ms <= 10000.0:
         ap.error("--gap-ms must be between 0 and 10000")
-    global GAP_MS
-    GAP_MS = args.gap_ms
 
     names = args.workload or ([] if args.custom else [w.name for w in W.named_workloads()])
     wls = []
@@ -740,7 +735,7 @@ def main(argv=None):
                         torch.cuda.synchronize()
                         err = relerr(torch, out, ref, rows, heads)
                         del out
-                        ms, wall = time_cuda(torch, run, nsets, warmup, iters)
+                        ms, wall = time_cuda(torch, run, nsets, warmup, iters, args.gap_ms)
                     res = {"ms": ms, "tflops": flops / (ms * 1e-3) / 1e12, "sync_wall_ms": wall,
                            "relerr": err}
                     for kind, fn in runner.plan_fns.items():

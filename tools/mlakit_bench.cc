@@ -134,15 +134,22 @@ Args parse_args(int argc, char** argv) {
     }
     return static_cast<int>(v);
   };
-  auto to_double = [](const std::string& s, const char* what) {
+  // A number, in [lo, hi] when bounds are given; anything else is a usage error.
+  auto to_double = [](const std::string& s, const char* what, double lo = -HUGE_VAL, double hi = HUGE_VAL) {
+    double v = 0.0;
     try {
       size_t used = 0;
-      double v = std::stod(s, &used);
+      v = std::stod(s, &used);
       if (used != s.size()) throw std::invalid_argument(s);
-      return v;
     } catch (const std::exception&) {
       usage_error(std::string("bad number for ") + what + ": " + s);
     }
+    if (!(v >= lo && v <= hi)) {
+      char range[64];
+      std::snprintf(range, sizeof range, " must be between %g and %g", lo, hi);
+      usage_error(std::string(what) + range);
+    }
+    return v;
   };
   for (int i = 1; i < argc; ++i) {
     const std::string o = argv[i];
@@ -188,15 +195,9 @@ Args parse_args(int argc, char** argv) {
     else if (o == "--cpu-scale") a.cpu_scale = to_int(need(i), "--cpu-scale", 1);
     else if (o == "--iters") a.iters = to_int(need(i), "--iters", 1);
     else if (o == "--warmup") a.warmup = to_int(need(i), "--warmup", 0);
-    else if (o == "--warmup-ms") {
-      a.warmup_ms = to_double(need(i), "--warmup-ms");
-      if (!(a.warmup_ms >= 0.0 && a.warmup_ms <= 60000.0)) usage_error("--warmup-ms must be between 0 and 60000");
-    }
+    else if (o == "--warmup-ms") a.warmup_ms = to_double(need(i), "--warmup-ms", 0.0, 60000.0);
     else if (o == "--rotate") a.rotate = to_int(need(i), "--rotate", 1);
-    else if (o == "--gap-ms") {
-      a.gap_ms = to_double(need(i), "--gap-ms");
-      if (!(a.gap_ms >= 0.0 && a.gap_ms <= 10000.0)) usage_error("--gap-ms must be between 0 and 10000");
-    }
+    else if (o == "--gap-ms") a.gap_ms = to_double(need(i), "--gap-ms", 0.0, 10000.0);
     else if (o == "--l2-flush-mb") a.l2_flush_mb = to_int(need(i), "--l2-flush-mb", 0);
     else if (o == "--plan-iters") a.plan_iters = to_int(need(i), "--plan-iters", 1);
     else if (o == "--no-check") a.check = false;

@@ -39,9 +39,8 @@ class FakeTorch:
 
 def run(monkeypatch, gap_ms, warmup=2, iters=3):
     log = []
-    monkeypatch.setattr(C, "GAP_MS", gap_ms)
     monkeypatch.setattr(C.time, "sleep", lambda s: log.append(f"sleep {s * 1000:.1f}"))
-    C.time_cuda(FakeTorch(log), lambda i: log.append(f"call {i}"), 2, warmup, iters)
+    C.time_cuda(FakeTorch(log), lambda i: log.append(f"call {i}"), 2, warmup, iters, gap_ms)
     return log
 
 

@@ -1,8 +1,7 @@
 #!/usr/bin/env bash
 # check_sample_times.sh BIN: mlakit-bench's launch-state probes (--gap-ms, --l2-flush-mb) and its
 # time-based warm-up (--warmup-ms) run on the CPU backend, and --json lists one time per timed
-# sample (the median among them) and the warm-up launches. Exit 77
-# (skipped) without python3.
+# sample (the median among them) and the warm-up launches. Exit 77 (skipped) without python3.
 set -u
 bin=$1
 command -v python3 >/dev/null || { echo "skip: no python3"; exit 77; }
