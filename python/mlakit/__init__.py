@@ -468,6 +468,13 @@ class RaggedPrefill:
         """
         if lse_layout != "th":
             _check_lse_layout(lse_layout)
+        t = _TorchTensor
+        if out is None and type(q) is t and stream is None and lse is None and not return_lse:
+            # The common eager torch call: the extension allocates out as q.new_empty(rows, H, Dvo)
+            # (as _empty below would) and returns it, one Python-level call instead of two.
+            _shape(q, "q", 3)
+            return self._impl.run(q, k if type(k) is t else _native(k), v if type(v) is t else _native(v),
+                                  None, None, None)
         if out is None or (return_lse and lse is None):
             tq, h, _ = _shape(q, "q", 3)
             if out is None:
@@ -475,7 +482,6 @@ class RaggedPrefill:
             if return_lse and lse is None:
                 lse = _empty(q, (tq, h) if lse_layout == "th" else (h, tq), "float32")
         lse_view = lse if lse_layout == "th" else _lse_arg(lse, lse_layout, _shape(q, "q", 3)[0], self.num_qo_heads)
-        t = _TorchTensor
         if type(q) is t and stream is None:  # the common torch call: nothing to convert here
             self._impl.run(q, k if type(k) is t else _native(k), v if type(v) is t else _native(v),
                            out if type(out) is t else _native(out),

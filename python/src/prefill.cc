@@ -120,18 +120,29 @@ void bind_prefill(nb::module_& m) {
       .def(
           "run",
           [](const mlakit::RaggedPrefill& self, nb::handle q, nb::handle k, nb::handle v, nb::handle out,
-             nb::handle lse, nb::handle stream, bool lse_head_major) {
+             nb::handle lse, nb::handle stream, bool lse_head_major) -> nb::object {
             TensorArg tq = tensor_arg(q, "q", false), tk = tensor_arg(k, "k", false),
-                      tv = tensor_arg(v, "v", false), to = tensor_arg(out, "out", true);
+                      tv = tensor_arg(v, "v", false);
+            nb::object out_obj = nb::borrow(out);
+            if (out.is_none() && tq.view.ndim == 3 && is_torch_tensor_object(q)) {
+              // The eager call without out=: q.new_empty(rows, heads, Dvo), as the Python layer
+              // would allocate it, made here so the call costs one Python-level call, not two.
+              out_obj = torch_new_empty(q, tq.view.shape[0], tq.view.shape[1], self.config().head_dim_vo);
+            }
+            TensorArg to = tensor_arg(out_obj, "out", true);
             std::optional<TensorArg> tl = optional_tensor_arg(lse, "lse", true);
             if (tl && lse_head_major) transpose_2d(&tl->view, "lse");
             mlakit::Stream s = stream_arg(stream, tq);
-            nb::gil_scoped_release release;
-            self.run(tq.view, tk.view, tv.view, to.view, tl ? &tl->view : nullptr, s);
+            {
+              nb::gil_scoped_release release;
+              self.run(tq.view, tk.view, tv.view, to.view, tl ? &tl->view : nullptr, s);
+            }
+            return out_obj;
           },
           nb::arg("q").none(), nb::arg("k").none(), nb::arg("v").none(), nb::arg("out").none(), nb::arg("lse").none(),
           nb::arg("stream").none(), nb::arg("lse_head_major") = false,
-          "Launches for the current plan. Tensors: torch tensors, descriptor tuples or DLPack arrays. "
+          "Launches for the current plan; returns out. Tensors: torch tensors, descriptor tuples or DLPack "
+          "arrays; out None with a torch q: allocated as q.new_empty(rows, heads, Dvo). "
           "stream: a cudaStream_t as an int, or None for PyTorch's current stream on q's device (0 "
           "for a CPU or non-torch q). lse_head_major: lse is given [H, rows] (FlashAttention's "
           "layout) and read as its transpose.")

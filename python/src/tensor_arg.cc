@@ -8,6 +8,7 @@
 #include <nanobind/stl/string.h>
 
 #include "mlakit/error.h"
+#include "torch_exchange.h"
 
 namespace mlakit_py {
 namespace {
@@ -161,7 +162,7 @@ struct TorchRefs {
   PyObject* int64 = nullptr;           // torch.int64 (host offsets)
   PyObject* raw_stream = nullptr;      // device index -> cudaStream_t as an int
   TorchAttr dtype, is_cuda, is_cpu, shape, base, version;  // data descriptors (base: _base)
-  TorchAttr get_device, data_ptr, stride;                  // methods
+  TorchAttr get_device, data_ptr, stride, new_empty;       // methods
   PyObject *s_requires_grad = nullptr, *s_detach = nullptr;  // fallback path only
 };
 TorchRefs g_torch;
@@ -325,6 +326,12 @@ TensorArg tensor_arg(nb::handle obj, const char* name, bool writable) {
   nb::handle src = obj;
   if (is_torch_tensor(obj)) {
     arg.torch = true;
+    // One C call through PyTorch's DLPack exchange table when it has one (torch_exchange.h);
+    // subclasses keep the attribute reads, which run their overrides.
+    if (Py_TYPE(obj.ptr()) == g_torch.tensor && exchange_view(obj.ptr(), &arg.view)) {
+      normalize_degenerate_strides(arg.view);
+      return arg;
+    }
     if (view_of_torch(obj.ptr(), name, &arg.view)) return arg;
     // DLPack refuses tensors that require grad; mlakit is forward-only (as mlakit._native).
     if (truthy(attr(obj.ptr(), g_torch.s_requires_grad))) {
@@ -364,10 +371,28 @@ void transpose_2d(mlakit::TensorView* v, const char* name) {
   normalize_degenerate_strides(*v);  // size-1 dimensions: the row-major value of the new order
 }
 
+bool is_torch_tensor_object(nb::handle obj) { return is_torch_tensor(obj); }
+
+nb::object torch_new_empty(nb::handle like, int64_t d0, int64_t d1, int64_t d2) {
+  PyObject* args[4] = {like.ptr(), PyLong_FromLongLong(d0), PyLong_FromLongLong(d1), PyLong_FromLongLong(d2)};
+  PyObject* r = nullptr;
+  if (args[1] && args[2] && args[3]) {
+    // Sizes as separate ints: PyTorch parses them faster than a tuple (as mlakit._empty does).
+    r = Py_TYPE(like.ptr()) == g_torch.tensor && g_torch.new_empty.descr != nullptr
+            ? PyObject_Vectorcall(g_torch.new_empty.descr, args, 4, nullptr)
+            : PyObject_VectorcallMethod(g_torch.new_empty.name, args, 4, nullptr);
+  }
+  for (int i = 1; i < 4; ++i) Py_XDECREF(args[i]);
+  if (!r) nb::raise_python_error();
+  return nb::steal(r);
+}
+
 mlakit::Stream stream_arg(nb::handle stream, const TensorArg& like) {
   if (!stream.is_none()) return as_stream(nb::cast<uintptr_t>(stream));
   if (!like.torch || like.view.device.type != mlakit::DeviceType::kCUDA || g_torch.raw_stream == nullptr)
     return nullptr;
+  mlakit::Stream s = nullptr;
+  if (exchange_current_stream(like.view.device.index, &s)) return s;
   nb::object index = nb::steal(PyLong_FromLong(like.view.device.index));
   if (!index.is_valid()) nb::raise_python_error();
   PyObject* r = PyObject_CallOneArg(g_torch.raw_stream, index.ptr());
@@ -519,17 +544,47 @@ void bind_tensor(nb::module_& m) {
         bind(g_torch.get_device, "get_device", false);
         bind(g_torch.data_ptr, "data_ptr", false);
         bind(g_torch.stride, "stride", false);
+        bind(g_torch.new_empty, "new_empty", false);
         g_torch.s_requires_grad = name("requires_grad");
         g_torch.s_detach = name("detach");
         for (int i = 0; i < 5; ++i) g_torch.dtypes[i] = keep(dtypes[i].ptr());
         g_torch.int64 = keep(int64.ptr());
         g_torch.raw_stream = raw_stream.is_none() ? nullptr : keep(raw_stream.ptr());
         g_torch.tensor = reinterpret_cast<PyTypeObject*>(keep(tensor_type.ptr()));
+        register_torch_exchange(tensor_type.ptr());
       },
       nb::arg("tensor_type"), nb::arg("dtypes"), nb::arg("int64"), nb::arg("raw_stream").none(),
       "Lets the launching functions read torch tensors directly: torch.Tensor, its dtypes in mlakit's "
       "DType order (bf16, fp16, fp32, fp64, int32), torch.int64, and a device index -> current "
       "cudaStream_t callable (None: no CUDA).");
+  m.def("_torch_exchange_in_use", &torch_exchange_in_use,
+        "Whether torch tensors are read through PyTorch's DLPack exchange table (torch_exchange.h).");
+  m.def(
+      "_read_torch_view",
+      [](nb::handle obj, const std::string& path) -> nb::object {
+        mlakit::TensorView v;
+        bool ok = false;
+        if (path == "exchange") {
+          ok = is_torch_tensor(obj) && exchange_view(obj.ptr(), &v);
+        } else if (path == "attributes") {
+          ok = is_torch_tensor(obj) && view_of_torch(obj.ptr(), "obj", &v);
+        } else {
+          throw Error(ErrorKind::kInvalidArgument, "path", "expected 'exchange' or 'attributes'");
+        }
+        if (!ok) return nb::none();
+        normalize_degenerate_strides(v);
+        nb::list shape, strides;
+        for (int d = 0; d < v.ndim; ++d) {
+          shape.append(v.shape[d]);
+          strides.append(v.strides[d]);
+        }
+        return nb::make_tuple(reinterpret_cast<uintptr_t>(v.data), static_cast<int>(v.dtype), nb::tuple(shape),
+                              nb::tuple(strides), v.device.is_cuda() ? 1 : 0, v.device.is_cuda() ? v.device.index : 0);
+      },
+      nb::arg("obj"), nb::arg("path"),
+      "A torch tensor as the extension reads it, (data_ptr, dtype code, shape, strides, device type, device "
+      "index), through the exchange table or the attribute reads; None where that path cannot read it "
+      "(tests compare the two).");
   m.def(
       "_host_offsets_key",
       [](nb::handle a, nb::handle b) -> nb::object {

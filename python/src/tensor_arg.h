@@ -53,6 +53,13 @@ std::vector<int32_t> host_indptr(nb::handle obj, const char* name, int64_t* cols
 mlakit::DType parse_dtype(const std::string& s, const char* name);
 mlakit::Device parse_device(const std::string& s, const char* name);
 
+// Whether `obj` is a torch.Tensor (or subclass) once torch is registered.
+bool is_torch_tensor_object(nb::handle obj);
+
+// like.new_empty(d0, d1, d2) for a torch tensor `like` (its dtype and device, contiguous), called
+// from C++ so a launch that allocates its output makes no Python-level call of its own.
+nb::object torch_new_empty(nb::handle like, int64_t d0, int64_t d1, int64_t d2);
+
 // A cudaStream_t passed from Python as an integer (0 = default stream).
 inline mlakit::Stream as_stream(uintptr_t s) { return reinterpret_cast<mlakit::Stream>(s); }
 

@@ -1,0 +1,150 @@
+// PyTorch's DLPack C exchange table (see torch_exchange.h). The structs below are the DLPack 1.x
+// C ABI as the DLPack specification defines it (dlpack.h, "DLPackExchangeAPI"), spelled out here
+// so the extension needs no DLPack header of a particular version.
+#include "torch_exchange.h"
+
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+
+namespace mlakit_py {
+namespace {
+
+struct DlVersion {
+  uint32_t major;
+  uint32_t minor;
+};
+struct DlDevice {
+  int32_t device_type;  // DLDeviceType: kDLCPU 1, kDLCUDA 2, kDLCUDAHost 3, kDLCUDAManaged 13
+  int32_t device_id;
+};
+struct DlDataType {
+  uint8_t code;  // kDLInt 0, kDLUInt 1, kDLFloat 2, kDLBfloat 4
+  uint8_t bits;
+  uint16_t lanes;
+};
+struct DlTensor {
+  void* data;
+  DlDevice device;
+  int32_t ndim;
+  DlDataType dtype;
+  int64_t* shape;
+  int64_t* strides;  // in elements; NULL = compact row-major
+  uint64_t byte_offset;
+};
+struct DlExchangeHeader {
+  DlVersion version;
+  DlExchangeHeader* prev_api;  // an older table, for consumers of an older major version
+};
+// Functions return 0 on success, -1 with a Python error set.
+struct DlExchangeApi {
+  DlExchangeHeader header;
+  void* managed_tensor_allocator;
+  void* managed_tensor_from_py_object_no_sync;
+  void* managed_tensor_to_py_object_no_sync;
+  int (*dltensor_from_py_object_no_sync)(void* py_object, DlTensor* out);  // non-owning view
+  int (*current_work_stream)(int32_t device_type, int32_t device_id, void** out_stream);
+};
+
+constexpr int32_t kDLCPU = 1, kDLCUDA = 2, kDLCUDAHost = 3, kDLCUDAManaged = 13;
+
+const DlExchangeApi* g_api = nullptr;
+
+// The table of the attribute `name` of `type`: a PyCapsule named "dlpack_exchange_api" (PyTorch),
+// or an int holding its address (the table's first published form); nullptr otherwise, with no
+// Python error left set.
+const DlExchangeApi* table_of(PyObject* type, const char* name) {
+  PyObject* attr = PyObject_GetAttrString(type, name);
+  if (attr == nullptr) {
+    PyErr_Clear();
+    return nullptr;
+  }
+  void* p = nullptr;
+  if (PyCapsule_CheckExact(attr)) {
+    p = PyCapsule_GetPointer(attr, "dlpack_exchange_api");
+  } else if (PyLong_Check(attr)) {
+    p = PyLong_AsVoidPtr(attr);
+  }
+  if (PyErr_Occurred()) PyErr_Clear();
+  Py_DECREF(attr);  // the table itself lives as long as the process (the specification's rule)
+  return static_cast<const DlExchangeApi*>(p);
+}
+
+bool dtype_of(const DlDataType& t, mlakit::DType* out) {
+  if (t.lanes != 1) return false;
+  if (t.code == 4 && t.bits == 16) { *out = mlakit::DType::kBF16; return true; }
+  if (t.code == 2 && t.bits == 16) { *out = mlakit::DType::kFP16; return true; }
+  if (t.code == 2 && t.bits == 32) { *out = mlakit::DType::kFP32; return true; }
+  if (t.code == 2 && t.bits == 64) { *out = mlakit::DType::kFP64; return true; }
+  if (t.code == 0 && t.bits == 32) { *out = mlakit::DType::kInt32; return true; }
+  return false;
+}
+
+}  // namespace
+
+bool register_torch_exchange(PyObject* tensor_type) {
+  g_api = nullptr;
+  const char* env = std::getenv("MLAKIT_TORCH_EXCHANGE");
+  if (env != nullptr && std::strcmp(env, "0") == 0) return false;
+  const DlExchangeApi* api = table_of(tensor_type, "__dlpack_c_exchange_api__");
+  if (api == nullptr) api = table_of(tensor_type, "__c_dlpack_exchange_api__");
+  // A newer major version links the tables of older ones; take the one this code speaks.
+  const DlExchangeHeader* h = api != nullptr ? &api->header : nullptr;
+  while (h != nullptr && h->version.major != 1) h = h->prev_api;
+  api = reinterpret_cast<const DlExchangeApi*>(h);
+  if (api == nullptr || api->dltensor_from_py_object_no_sync == nullptr || api->current_work_stream == nullptr)
+    return false;
+  g_api = api;
+  return true;
+}
+
+bool torch_exchange_in_use() { return g_api != nullptr; }
+
+bool exchange_view(PyObject* obj, mlakit::TensorView* v) {
+  if (g_api == nullptr) return false;
+  DlTensor t;
+  std::memset(&t, 0, sizeof(t));
+  if (g_api->dltensor_from_py_object_no_sync(obj, &t) != 0) {
+    PyErr_Clear();  // e.g. a layout DLPack cannot describe: the attribute path reports it
+    return false;
+  }
+  mlakit::DType dtype;
+  if (!dtype_of(t.dtype, &dtype) || t.ndim < 0 || t.ndim > mlakit::TensorView::kMaxDims) return false;
+  mlakit::Device device;
+  switch (t.device.device_type) {
+    case kDLCPU:
+    case kDLCUDAHost:
+      device = mlakit::Device::cpu();
+      break;
+    case kDLCUDA:
+    case kDLCUDAManaged:
+      device = mlakit::Device::cuda(t.device.device_id);
+      break;
+    default:
+      return false;
+  }
+  v->data = static_cast<char*>(t.data) + t.byte_offset;
+  v->dtype = dtype;
+  v->ndim = t.ndim;
+  int64_t row_major = 1;
+  for (int d = t.ndim - 1; d >= 0; --d) {
+    v->shape[d] = t.shape[d];
+    v->strides[d] = t.strides != nullptr ? t.strides[d] : row_major;
+    row_major *= t.shape[d];
+  }
+  v->device = device;
+  return true;
+}
+
+bool exchange_current_stream(int index, mlakit::Stream* stream) {
+  if (g_api == nullptr) return false;
+  void* s = nullptr;
+  if (g_api->current_work_stream(kDLCUDA, index, &s) != 0) {
+    PyErr_Clear();
+    return false;
+  }
+  *stream = s;
+  return true;
+}
+
+}  // namespace mlakit_py

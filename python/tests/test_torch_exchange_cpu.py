@@ -1,0 +1,131 @@
+"""torch tensors read through PyTorch's DLPack C exchange table (python/src/torch_exchange.h): the
+table is found when torch has it, every view it gives equals the attribute reads' (the path it
+replaces) and torch's own metadata, run() without out= returns a fresh q.new_empty-like output
+equal to run(out=), and MLAKIT_TORCH_EXCHANGE=0 turns the table off with the same results."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import mlakit  # noqa: E402
+import mlakit.torch  # noqa: E402,F401  (registers torch with the extension)
+
+_C = mlakit._C
+HAS_TABLE = hasattr(torch.Tensor, "__dlpack_c_exchange_api__") or hasattr(torch.Tensor, "__c_dlpack_exchange_api__")
+DTYPE_CODES = {torch.bfloat16: 0, torch.float16: 1, torch.float32: 2, torch.float64: 3, torch.int32: 4}
+
+
+def _tensors():
+    """(name, tensor): the layouts and dtypes the launch functions are given."""
+    base = torch.arange(5 * 4 * 8, dtype=torch.float32).reshape(5, 4, 8)
+    yield "contiguous", base
+    yield "offset slice", base[1:, :, 3:]
+    yield "strided", base[:, :, ::2]
+    yield "transposed", base.transpose(0, 1)
+    yield "broadcast (stride 0)", base[:1].expand(5, 4, 8)
+    yield "empty", base[:0]
+    yield "size-1 dims", base[2:3, 1:2]
+    yield "0-d", base[0, 0, 0]
+    yield "requires grad", base.clone().requires_grad_()
+    yield "parameter (subclass)", torch.nn.Parameter(base.clone())
+    for dt in DTYPE_CODES:
+        yield f"dtype {dt}", base.to(dt)
+
+
+def test_table_found_when_torch_has_one():
+    if not HAS_TABLE:
+        pytest.skip(f"torch {torch.__version__} has no DLPack exchange table: the attribute reads are used")
+    assert _C._torch_exchange_in_use(), "torch.Tensor has __dlpack_c_exchange_api__ but the extension did not take it"
+
+
+@pytest.mark.skipif(not HAS_TABLE, reason="torch without a DLPack exchange table")
+@pytest.mark.parametrize("name,t", list(_tensors()), ids=[n for n, _ in _tensors()])
+def test_exchange_view_equals_attribute_view(name, t):
+    got = _C._read_torch_view(t, "exchange")
+    want = _C._read_torch_view(t, "attributes")
+    assert want is not None
+    assert got == want, name
+    # And both are torch's own metadata (degenerate strides aside: normalized to row-major).
+    ptr, code, shape, strides, dev_type, dev_index = got
+    assert ptr == t.data_ptr() and code == DTYPE_CODES[t.dtype] and shape == tuple(t.shape)
+    assert (dev_type, dev_index) == (0, 0)
+    if t.numel() > 0:
+        assert all(s == ts for s, ts, n in zip(strides, t.stride(), t.shape) if n != 1)
+
+
+def test_unsupported_dtype_is_read_by_neither():
+    t = torch.zeros(3, 4, dtype=torch.int64)
+    assert _C._read_torch_view(t, "exchange") is None
+    assert _C._read_torch_view(t, "attributes") is None
+    with pytest.raises(ValueError, match="path"):
+        _C._read_torch_view(t, "dlpack")
+
+
+def _plan():
+    attn = mlakit.RaggedPrefill(4, 2, 32, 16, dtype=torch.bfloat16, max_batch=2, max_q_tokens=14,
+                                max_kv_tokens=19)
+    attn.plan(torch.tensor([0, 5, 14], dtype=torch.int32), torch.tensor([0, 7, 19], dtype=torch.int32),
+              causal=True)
+    gen = torch.Generator().manual_seed(5)
+    q = torch.randn(14, 4, 32, generator=gen).to(torch.bfloat16)
+    k = torch.randn(19, 2, 32, generator=gen).to(torch.bfloat16)
+    v = torch.randn(19, 2, 16, generator=gen).to(torch.bfloat16)
+    return attn, q, k, v
+
+
+def test_run_without_out_allocates_like_new_empty():
+    attn, q, k, v = _plan()
+    want = torch.full((14, 4, 16), float("nan"), dtype=torch.bfloat16)
+    assert attn.run(q, k, v, out=want) is want
+    a = attn.run(q, k, v)
+    b = attn.run(q, k, v)
+    for got in (a, b):
+        assert type(got) is torch.Tensor and got.dtype == q.dtype and got.device == q.device
+        assert got.shape == (14, 4, 16) and got.is_contiguous()
+        assert torch.equal(got, want)
+    assert a.data_ptr() != b.data_ptr()  # a fresh output per call, never a shared buffer
+    # q with more rows than the plan (a capacity buffer): out has q's rows; those past the batch
+    # are not written, as with out= given.
+    big = torch.cat([q, q[:3]])
+    got = attn.run(big, k, v)
+    assert got.shape == (17, 4, 16) and torch.equal(got[:14], want)
+
+
+def test_run_without_out_rejects_like_before():
+    attn, q, k, v = _plan()
+    with pytest.raises(ValueError, match="q: must have 3 dimensions"):
+        attn.run(q.reshape(14, 128), k, v)
+    with pytest.raises(TypeError, match="k"):
+        attn.run(q, None, v)
+    with pytest.raises(ValueError):
+        attn.run(q, k[:, :1], v)  # kv heads do not match the plan
+    # The native call: out None with a torch q is allocated; with a non-torch q it is an error.
+    assert attn._impl.run(q, k, v, None, None, None).shape == (14, 4, 16)
+    with pytest.raises(TypeError, match="out"):
+        attn._impl.run(q.float().numpy(), k.float().numpy(), v.float().numpy(), None, None, 0)
+
+
+def test_switched_off_by_environment_same_results():
+    code = (
+        "import torch, mlakit, mlakit.torch, sys\n"
+        "print(int(mlakit._C._torch_exchange_in_use()))\n"
+        "a = mlakit.RaggedPrefill(4, 2, 32, 16, dtype=torch.bfloat16, max_batch=2, max_q_tokens=14, max_kv_tokens=19)\n"
+        "a.plan(torch.tensor([0, 5, 14], dtype=torch.int32), torch.tensor([0, 7, 19], dtype=torch.int32), causal=True)\n"
+        "g = torch.Generator().manual_seed(5)\n"
+        "q = torch.randn(14, 4, 32, generator=g).to(torch.bfloat16)\n"
+        "k = torch.randn(19, 2, 32, generator=g).to(torch.bfloat16)\n"
+        "v = torch.randn(19, 2, 16, generator=g).to(torch.bfloat16)\n"
+        "sys.stdout.buffer.write(a.run(q, k, v).float().numpy().tobytes())\n")
+    outs = {}
+    for flag in ("0", "1"):
+        env = dict(os.environ, MLAKIT_TORCH_EXCHANGE=flag)
+        r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, check=True)
+        first, rest = r.stdout.split(b"\n", 1)
+        outs[flag] = (int(first), rest)
+    assert outs["0"][0] == 0
+    assert outs["1"][0] == int(HAS_TABLE)
+    assert outs["0"][1] == outs["1"][1] and len(outs["0"][1]) == 14 * 4 * 16 * 4
