@@ -91,8 +91,12 @@ __device__ __forceinline__ void consumer(const Sm90Params& p, uint32_t sbase, un
   };
   ItemPlan upcoming = next_item();
   // The producer warp published this block's tensor maps before it handed over the first item.
+#if MLAKIT_SM90_EXP_PARAM_MAPS
+  const CUtensorMap* tm_o = &p.tm_o;
+#else
   const CUtensorMap* tm_o = block_tensor_maps<Shape>(a) + kMapO;
   if (tid == 0 && o_tma) tensormap_acquire(tm_o);
+#endif
 #if MLAKIT_SM90_TRACE
   int trace_k = 0;  // this thread's item count (every consumer thread; the tracer's record index)
   TraceRec trace_rec{};

@@ -15,6 +15,10 @@ namespace sm90 {
 template <typename Shape>
 __device__ __forceinline__ CUtensorMap* prepare_tensor_maps(const Sm90Params& p, uint32_t sbase, unsigned char* smem,
                                                             const plan::ScheduleHeader& hdr, int lane) {
+#if MLAKIT_SM90_EXP_PARAM_MAPS
+  (void)sbase, (void)smem, (void)hdr, (void)lane;
+  return const_cast<CUtensorMap*>(&p.tm_q);  // tm_q..tm_o: consecutive, in kMap order
+#endif
   CUtensorMap* gmaps = block_tensor_maps<Shape>(p.args);
   const uint32_t smaps = sbase + Shape::kOffMaps;
   if (lane < 8) {  // 5 maps x 128 bytes = 8 lanes x 5 x 16 bytes
