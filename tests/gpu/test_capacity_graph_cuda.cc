@@ -1,8 +1,10 @@
 // The engine pattern on the GPU: one CUDA graph captured over capacity-sized buffers (whole
 // buffers, not views sliced to the batch), LSE written head-major ([H, T], FlashAttention's
-// layout) through a strided view, then re-plan with other lengths and replay. Rows past each
-// batch hold NaN in q/k/v (a result that read them would be NaN) and poison in out/lse (a
-// kernel that wrote them is caught).
+// layout) through a strided view, then re-plan with other lengths and replay; and the same
+// batches run eagerly (the sm90 kernel then uses the tensor maps as encoded from the whole
+// buffers instead of rewriting their extents to the plan's totals). Rows past each batch hold NaN
+// in q/k/v (a result that let them through would be NaN) and poison in out/lse (a kernel that
+// wrote them is caught).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -37,7 +39,7 @@ class CudaGraphCapacity : public ::testing::TestWithParam<KernelPreference> {
   void SetUp() override { MLAKIT_SKIP_IF_KERNEL_UNAVAILABLE(GetParam(), kDqk, kDvo, DType::kBF16); }
 };
 
-TEST_P(CudaGraphCapacity, WholeBuffersHeadMajorLseReplanReplay) {
+void run_capacity_batches(KernelPreference kernel, bool use_graph) {
 #if MLAKIT_WITH_CUDA
   std::mt19937_64 rng(std::random_device{}());
   const DType t = DType::kBF16;
@@ -48,7 +50,7 @@ TEST_P(CudaGraphCapacity, WholeBuffersHeadMajorLseReplanReplay) {
   // [T, H] view of the [H, T] buffer: what flash_attn_varlen_func returns as softmax_lse.
   TensorView lse_view(dlse.view().data, DType::kFP32, {kCapQ, kHeads}, {1, kCapQ}, dev);
 
-  RaggedPrefill prefill(cuda_config(kHeads, kHeads, kDqk, kDvo, t, 8, kCapQ, kCapKV, GetParam()));
+  RaggedPrefill prefill(cuda_config(kHeads, kHeads, kDqk, kDvo, t, 8, kCapQ, kCapKV, kernel));
   cudaStream_t stream;
   ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
   PrefillOptions opts;
@@ -68,28 +70,34 @@ TEST_P(CudaGraphCapacity, WholeBuffersHeadMajorLseReplanReplay) {
     ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
   };
 
-  const std::vector<int32_t> qo_a = make_indptr({300, 1, 129}), kv_a = make_indptr({300, 64, 129});
-  load(qo_a.back(), kv_a.back());
-  prefill.plan(qo_a.data(), kv_a.data(), 3, opts, stream);
-  cudaGraph_t graph;
-  ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), cudaSuccess);
-  prefill.run(dq.view(), dk.view(), dv.view(), dout.view(), &lse_view, stream);
-  ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
-  cudaGraphExec_t exec;
-  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  if (use_graph) {
+    const std::vector<int32_t> qo_a = make_indptr({300, 1, 129}), kv_a = make_indptr({300, 64, 129});
+    load(qo_a.back(), kv_a.back());
+    prefill.plan(qo_a.data(), kv_a.data(), 3, opts, stream);
+    ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+    prefill.run(dq.view(), dk.view(), dv.view(), dout.view(), &lse_view, stream);
+    ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
+    ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+  }
 
   const std::vector<std::vector<int32_t>> q_sets = {
       {300, 1, 129}, {999, 200, 0, 77, 3}, {17}, {128, 128, 128, 128, 128, 128, 128, 128}};
   const std::vector<std::vector<int32_t>> kv_sets = {
       {300, 64, 129}, {999, 1200, 5, 77, 100}, {2000}, {128, 256, 128, 300, 128, 129, 128, 131}};
   for (size_t s = 0; s < q_sets.size(); ++s) {
-    SCOPED_TRACE("replay " + std::to_string(s));
+    SCOPED_TRACE((use_graph ? "replay " : "eager run ") + std::to_string(s));
     const std::vector<int32_t> qo = make_indptr(q_sets[s]), kv = make_indptr(kv_sets[s]);
     const int batch = static_cast<int>(q_sets[s].size());
     const int64_t tq = qo.back(), tk = kv.back();
-    if (s > 0) load(tq, tk);
+    if (s > 0 || !use_graph) load(tq, tk);
     prefill.plan(qo.data(), kv.data(), batch, opts, stream);
-    ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
+    if (use_graph) {
+      ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
+    } else {
+      prefill.run(dq.view(), dk.view(), dv.view(), dout.view(), &lse_view, stream);
+    }
     ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
     dout.copy_to(out);
     dlse.copy_to(lse_ht);
@@ -127,11 +135,18 @@ TEST_P(CudaGraphCapacity, WholeBuffersHeadMajorLseReplanReplay) {
     EXPECT_EQ(out_written, 0) << "bytes of out written past total_q";
     EXPECT_EQ(lse_written, 0) << "lse entries written past total_q";
   }
-  cudaGraphExecDestroy(exec);
-  cudaGraphDestroy(graph);
+  if (exec) cudaGraphExecDestroy(exec);
+  if (graph) cudaGraphDestroy(graph);
   cudaStreamDestroy(stream);
+#else
+  (void)kernel;
+  (void)use_graph;
 #endif
 }
+
+TEST_P(CudaGraphCapacity, WholeBuffersHeadMajorLseReplanReplay) { run_capacity_batches(GetParam(), true); }
+
+TEST_P(CudaGraphCapacity, WholeBuffersHeadMajorLseEager) { run_capacity_batches(GetParam(), false); }
 
 INSTANTIATE_TEST_SUITE_P(Kernels, CudaGraphCapacity, ::testing::ValuesIn(kAllKernels),
                          kernel_param_name);

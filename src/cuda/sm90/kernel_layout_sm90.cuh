@@ -71,6 +71,11 @@ struct Sm90Params {
   PrefillArgs args;
   int kr_rank;        // 3 or 2 (one rope row shared by every kv head)
   int o_tma;          // 1: the epilogue stages O in shared memory and stores it with TMA
+  // 1 (an eager launch): the maps above, encoded for this launch from the tensors' rows, are used
+  // as they are. 0 (a launch being captured into a CUDA graph): each block first rewrites its
+  // copies' row extents to the plan's totals in the device schedule, so a replay after
+  // re-planning reads and writes the new plan's rows (producer_sm90.cuh).
+  int maps_final;
 };
 
 // One work item as the producer hands it to the consumers (through shared memory).
@@ -99,8 +104,9 @@ enum : int {
 constexpr int kConsHop = 32 + 256;
 constexpr int kSchedHop = 64;
 
-// This block's tensor maps in the device scratch (after the fixed counters), in this order; the
-// producer warp rewrites their extents and publishes them there (producer_sm90.cuh).
+// This block's tensor maps in the device scratch (after the fixed counters), in this order; in a
+// launch captured into a graph the producer warp rewrites their extents and publishes them there
+// (producer_sm90.cuh). Eager launches use the kernel parameter's maps, in the same order.
 enum : int { kMapQ = 0, kMapK = 1, kMapKRope = 2, kMapV = 3, kMapO = 4 };
 template <typename Shape>
 __device__ __forceinline__ CUtensorMap* block_tensor_maps(const PrefillArgs& a) {

@@ -56,12 +56,3 @@
 #ifndef MLAKIT_SM90_EXP_NO_CAP
 #define MLAKIT_SM90_EXP_NO_CAP 0
 #endif
-
-// Experiment (session 22, timing only): the TMA loads and stores use the kernel parameter's tensor
-// maps as the host encoded them from the tensors' rows, without each block's copy, extent rewrite,
-// publish and acquire at its start. Correct only when the views hold exactly the plan's rows (as
-// mlakit-bench's do) and never under a graph replayed after re-planning: it measures what the
-// rewrite costs on the critical path of short launches.
-#ifndef MLAKIT_SM90_EXP_PARAM_MAPS
-#define MLAKIT_SM90_EXP_PARAM_MAPS 0
-#endif

@@ -20,9 +20,11 @@
 // (sequence, head) and share its K/V in L2 (plan::ScheduleKind::kSequenceRuns).
 // Nothing is padded: a kv tile that runs past the sequence is masked (scores -> -inf), and the V
 // rows past the sequence are zeroed in shared memory so 0 * (whatever is there) cannot make NaN.
-// Extents: each block rewrites the outermost extent of its copies of the tensor maps to the
-// plan's totals (read from the device schedule), so TMA zero-fills past the batch and never
-// reads past it, and a CUDA graph replayed after re-planning reads the new extents.
+// Extents: an eager launch's tensor maps hold the tensors' rows (>= the plan's totals; rows past
+// a sequence are masked or zeroed as above, whichever sequence or buffer they belong to). A
+// launch captured into a CUDA graph has each block rewrite the outermost extent of its copies of
+// the maps to the plan's totals (read from the device schedule), so a graph replayed after
+// re-planning reads and writes the new plan's rows.
 //
 // The pieces: kernel_options_sm90.cuh (build options), kernel_layout_sm90.cuh (shape, barriers,
 // parameters), work_handover_sm90.cuh (scheduler warp), producer_sm90.cuh (tensor maps, loads),
@@ -91,12 +93,8 @@ __device__ __forceinline__ void consumer(const Sm90Params& p, uint32_t sbase, un
   };
   ItemPlan upcoming = next_item();
   // The producer warp published this block's tensor maps before it handed over the first item.
-#if MLAKIT_SM90_EXP_PARAM_MAPS
-  const CUtensorMap* tm_o = &p.tm_o;
-#else
-  const CUtensorMap* tm_o = block_tensor_maps<Shape>(a) + kMapO;
-  if (tid == 0 && o_tma) tensormap_acquire(tm_o);
-#endif
+  const CUtensorMap* tm_o = p.maps_final ? &p.tm_o : block_tensor_maps<Shape>(a) + kMapO;
+  if (tid == 0 && o_tma && !p.maps_final) tensormap_acquire(tm_o);
 #if MLAKIT_SM90_TRACE
   int trace_k = 0;  // this thread's item count (every consumer thread; the tracer's record index)
   TraceRec trace_rec{};

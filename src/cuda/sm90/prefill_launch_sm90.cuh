@@ -43,8 +43,9 @@ Sm90Params make_params(const PrefillArgs& a) {
   // The output through TMA stores of 64-row boxes when the driver accepts its layout (validation
   // already asks for 16-byte aligned data and strides); otherwise the epilogue stores from
   // registers (o_tma = 0). Only whole 64-row halves inside one sequence are stored this way. Like
-  // q's, the map's row extent is rewritten on the device to the plan's total (a graph captured
-  // with a short view and replayed after a re-plan with more rows must store them all).
+  // q's, the map's row extent is rewritten on the device to the plan's total when the launch is
+  // captured into a graph (one captured with a short view and replayed after a re-plan with more
+  // rows must store them all).
   p.o_tma = MLAKIT_SM90_TMA_STORE &&
             try_encode_tma_map(&p.tm_o, {a.out, dt, DVO, a.num_qo_heads, a.q_rows, a.o_stride_head, a.o_stride_tok},
                                64)
@@ -108,6 +109,18 @@ Sm90Params params_for(const PrefillArgs& a) {
   return p;
 }
 
+// Whether a launch on `stream` may use its tensor maps as encoded (Sm90Params::maps_final): yes
+// unless the stream is capturing a CUDA graph, whose replays may follow a re-plan with more rows
+// than the tensors held at capture. A failed query takes the capture path, correct either way.
+inline int launch_maps_final(cudaStream_t stream) {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusActive;
+  if (cudaStreamIsCapturing(stream, &status) != cudaSuccess) {
+    cudaGetLastError();  // not this launch's error
+    return 0;
+  }
+  return status == cudaStreamCaptureStatusNone ? 1 : 0;
+}
+
 template <typename T, int DQK, int DVO>
 void set_smem_limit() {
   using Shape = Sm90Shape<DQK, DVO>;
@@ -123,7 +136,8 @@ void launch_prefill_sm90(const PrefillArgs& args, int grid_blocks, cudaStream_t 
   }
   static std::once_flag once;
   std::call_once(once, [] { set_smem_limit<T, DQK, DVO>(); });
-  const Sm90Params p = params_for<T, DQK, DVO>(args);
+  Sm90Params p = params_for<T, DQK, DVO>(args);
+  p.maps_final = launch_maps_final(stream);
 #if MLAKIT_SM90_TRACE
   trace_register(DQK == 192 ? (sizeof(T) == 2 && DTypeOf<T>::value == DType::kBF16 ? "d192_bf16" : "d192_fp16")
                                    : (DTypeOf<T>::value == DType::kBF16 ? "d128_bf16" : "d128_fp16"));
