@@ -99,7 +99,9 @@ def _device_name(device: Any) -> str:
 
 _TORCH_DTYPE_CODES: Optional[dict] = None  # torch dtype -> mlakit::DType value
 # torch.Tensor once registered with the extension (_register_torch): from then on the extension
-# takes torch tensors as they are and reads their metadata itself (no descriptor tuple, no DLPack).
+# takes torch tensors as they are and reads their metadata itself (no descriptor tuple, no DLPack
+# export): through PyTorch's DLPack C exchange table where torch has one (2.10+), else through
+# the tensor's attributes (python/src/torch_exchange.h).
 _TorchTensor: Any = None
 
 
