@@ -92,9 +92,10 @@ __device__ __forceinline__ void consumer(const Sm90Params& p, uint32_t sbase, un
     }
   };
   ItemPlan upcoming = next_item();
-  // The producer warp published this block's tensor maps before it handed over the first item.
-  const CUtensorMap* tm_o = p.maps_final ? &p.tm_o : block_tensor_maps<Shape>(a) + kMapO;
-  if (tid == 0 && o_tma && !p.maps_final) tensormap_acquire(tm_o);
+  // The producer warp published this block's copy of the output map before it handed over the
+  // first item (with the plan's extents in a captured launch, as encoded in an eager one).
+  const CUtensorMap* tm_o = block_tensor_maps<Shape>(a) + kMapO;
+  if (tid == 0 && o_tma) tensormap_acquire(tm_o);
 #if MLAKIT_SM90_TRACE
   int trace_k = 0;  // this thread's item count (every consumer thread; the tracer's record index)
   TraceRec trace_rec{};

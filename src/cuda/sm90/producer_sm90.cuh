@@ -10,18 +10,27 @@ namespace mlakit {
 namespace cuda {
 namespace sm90 {
 
-// Warp 0 of warpgroup 0, all lanes: the tensor maps the block's TMA transfers use. Eager
-// launches (maps_final): the kernel parameter's. Launches captured into a graph: per-block copies
-// with the plan's extents (prefill_kernel_sm90.cuh, "Extents"), which lane 0 then acquires for its loads.
+// Warp 0 of warpgroup 0, all lanes: the tensor maps the block's TMA loads use. Eager launches
+// (maps_final): the kernel parameter's. Launches captured into a graph: per-block copies with the
+// plan's extents (prefill_kernel_sm90.cuh, "Extents"), which lane 0 then acquires for its loads.
+// Either way the output map's per-block copy is published for the epilogue's stores.
 template <typename Shape>
 __device__ __forceinline__ CUtensorMap* prepare_tensor_maps(const Sm90Params& p, uint32_t sbase, unsigned char* smem,
                                                             const plan::ScheduleHeader& hdr, int lane) {
-  // An eager launch's maps are final: no copy, rewrite, publish or acquire on the block's
-  // critical path (about 1 us of a 24 us launch, session 22). tm_q..tm_o are consecutive, in
-  // kMap order.
-  if (p.maps_final) return const_cast<CUtensorMap*>(&p.tm_q);
   CUtensorMap* gmaps = block_tensor_maps<Shape>(p.args);
   const uint32_t smaps = sbase + Shape::kOffMaps;
+  if (p.maps_final) {
+    // An eager launch's maps are final: its loads use the parameter's (tm_q..tm_k_rope..tm_v are
+    // consecutive, in kMap order) with no rewrite or acquire on the block's critical path. The
+    // epilogue, whose code captured launches share, stores through this block's copy of the
+    // output map: copied and published unchanged (the consumers acquire it, as always).
+    if (lane < 8) {
+      reinterpret_cast<uint4*>(smem + Shape::kOffMaps)[4 * 8 + lane] = reinterpret_cast<const uint4*>(&p.tm_o)[lane];
+    }
+    __syncwarp();
+    tensormap_publish(&gmaps[kMapO], smaps + 4 * 128);
+    return const_cast<CUtensorMap*>(&p.tm_q);
+  }
   if (lane < 8) {  // 5 maps x 128 bytes = 8 lanes x 5 x 16 bytes
     uint4* dst = reinterpret_cast<uint4*>(smem + Shape::kOffMaps);
     dst[0 * 8 + lane] = reinterpret_cast<const uint4*>(&p.tm_q)[lane];
