@@ -43,7 +43,7 @@ Workloads (default: all named workloads):
   --heads H --kv-heads Hkv --dqk D --dvo D --dtype bf16|fp16
   --causal | --no-causal   --window N (sliding window, keys to the left)   --soft-cap C
                       These set the custom workload; given explicitly they also override the
-                      named workloads (the name then shows the override).
+                      named workloads (the name then shows the override; with --lens, a note says so).
 Device and scaling:
   --device cpu|cuda|auto   (default auto: cuda if a CUDA device is usable, else cpu)
   --kernel auto|sm80|sm90  CUDA kernel (default auto: sm90 on compute capability 9.0)
@@ -276,10 +276,12 @@ std::vector<mb::Workload> build_workloads(const Args& a, bool cpu) {
   std::vector<std::string> names = a.workloads;
   if (a.all || (names.empty() && a.lens.empty()))
     for (const auto& w : mb::named_workloads()) names.push_back(w.name);
+  std::string overridden;  // the first named workload the shape/mask options changed
   for (const std::string& n : names) {
     mb::Workload w;
     if (!mb::find_named(n, &w)) usage_error("unknown workload '" + n + "' (--list shows them)");
     w = apply_overrides(w, a);
+    if (overridden.empty() && w.name != n) overridden = w.name;
     if (cpu && !a.full) w = mb::scaled(w, a.cpu_scale);
     list.push_back(w);
   }
@@ -303,6 +305,13 @@ std::vector<mb::Workload> build_workloads(const Args& a, bool cpu) {
     w.options.logits_soft_cap = a.soft_cap;
     list.push_back(w);
   }
+  // Shape/mask options meant for the --lens workload change the named ones too (documented, but
+  // easy to miss in an A/B script that mixes both): say so once.
+  if (!overridden.empty() && !a.lens.empty())
+    std::fprintf(stderr,
+                 "note: the shape/mask options given for --lens also apply to the named workloads "
+                 "(e.g. %s); run the named workloads without them to keep their own shapes\n",
+                 overridden.c_str());
   return list;
 }
 
