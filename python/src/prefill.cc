@@ -124,7 +124,7 @@ void bind_prefill(nb::module_& m) {
             TensorArg tq = tensor_arg(q, "q", false), tk = tensor_arg(k, "k", false),
                       tv = tensor_arg(v, "v", false);
             nb::object out_obj = nb::borrow(out);
-            if (out.is_none() && tq.view.ndim == 3 && is_torch_tensor_object(q)) {
+            if (out.is_none() && tq.view.ndim == 3 && is_torch_tensor(q)) {
               // The eager call without out=: q.new_empty(rows, heads, Dvo), as the Python layer
               // would allocate it, made here so the call costs one Python-level call, not two.
               out_obj = torch_new_empty(q, tq.view.shape[0], tq.view.shape[1], self.config().head_dim_vo);

@@ -42,6 +42,8 @@ std::string describe_dl_dtype(const nb::dlpack::dtype& t) {
   return s;
 }
 
+}  // namespace
+
 bool to_mlakit_dtype(const nb::dlpack::dtype& t, mlakit::DType* out) {
   if (t.lanes != 1) return false;
   auto code = static_cast<nb::dlpack::dtype_code>(t.code);
@@ -57,18 +59,29 @@ bool to_mlakit_dtype(const nb::dlpack::dtype& t, mlakit::DType* out) {
   return false;
 }
 
-mlakit::Device to_mlakit_device(int type, int id, const char* name) {
+bool to_mlakit_device(int type, int id, mlakit::Device* out) {
   switch (type) {
     case kDLCPU:
     case kDLCUDAHost:  // pinned host memory is host memory
-      return mlakit::Device::cpu();
+      *out = mlakit::Device::cpu();
+      return true;
     case kDLCUDA:
     case kDLCUDAManaged:
-      return mlakit::Device::cuda(id);
+      *out = mlakit::Device::cuda(id);
+      return true;
     default:
-      throw Error(ErrorKind::kTypeMismatch, name,
-                  "unsupported DLPack device type " + std::to_string(type) + " (mlakit takes CPU and CUDA arrays)");
+      return false;
   }
+}
+
+namespace {
+
+mlakit::Device to_mlakit_device(int type, int id, const char* name) {
+  mlakit::Device d;
+  if (!mlakit_py::to_mlakit_device(type, id, &d))
+    throw Error(ErrorKind::kTypeMismatch, name,
+                "unsupported DLPack device type " + std::to_string(type) + " (mlakit takes CPU and CUDA arrays)");
+  return d;
 }
 
 template <typename Array>
@@ -167,9 +180,13 @@ struct TorchRefs {
 };
 TorchRefs g_torch;
 
+}  // namespace
+
 bool is_torch_tensor(nb::handle obj) {
   return g_torch.tensor != nullptr && PyType_IsSubtype(Py_TYPE(obj.ptr()), g_torch.tensor);
 }
+
+namespace {
 
 nb::object attr(PyObject* obj, PyObject* name) {
   PyObject* r = PyObject_GetAttr(obj, name);
@@ -370,8 +387,6 @@ void transpose_2d(mlakit::TensorView* v, const char* name) {
   std::swap(v->strides[0], v->strides[1]);
   normalize_degenerate_strides(*v);  // size-1 dimensions: the row-major value of the new order
 }
-
-bool is_torch_tensor_object(nb::handle obj) { return is_torch_tensor(obj); }
 
 nb::object torch_new_empty(nb::handle like, int64_t d0, int64_t d1, int64_t d2) {
   PyObject* args[4] = {like.ptr(), PyLong_FromLongLong(d0), PyLong_FromLongLong(d1), PyLong_FromLongLong(d2)};

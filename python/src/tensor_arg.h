@@ -54,7 +54,12 @@ mlakit::DType parse_dtype(const std::string& s, const char* name);
 mlakit::Device parse_device(const std::string& s, const char* name);
 
 // Whether `obj` is a torch.Tensor (or subclass) once torch is registered.
-bool is_torch_tensor_object(nb::handle obj);
+bool is_torch_tensor(nb::handle obj);
+
+// DLPack's dtype and device (type, id) as mlakit's; false for those mlakit does not take. The
+// DLPack imports and PyTorch's exchange table (torch_exchange.h) both read them through these.
+bool to_mlakit_dtype(const nb::dlpack::dtype& t, mlakit::DType* out);
+bool to_mlakit_device(int type, int id, mlakit::Device* out);
 
 // like.new_empty(d0, d1, d2) for a torch tensor `like` (its dtype and device, contiguous), called
 // from C++ so a launch that allocates its output makes no Python-level call of its own.

@@ -1,11 +1,14 @@
-// PyTorch's DLPack C exchange table (see torch_exchange.h). The structs below are the DLPack 1.x
-// C ABI as the DLPack specification defines it (dlpack.h, "DLPackExchangeAPI"), spelled out here
-// so the extension needs no DLPack header of a particular version.
+// PyTorch's DLPack C exchange table (see torch_exchange.h). The table's layout below is the
+// DLPack 1.x C ABI as the DLPack specification defines it (dlpack.h, "DLPackExchangeAPI"), spelled
+// out here so the extension needs no DLPack header of a particular version; the tensor it fills is
+// DLPack's DLTensor, which nanobind declares (nb::dlpack::dltensor).
 #include "torch_exchange.h"
 
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+
+#include "tensor_arg.h"
 
 namespace mlakit_py {
 namespace {
@@ -13,24 +16,6 @@ namespace {
 struct DlVersion {
   uint32_t major;
   uint32_t minor;
-};
-struct DlDevice {
-  int32_t device_type;  // DLDeviceType: kDLCPU 1, kDLCUDA 2, kDLCUDAHost 3, kDLCUDAManaged 13
-  int32_t device_id;
-};
-struct DlDataType {
-  uint8_t code;  // kDLInt 0, kDLUInt 1, kDLFloat 2, kDLBfloat 4
-  uint8_t bits;
-  uint16_t lanes;
-};
-struct DlTensor {
-  void* data;
-  DlDevice device;
-  int32_t ndim;
-  DlDataType dtype;
-  int64_t* shape;
-  int64_t* strides;  // in elements; NULL = compact row-major
-  uint64_t byte_offset;
 };
 struct DlExchangeHeader {
   DlVersion version;
@@ -42,11 +27,11 @@ struct DlExchangeApi {
   void* managed_tensor_allocator;
   void* managed_tensor_from_py_object_no_sync;
   void* managed_tensor_to_py_object_no_sync;
-  int (*dltensor_from_py_object_no_sync)(void* py_object, DlTensor* out);  // non-owning view
+  int (*dltensor_from_py_object_no_sync)(void* py_object, nb::dlpack::dltensor* out);  // non-owning view
   int (*current_work_stream)(int32_t device_type, int32_t device_id, void** out_stream);
 };
 
-constexpr int32_t kDLCPU = 1, kDLCUDA = 2, kDLCUDAHost = 3, kDLCUDAManaged = 13;
+constexpr int32_t kDLCUDA = 2;
 
 const DlExchangeApi* g_api = nullptr;
 
@@ -68,16 +53,6 @@ const DlExchangeApi* table_of(PyObject* type, const char* name) {
   if (PyErr_Occurred()) PyErr_Clear();
   Py_DECREF(attr);  // the table itself lives as long as the process (the specification's rule)
   return static_cast<const DlExchangeApi*>(p);
-}
-
-bool dtype_of(const DlDataType& t, mlakit::DType* out) {
-  if (t.lanes != 1) return false;
-  if (t.code == 4 && t.bits == 16) { *out = mlakit::DType::kBF16; return true; }
-  if (t.code == 2 && t.bits == 16) { *out = mlakit::DType::kFP16; return true; }
-  if (t.code == 2 && t.bits == 32) { *out = mlakit::DType::kFP32; return true; }
-  if (t.code == 2 && t.bits == 64) { *out = mlakit::DType::kFP64; return true; }
-  if (t.code == 0 && t.bits == 32) { *out = mlakit::DType::kInt32; return true; }
-  return false;
 }
 
 }  // namespace
@@ -102,27 +77,16 @@ bool torch_exchange_in_use() { return g_api != nullptr; }
 
 bool exchange_view(PyObject* obj, mlakit::TensorView* v) {
   if (g_api == nullptr) return false;
-  DlTensor t;
-  std::memset(&t, 0, sizeof(t));
+  nb::dlpack::dltensor t;
   if (g_api->dltensor_from_py_object_no_sync(obj, &t) != 0) {
     PyErr_Clear();  // e.g. a layout DLPack cannot describe: the attribute path reports it
     return false;
   }
   mlakit::DType dtype;
-  if (!dtype_of(t.dtype, &dtype) || t.ndim < 0 || t.ndim > mlakit::TensorView::kMaxDims) return false;
   mlakit::Device device;
-  switch (t.device.device_type) {
-    case kDLCPU:
-    case kDLCUDAHost:
-      device = mlakit::Device::cpu();
-      break;
-    case kDLCUDA:
-    case kDLCUDAManaged:
-      device = mlakit::Device::cuda(t.device.device_id);
-      break;
-    default:
-      return false;
-  }
+  if (!to_mlakit_dtype(t.dtype, &dtype) || !to_mlakit_device(t.device.device_type, t.device.device_id, &device) ||
+      t.ndim < 0 || t.ndim > mlakit::TensorView::kMaxDims)
+    return false;
   v->data = static_cast<char*>(t.data) + t.byte_offset;
   v->dtype = dtype;
   v->ndim = t.ndim;
