@@ -24,7 +24,9 @@ struct Reinterpreted {
   mlakit::DType dtype;
 };
 
-constexpr int kDLCPU = 1, kDLCUDA = 2, kDLCUDAHost = 3, kDLCUDAManaged = 13;
+// DLPack's device type codes, as nanobind declares them.
+constexpr int kDLCPU = nb::device::cpu::value, kDLCUDA = nb::device::cuda::value,
+              kDLCUDAHost = nb::device::cuda_host::value, kDLCUDAManaged = nb::device::cuda_managed::value;
 
 std::string describe_dl_dtype(const nb::dlpack::dtype& t) {
   const char* code = "unknown";

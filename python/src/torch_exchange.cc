@@ -31,8 +31,6 @@ struct DlExchangeApi {
   int (*current_work_stream)(int32_t device_type, int32_t device_id, void** out_stream);
 };
 
-constexpr int32_t kDLCUDA = 2;
-
 const DlExchangeApi* g_api = nullptr;
 
 // The table of the attribute `name` of `type`: a PyCapsule named "dlpack_exchange_api" (PyTorch),
@@ -103,7 +101,7 @@ bool exchange_view(PyObject* obj, mlakit::TensorView* v) {
 bool exchange_current_stream(int index, mlakit::Stream* stream) {
   if (g_api == nullptr) return false;
   void* s = nullptr;
-  if (g_api->current_work_stream(kDLCUDA, index, &s) != 0) {
+  if (g_api->current_work_stream(nb::device::cuda::value, index, &s) != 0) {
     PyErr_Clear();
     return false;
   }
