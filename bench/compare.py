@@ -66,6 +66,9 @@ import peers  # noqa: E402
 
 ALL_METHODS = ["mlakit", "flashinfer_fa3", "flashinfer_fa2", "fa2_varlen_padV", "sdpa_cudnn",
                "sdpa_efficient", "flex_attention"]
+# Not run by default: mlakit with its key-range splitting off (kv_split="off"), for measuring
+# what the default split rules (the tail rule) buy in the same process.
+EXTRA_METHODS = ["mlakit_nosplit"]
 FI_BACKENDS = {"flashinfer_fa3": "fa3", "flashinfer_fa2": "fa2"}
 ANCHOR_DIRS = [os.path.join(REPO, "shared", "anchors"), os.path.join(os.path.dirname(REPO), "shared", "anchors")]
 ANCHOR_FILE_A = "peers-h200-2026-12-02.json"     # FA2 / SDPA / Flex, per case
@@ -369,11 +372,11 @@ class Runner:
         self.plan_fns = plan_fns or {}
 
 
-def build_mlakit(torch, mlakit, w, sets, dev):
+def build_mlakit(torch, mlakit, w, sets, dev, kv_split="auto"):
     p = mlakit.RaggedPrefill(num_qo_heads=w.heads, num_kv_heads=w.kv_heads, head_dim_qk=w.dqk,
                              head_dim_vo=w.dvo, dtype=torch_dtype(torch, w.dtype),
                              max_batch=w.batch, max_q_tokens=w.total_q, max_kv_tokens=w.total_kv,
-                             device="cuda")
+                             device="cuda", kv_split=kv_split)
     qo_h = torch.tensor(w.qo_indptr(), dtype=torch.int32)
     kv_h = torch.tensor(w.kv_indptr(), dtype=torch.int32)
 
@@ -615,7 +618,7 @@ def main(argv=None):
     else:
         methods = [m.strip() for m in args.methods.split(",") if m.strip()]
     for m in methods:
-        if m not in ALL_METHODS:
+        if m not in ALL_METHODS + EXTRA_METHODS:
             ap.error(f"unknown method {m!r}")
 
     try:
@@ -651,7 +654,7 @@ def main(argv=None):
 
     # mlakit: binding first, bench binary second.
     mlakit_mod, mlakit_source, fallback = None, None, {}
-    if "mlakit" in methods or args.overhead != "none":
+    if "mlakit" in methods or "mlakit_nosplit" in methods or args.overhead != "none":
         try:
             import mlakit as mlakit_mod  # noqa: F811
             if mlakit_mod.cuda_device_count() == 0:
@@ -706,6 +709,8 @@ def main(argv=None):
         for m in methods:
             res = {}
             try:
+                if m == "mlakit_nosplit" and mlakit_mod is None:
+                    raise Skip("needs the mlakit binding")
                 if m == "mlakit" and mlakit_mod is None:
                     r = fallback.get(w.name)
                     if r is None:
@@ -717,6 +722,8 @@ def main(argv=None):
                 else:
                     if m == "mlakit":
                         built = build_mlakit(torch, mlakit_mod, w, sets, dev)
+                    elif m == "mlakit_nosplit":
+                        built = build_mlakit(torch, mlakit_mod, w, sets, dev, kv_split="off")
                     elif m in FI_BACKENDS:
                         built = build_flashinfer(torch, FI_STATE["mod"], w, sets, dev, FI_BACKENDS[m],
                                                  args.fi_allow_jit)

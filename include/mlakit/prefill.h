@@ -44,17 +44,24 @@ struct PrefillOptions {
 enum class KernelPreference : int32_t { kAuto = 0, kSm80 = 1, kSm90 = 2 };
 const char* kernel_preference_name(KernelPreference p);  // "auto", "sm80", "sm90"
 
-// Splitting the key range of sequences too small to fill the GPU (the sm90 kernel; the sm80
-// kernel and the CPU backend never split). A sequence with fewer (q tile, head) items than the
-// kernel's persistent blocks runs each of its long causal q tiles as two halves of its key range
-// on two SMs, merged by log-sum-exp in a fixed order. Whether and where a sequence splits depends
-// only on its own lengths (docs/sm90-kernel.md), so outputs stay bitwise the same run to run and
-// whether a sequence runs alone or inside any batch. The halves' partial results need device
-// workspace sized for the capacity: about 136 KiB per split (q tile, head) slot, at most
-// min(max_batch x (SMs - 1), max tiles x heads) slots.
-//   kAuto: the library's choice: currently off, because on the H200 the split measured slower
-//          on every workload tried (1x999: 0.033 ms split, 0.023 ms not; docs/perf-notes.md v9);
-//   kOn:   on (for measuring and for future kernels);   kOff: never.
+// Splitting a q tile's key range in two halves run on two SMs and merged by log-sum-exp in a
+// fixed order (the sm90 kernel; the sm80 kernel and the CPU backend never split). Two rules
+// (src/plan/kv_split.h):
+//   - small sequences: a sequence with fewer (q tile, head) items than the kernel's persistent
+//     blocks splits its long q tiles;
+//   - the tail rule: a non-causal sequence of at most 32 heads that alone fills the grid at
+//     least 4 times over, whose last round of items would leave SMs idle, splits its last
+//     q tile and runs the halves after every whole item (1x32768 at 16 heads: the launch ends
+//     after 31.5 rounds of items instead of 32).
+// Whether and where a sequence splits depends only on its own lengths (docs/sm90-kernel.md), so
+// outputs stay bitwise the same run to run and whether a sequence runs alone or inside any
+// batch. The halves' partial results need device workspace sized for the capacity: about
+// 136 KiB per split (q tile, head) slot; small sequences: at most min(max_batch x (SMs - 1),
+// max tiles x heads) slots; the tail rule: heads slots per sequence of >= 4 x SMs / heads q
+// tiles the capacity holds (16 heads, max_q_tokens 8192: 16 slots, 2.2 MiB).
+//   kAuto: the library's choice: the tail rule only (the small-sequence rule measured slower
+//          on every workload tried: 1x999 0.033 ms split, 0.023 ms not; docs/perf-notes.md v9);
+//   kOn:   both rules (for measuring and for future kernels);   kOff: never.
 enum class KvSplitMode : int32_t { kAuto = 0, kOn = 1, kOff = 2 };
 const char* kv_split_mode_name(KvSplitMode m);  // "auto", "on", "off"
 

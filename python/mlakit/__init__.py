@@ -363,9 +363,9 @@ class RaggedPrefill:
     ``device`` is where :meth:`run` executes: ``"cpu"``, ``"cuda"``, ``"cuda:N"``, a
     ``torch.device`` or a CUDA device index.
 
-    ``kv_split``: ``"auto"`` (default), ``"on"`` or ``"off"``: whether the Hopper kernel splits
-    the key range of sequences too small to fill the GPU (``mlakit/prefill.h``, KvSplitMode);
-    outputs stay bitwise batch-invariant either way.
+    ``kv_split``: ``"auto"`` (default: the tail rule only), ``"on"`` (also sequences too small
+    to fill the GPU) or ``"off"``: whether the Hopper kernel splits q tiles' key ranges
+    (``mlakit/prefill.h``, KvSplitMode); outputs stay bitwise batch-invariant either way.
     """
 
     def __init__(self, num_qo_heads: int, num_kv_heads: int, head_dim_qk: int = 192,

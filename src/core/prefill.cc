@@ -66,9 +66,9 @@ struct RaggedPrefill::Impl {
         choice(s.choice),
         layout(s.layout),
         scheduler(c.max_batch, c.max_q_tokens, c.max_kv_tokens, s.choice.block_m, s.choice.block_n,
-                  plan::KvSplitSettings{s.choice.split_max_items, s.choice.split_slots}) {
+                  plan::kv_split_settings(s.choice)) {
     info.kernel_arch = choice.arch;  // known before the first plan
-    info.kv_split = choice.split_max_items > 0;
+    info.kv_split = choice.split_max_items > 0 || choice.split_tail_grid > 0;
   }
 
   backend::AttentionCall call(const TensorView& q, const TensorView& k, const TensorView* k_rope,

@@ -77,7 +77,8 @@ struct KernelChoice {
   size_t scratch_bytes = 0;            // fixed + grid_blocks * per-block scratch of the entry
                                        // (+ the split slots, size_kv_split in plan/kernel_select.h)
   int schedule_kind = 0;               // plan::ScheduleKind (tiles for the CPU backend)
-  int split_max_items = 0;             // plan::KvSplitSettings: 0 = no split
+  int split_max_items = 0;             // plan::KvSplitSettings (plan/kernel_select.h
+  int split_tail_grid = 0;             // kv_split_settings): 0 = that rule off
   int64_t split_slots = 0;
 };
 

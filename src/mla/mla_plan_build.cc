@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "mla/gather_entry.h"
+#include "plan/kernel_select.h"
 #include "plan/schedule_block.h"
 
 namespace mlakit {
@@ -14,7 +15,7 @@ PlanBuilder::PlanBuilder(const MlaConfig& c, const MlaLayout& l, const cuda::Ker
       layout_(l),
       // Every launch's queries are the step's new tokens; its keys at most the workspace rows.
       scheduler_(c.max_batch, c.max_tokens, l.rows, k.block_m, k.block_n,
-                 plan::KvSplitSettings{k.split_max_items, k.split_slots}),
+                 plan::kv_split_settings(k)),
       kind_(static_cast<plan::ScheduleKind>(k.schedule_kind)),
       grid_blocks_(k.grid_blocks),
       qo_(static_cast<size_t>(c.max_batch) + 1),

@@ -76,16 +76,29 @@ KernelSelection select_kernel(const cuda::KernelEntry* const* table, int count, 
 void size_kv_split(cuda::KernelChoice& c, KvSplitMode mode, int max_batch, int64_t max_q_tokens,
                    int heads) {
   c.split_max_items = 0;
+  c.split_tail_grid = 0;
   c.split_slots = 0;
-  if (c.entry == nullptr || c.entry->split_slot_bytes == 0 || mode != KvSplitMode::kOn) return;
-  const int64_t slots = kv_split_slot_bound(max_batch, max_q_tokens, heads, c.block_m, c.grid_blocks);
+  if (c.entry == nullptr || c.entry->split_slot_bytes == 0 || mode == KvSplitMode::kOff) return;
+  // kAuto: the tail rule only; kOn: the small-sequence rule too (kv_split.h).
+  const int max_items = mode == KvSplitMode::kOn ? c.grid_blocks : 0;
+  const int tail_grid = heads <= kTailMaxHeads ? c.grid_blocks : 0;
+  const int64_t slots = kv_split_slot_bound(max_batch, max_q_tokens, heads, c.block_m, max_items, tail_grid);
   if (slots <= 0) return;
   const size_t bytes = static_cast<size_t>(slots) * c.entry->split_slot_bytes;
-  c.split_max_items = c.grid_blocks;
+  c.split_max_items = max_items;
+  c.split_tail_grid = tail_grid;
   c.split_slots = slots;
   c.scratch_bytes =
       cuda::split_region_offset(c.entry->scratch_bytes_fixed, c.entry->scratch_bytes_per_block, c.grid_blocks) +
       bytes;
+}
+
+KvSplitSettings kv_split_settings(const cuda::KernelChoice& c) {
+  KvSplitSettings s;
+  s.max_items = c.split_max_items;
+  s.slot_capacity = c.split_slots;
+  s.tail_grid = c.split_tail_grid;
+  return s;
 }
 
 }  // namespace plan

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "cuda/prefill_launch.h"
+#include "plan/kv_split.h"
 #include "mlakit/prefill.h"
 
 namespace mlakit {
@@ -33,11 +34,15 @@ struct KernelSelection {
 KernelSelection select_kernel(const cuda::KernelEntry* const* table, int count, const KernelRequest& r);
 
 // Resolves `mode` for a chosen kernel and the capacity (mlakit/prefill.h, KvSplitMode): sets
-// choice.split_max_items / split_slots and adds the slots to choice.scratch_bytes. The CPU
-// backend and kernels that do not split keep it off; so does kAuto, because the split measured
-// slower on every workload tried (docs/perf-notes.md, v9).
+// choice.split_max_items / split_tail_grid / split_slots and adds the slots to
+// choice.scratch_bytes. The CPU backend and kernels that do not split keep both rules off. kAuto
+// turns on the tail rule only: the small-sequence rule measured slower on every workload tried
+// (docs/perf-notes.md, v9).
 void size_kv_split(cuda::KernelChoice& choice, KvSplitMode mode, int max_batch, int64_t max_q_tokens,
                    int num_qo_heads);
+
+// The planner's split settings for a sized choice.
+KvSplitSettings kv_split_settings(const cuda::KernelChoice& choice);
 
 }  // namespace plan
 }  // namespace mlakit

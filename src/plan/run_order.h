@@ -69,11 +69,15 @@ MLAKIT_HD RunSlot run_slot(int local, int num_tiles, int head_group) {
 }
 
 // With split tiles (plan/kv_split.h): a run whose last `split_tiles` q tiles split in two has
-// num_tiles + split_tiles "virtual" tiles per head, ordered as run_slot orders tiles:
-//   chunk 0 of the split tiles (longest tile first), then chunk 1 of the split tiles, then the
-//   tiles that do not split (longest first),
-// so the first halves (the long ones, c kv tiles each) start first and the second halves, which
-// merge, start after them. Each split (q tile, head) owns one partial-result slot,
+// num_tiles + split_tiles "virtual" tiles per head. Two orders, both longest first:
+// - halves first (the small-sequence rule, whose halves are the run's longest items), ordered as
+//   run_slot orders tiles: chunk 0 of the split tiles (longest tile first), then chunk 1 of the
+//   split tiles, then the tiles that do not split (longest first), so the first halves start
+//   first and the second halves, which merge, start after them;
+// - halves last (the tail rule, whose whole items are all longer than its halves): every whole
+//   item in run_slot's order over the num_tiles - split_tiles tiles that do not split, then the
+//   halves, head by head, each split tile's chunk 0 and chunk 1 side by side.
+// Each split (q tile, head) owns one partial-result slot,
 // head * split_tiles + (num_tiles - 1 - q_tile), relative to the run's first slot.
 struct RunItemSlot {
   int head;
@@ -82,12 +86,33 @@ struct RunItemSlot {
   int slot;   // chunk >= 0: the slot the tile's two halves share; -1 otherwise
 };
 
-MLAKIT_HD RunItemSlot run_item_slot(int local, int num_tiles, int split_tiles, int head_group) {
+MLAKIT_HD RunItemSlot run_item_slot(int local, int num_tiles, int split_tiles, int head_group,
+                                    bool halves_last = false, int heads = 0) {
+  RunItemSlot r;
+  if (halves_last && split_tiles > 0) {
+    const int whole_tiles = num_tiles - split_tiles;
+    const int whole_items = whole_tiles * heads;
+    if (local < whole_items) {
+      const RunSlot s = run_slot(local, whole_tiles, head_group);
+      r.head = s.head;
+      r.q_tile = s.q_tile;
+      r.chunk = -1;
+      r.slot = -1;
+      return r;
+    }
+    const int h = local - whole_items;  // rank among the halves
+    const int pair = h >> 1;            // (head, split tile), head-major
+    r.head = pair / split_tiles;
+    const int u = pair - r.head * split_tiles;  // rank among the split tiles: 0 = the last q tile
+    r.q_tile = num_tiles - 1 - u;
+    r.chunk = h & 1;
+    r.slot = r.head * split_tiles + u;
+    return r;
+  }
   const int v_tiles = num_tiles + split_tiles;
   const RunSlot s = run_slot(local, v_tiles, head_group);
   const int rank = v_tiles - 1 - s.q_tile;  // 0 = the first virtual tile
   const int u = rank < split_tiles ? rank : rank - split_tiles;  // rank among the q tiles
-  RunItemSlot r;
   r.head = s.head;
   r.q_tile = num_tiles - 1 - u;
   r.chunk = rank < split_tiles ? 0 : (u < split_tiles ? 1 : -1);

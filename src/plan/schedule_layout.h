@@ -53,7 +53,8 @@ struct WorkTile {
 
 // Items [item_begin, item_begin + (num_tiles + split_tiles) * H) are sequence `seq`'s, in the
 // order of plan/run_order.h (run_item_slot). Its last split_tiles q tiles split their key range
-// at kv tile chunk_tiles (plan/kv_split.h); each split (q tile, head) owns a partial-result slot
+// at kv tile chunk_tiles (plan/kv_split.h), their halves first or last (halves_last); each split
+// (q tile, head) owns a partial-result slot
 // in [slot_begin, slot_begin + split_tiles * H).
 struct SeqRun {
   int32_t seq;
@@ -63,7 +64,7 @@ struct SeqRun {
   int32_t split_tiles;  // 0: no tile splits
   int32_t chunk_tiles;  // kv tiles of a split tile's first half
   int32_t slot_begin;
-  int32_t reserved;
+  int32_t halves_last;  // 1: the halves run after the whole tiles (run_order.h, the tail rule)
 };
 static_assert(sizeof(SeqRun) == 32, "two 16-byte words");
 

@@ -123,7 +123,7 @@ ScheduleResult Scheduler::build_runs(const int32_t* qo, const int32_t* kv, int b
     }
     const KvSplit ks = kv_split_for(lq, lk, causal, window_left, heads, block_m_, block_n_, split_);
     run_scratch_[n++] = SeqRun{b, ntiles, 0, static_cast<int32_t>(std::min<int64_t>(cost, INT32_MAX)),
-                               ks.split_tiles, ks.chunk_tiles, 0, 0};
+                               ks.split_tiles, ks.chunk_tiles, 0, ks.halves_last ? 1 : 0};
     r.num_tiles += ntiles;
     r.max_q_tiles = std::max(r.max_q_tiles, static_cast<int>(ntiles));
   }

@@ -90,13 +90,13 @@ TEST(KvSplitRule, HalvesAreNonEmptyAndTheSplitTilesAreTheLastOnes) {
 
 // Decodes every item of a run and checks: each (head, q tile) once if it does not split, each
 // half once if it does; the halves of one (q tile, head) share a slot no other pair uses.
-void check_run_decoding(int tiles, int split, int heads) {
-  const int g = plan::run_head_group(heads);
+void check_run_decoding(int tiles, int split, int heads, bool halves_last = false) {
+  const int g = halves_last ? 1 : plan::run_head_group(heads);
   std::map<std::tuple<int, int, int>, int> seen;
   std::map<int, std::pair<int, int>> slot_owner;
   const int items = (tiles + split) * heads;
   for (int local = 0; local < items; ++local) {
-    const plan::RunItemSlot s = plan::run_item_slot(local, tiles, split, g);
+    const plan::RunItemSlot s = plan::run_item_slot(local, tiles, split, g, halves_last, heads);
     ASSERT_GE(s.head, 0);
     ASSERT_LT(s.head, heads);
     ASSERT_GE(s.q_tile, 0);
@@ -124,7 +124,27 @@ void check_run_decoding(int tiles, int split, int heads) {
 TEST(KvSplitRuns, EveryItemAndHalfOnceWithOneSlotPerSplitTile) {
   for (int heads : {1, 3, 16, 128}) {
     for (int tiles : {1, 2, 8}) {
-      for (int split = 0; split <= tiles; ++split) check_run_decoding(tiles, split, heads);
+      for (int split = 0; split <= tiles; ++split) {
+        check_run_decoding(tiles, split, heads);
+        check_run_decoding(tiles, split, heads, true);
+      }
+    }
+  }
+}
+
+TEST(KvSplitRuns, HalvesLastPutEveryWholeItemFirstAndPairTheHalves) {
+  const int tiles = 40, heads = 16;
+  int local = 0;
+  for (; local < (tiles - 1) * heads; ++local) {
+    EXPECT_EQ(plan::run_item_slot(local, tiles, 1, 1, true, heads).chunk, -1) << local;
+  }
+  for (int h = 0; h < heads; ++h) {
+    for (int chunk = 0; chunk < 2; ++chunk, ++local) {
+      const plan::RunItemSlot s = plan::run_item_slot(local, tiles, 1, 1, true, heads);
+      EXPECT_EQ(s.head, h);
+      EXPECT_EQ(s.q_tile, tiles - 1);
+      EXPECT_EQ(s.chunk, chunk);
+      EXPECT_EQ(s.slot, h);
     }
   }
 }
@@ -138,6 +158,66 @@ TEST(KvSplitRuns, FirstHalvesStartBeforeSecondHalvesInsideAGroup) {
     if (s.chunk == 1) first_second = std::min(first_second, local);
   }
   EXPECT_LT(last_first, first_second);
+}
+
+const KvSplitSettings kTailH200{0, 1 << 30, kSms};
+
+TEST(KvSplitTailRule, TheLongNonCausalSequenceSplitsItsLastTile) {
+  // 1x32768 at 16 heads: 4096 items = 31 rounds of 132 + 4; its last q tile's 16 items split in
+  // halves of 128 kv tiles, run last: 32 rounds of whole items -> 31.5.
+  const KvSplit k = kv_split_for(32768, 32768, false, -1, 16, 128, 128, kTailH200);
+  EXPECT_EQ(k.split_tiles, 1);
+  EXPECT_EQ(k.chunk_tiles, 128);
+  EXPECT_TRUE(k.halves_last);
+  EXPECT_EQ(plan::tail_makespan(4096, 0, kSms), 64);
+  EXPECT_EQ(plan::tail_makespan(4096 - 16, 32, kSms), 63);
+  // The small-sequence rule alone (kOn's other half) does not split it: it fills the grid.
+  EXPECT_EQ(kv_split_for(32768, 32768, false, -1, 16, 128, 128, kOnH200).chunk_tiles, 0);
+}
+
+TEST(KvSplitTailRule, NoTailSplitWhereItCannotHelpOrIsNotAllowed) {
+  EXPECT_EQ(kv_split_for(32768, 32768, true, -1, 16, 128, 128, kTailH200).chunk_tiles, 0);   // causal
+  EXPECT_EQ(kv_split_for(32768, 32768, false, 512, 16, 128, 128, kTailH200).chunk_tiles, 0); // window
+  EXPECT_EQ(kv_split_for(32768, 32768, false, -1, 64, 128, 128, kTailH200).chunk_tiles, 0);  // heads > 32
+  EXPECT_EQ(kv_split_for(4096, 4096, false, -1, 16, 128, 128, kTailH200).chunk_tiles, 0);    // < 4 rounds
+  EXPECT_EQ(kv_split_for(32768, 300, false, -1, 16, 128, 128, kTailH200).chunk_tiles, 0);    // 3 kv tiles
+  // 44 q tiles x 12 heads = 528 items: exactly 4 rounds, nothing idles.
+  EXPECT_EQ(kv_split_for(44 * 128, 8192, false, -1, 12, 128, 128, kTailH200).chunk_tiles, 0);
+  EXPECT_EQ(kv_split_for(32768, 32768, false, -1, 16, 128, 128, KvSplitSettings{}).chunk_tiles, 0);  // off
+}
+
+// List scheduling of a run's items in its order (run_item_slot) on `grid` blocks, in kv tiles.
+int64_t simulated_makespan(int tiles, int heads, int n, const KvSplit& k, int grid) {
+  std::vector<int64_t> free_at(grid, 0);
+  const int items = (tiles + k.split_tiles) * heads;
+  for (int local = 0; local < items; ++local) {
+    const plan::RunItemSlot s = plan::run_item_slot(local, tiles, k.split_tiles, 1, k.halves_last, heads);
+    const int64_t cost = s.chunk < 0 ? n : s.chunk == 0 ? k.chunk_tiles : n - k.chunk_tiles;
+    auto it = std::min_element(free_at.begin(), free_at.end());
+    *it += cost;
+  }
+  return *std::max_element(free_at.begin(), free_at.end());
+}
+
+TEST(KvSplitTailRule, EverySplitShortensTheSimulatedLaunchAsPredicted) {
+  // Every (heads, q tiles) up to 32 heads and 300 tiles with an even kv tile count: where the
+  // rule splits, list scheduling in the run's real order ends sooner than without the split,
+  // at the predicted makespan.
+  int fired = 0;
+  for (int heads = 1; heads <= plan::kTailMaxHeads; ++heads) {
+    for (int tiles = 1; tiles <= 300; ++tiles) {
+      const int n = 64;
+      const KvSplit k = kv_split_for(int64_t{tiles} * 128, int64_t{n} * 128, false, -1, heads, 128, 128, kTailH200);
+      if (k.chunk_tiles == 0) continue;
+      ++fired;
+      const int64_t whole = simulated_makespan(tiles, heads, n, KvSplit{}, kSms);
+      const int64_t split = simulated_makespan(tiles, heads, n, k, kSms);
+      ASSERT_LT(split, whole) << heads << " heads, " << tiles << " tiles";
+      EXPECT_EQ(split, plan::tail_makespan(int64_t{tiles} * heads - heads, 2 * heads, kSms) * (n / 2))
+          << heads << " heads, " << tiles << " tiles";
+    }
+  }
+  EXPECT_GT(fired, 500);
 }
 
 std::vector<int32_t> prefix(const std::vector<int32_t>& lens) {
@@ -200,6 +280,52 @@ TEST(KvSplitRuns, SlotBoundHoldsForTheWorstBatches) {
   }
 }
 
+TEST(KvSplitRuns, TailSplitsAreTheSameInsideAnyBatchAndWithinTheBound) {
+  std::mt19937 rng(13);
+  const int heads = 16, max_batch = 8;
+  const int64_t max_q = 40000;
+  const int64_t bound = plan::kv_split_slot_bound(max_batch, max_q, heads, 128, kSms, kSms);
+  const KvSplitSettings both{kSms, bound, kSms};
+  plan::Scheduler s(max_batch, max_q, 4 * max_q, 128, 128, both);
+  plan::Scheduler alone(1, max_q, 4 * max_q, 128, 128, both);
+  std::vector<plan::SeqRun> runs(max_batch), one(1);
+  int tail_runs = 0;
+  for (int trial = 0; trial < 200; ++trial) {
+    const int batch = 1 + rng() % max_batch;
+    std::vector<int32_t> q, k;
+    int64_t left = max_q;
+    for (int b = 0; b < batch; ++b) {
+      const int32_t len = static_cast<int32_t>(std::min<int64_t>(left, rng() % 3 == 0 ? 4000 + rng() % 9000 : rng() % 1500));
+      left -= len;
+      q.push_back(len);
+      k.push_back(len + rng() % 5000);
+    }
+    const std::vector<int32_t> qo = prefix(q), kv = prefix(k);
+    const plan::ScheduleResult r = s.build_runs(qo.data(), kv.data(), batch, false, -1, heads, runs.data());
+    for (int i = 0; i < r.num_runs; ++i) {
+      const plan::SeqRun& run = runs[i];
+      const int32_t qa[2] = {0, q[run.seq]}, ka[2] = {0, k[run.seq]};
+      alone.build_runs(qa, ka, 1, false, -1, heads, one.data());
+      EXPECT_EQ(one[0].split_tiles, run.split_tiles) << "seq " << run.seq;
+      EXPECT_EQ(one[0].chunk_tiles, run.chunk_tiles) << "seq " << run.seq;
+      EXPECT_EQ(one[0].halves_last, run.halves_last) << "seq " << run.seq;
+      tail_runs += run.halves_last;
+    }
+    EXPECT_LE(r.split_slots, bound);
+  }
+  EXPECT_GT(tail_runs, 10);
+  // The worst batches for the tail rule: as many sequences of the fewest q tiles it may split
+  // (33 x 16 heads = 528 items = 4 rounds) as the capacity holds.
+  for (int64_t lq : {int64_t{32 * 128 + 1}, int64_t{35 * 128}, int64_t{40 * 128 - 5}}) {
+    const int batch = static_cast<int>(std::min<int64_t>(max_batch, max_q / lq));
+    std::vector<int32_t> q(batch, static_cast<int32_t>(lq)), k(batch, 8192);
+    const std::vector<int32_t> qo = prefix(q), kv = prefix(k);
+    plan::ScheduleResult r;
+    ASSERT_NO_THROW(r = s.build_runs(qo.data(), kv.data(), batch, false, -1, heads, runs.data())) << lq;
+    EXPECT_LE(r.split_slots, bound) << lq;
+  }
+}
+
 void fake_launch(const cuda::PrefillArgs&, int, Stream) {}
 int fake_occupancy() { return 1; }
 
@@ -219,20 +345,32 @@ TEST(KvSplitSizing, OnSizesTheSlotsAutoAndOffNever) {
   EXPECT_EQ(small.split_slots, 131);
   EXPECT_EQ(small.scratch_bytes, cuda::split_region_offset(128, 640, kSms) + 131 * size_t{139392});
 
-  // kAuto leaves it off (measured slower: docs/perf-notes.md, v9), small capacity or large.
+  // kAuto leaves the small-sequence rule off (measured slower: docs/perf-notes.md, v9) and turns
+  // the tail rule on: slots for the sequences of >= 4 rounds the capacity holds, 16 heads each.
   for (int max_batch : {1, 256}) {
     cuda::KernelChoice autod = base;
     plan::size_kv_split(autod, KvSplitMode::kAuto, max_batch, 8192, 16);
     EXPECT_EQ(autod.split_max_items, 0);
-    EXPECT_EQ(autod.scratch_bytes, base.scratch_bytes);
+    EXPECT_EQ(autod.split_tail_grid, kSms);
+    EXPECT_EQ(autod.split_slots, 16);  // one sequence of > 32 x 128 tokens fits 8192
+    EXPECT_EQ(autod.scratch_bytes, cuda::split_region_offset(128, 640, kSms) + 16 * size_t{139392});
   }
+  cuda::KernelChoice short_cap = base;  // no sequence of 4 rounds fits: nothing to size
+  plan::size_kv_split(short_cap, KvSplitMode::kAuto, 8, 4096, 16);
+  EXPECT_EQ(short_cap.split_slots, 0);
+  EXPECT_EQ(short_cap.scratch_bytes, base.scratch_bytes);
+  cuda::KernelChoice many_heads = base;  // 128 heads: the tail rule is off
+  plan::size_kv_split(many_heads, KvSplitMode::kAuto, 8, 65536, 128);
+  EXPECT_EQ(many_heads.split_tail_grid, 0);
+  EXPECT_EQ(many_heads.split_slots, 0);
   cuda::KernelChoice forced = base;
   plan::size_kv_split(forced, KvSplitMode::kOn, 256, 8192, 16);
   EXPECT_EQ(forced.split_max_items, kSms);
   EXPECT_GT(forced.scratch_bytes, size_t{64} << 20);  // an engine's capacity: ~700 MB of slots
   cuda::KernelChoice off = base;
-  plan::size_kv_split(off, KvSplitMode::kOff, 1, 999, 16);
+  plan::size_kv_split(off, KvSplitMode::kOff, 1, 65536, 16);
   EXPECT_EQ(off.split_max_items, 0);
+  EXPECT_EQ(off.split_tail_grid, 0);
   EXPECT_EQ(off.scratch_bytes, base.scratch_bytes);
 
   e.split_slot_bytes = 0;  // a kernel that cannot split

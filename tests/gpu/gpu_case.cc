@@ -108,6 +108,7 @@ CaseResult run_gpu_case(const GpuCase& c, int repeats) {
 
   CaseResult res;
   res.split_slots = split_slots;
+  res.grid_blocks = prefill.info().grid_blocks;
   res.out_bits = out.bytes();
   const std::vector<double> padded = out.to_doubles();
   std::vector<double> got;  // the output without its pad

@@ -41,6 +41,7 @@ struct CaseResult {
   std::vector<uint8_t> out_bits;  // raw output, for bitwise comparisons between runs
   std::vector<double> out_values; // the output as doubles
   int split_slots = 0;            // PlanInfo::split_slots of the plan that ran
+  int grid_blocks = 0;            // PlanInfo::grid_blocks (the persistent grid)
 };
 
 inline double tolerance_for(DType t) { return t == DType::kBF16 ? 1e-2 : 2e-3; }

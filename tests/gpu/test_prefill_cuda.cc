@@ -7,6 +7,7 @@
 #include <tuple>
 
 #include "gpu/gpu_case.h"
+#include "plan/kv_split.h"
 
 namespace mlakit {
 namespace test {
@@ -203,6 +204,44 @@ TEST_P(CudaPrefill, SplitKeyRangesMatchUnsplitPlans) {
     // Split against unsplit: the same values up to rounding.
     EXPECT_LE(relative_error(split.out_values, whole.out_values), tolerance_for(c.dtype)) << describe(c);
   }
+}
+
+// The tail rule (plan/kv_split.h), on by default: a non-causal sequence of >= 4 rounds of items
+// whose last round would leave blocks idle runs its last q tile as two halves of its key range,
+// after every whole item. 17 q tiles x 32 heads = 544 items (4 rounds of 132 + 16), 5 kv tiles
+// (halves of 3 and 2), beside a short neighbour; GQA. Checked against the reference and the
+// unsplit plan, and bitwise from run to run (the halves' merge order is fixed).
+TEST_P(CudaPrefill, TailSplitOfALongNonCausalSequenceMatchesUnsplit) {
+  std::mt19937_64 rng(std::random_device{}());
+  GpuCase c = base(rng());
+  c.q_lens = {77, 17 * 128};
+  c.kv_lens = {300, 5 * 128 - 9};
+  c.heads = 32;
+  c.kv_heads = 8;
+  c.opts.causal = false;
+  c.kv_split = KvSplitMode::kAuto;
+  const CaseResult split = run_gpu_case(c, 2);
+  const CaseResult again = run_gpu_case(c, 1);
+  const plan::KvSplit expect =
+      plan::kv_split_for(17 * 128, 5 * 128 - 9, false, -1, 32, 128, 128, plan::KvSplitSettings{0, 1 << 30, split.grid_blocks});
+  std::printf("[   CASE   ] %s tail split: relerr %.3e, %d split slots (grid %d, rule: %d)\n", describe(c).c_str(),
+              split.out_relerr, split.split_slots, split.grid_blocks, expect.split_tiles * 32);
+  if (c.kernel == KernelPreference::kSm90) {
+    EXPECT_EQ(split.split_slots, expect.split_tiles * 32) << describe(c);
+    if (split.grid_blocks == 132) EXPECT_EQ(split.split_slots, 32) << "on 132 SMs the rule splits this shape";
+  } else {
+    EXPECT_EQ(split.split_slots, 0) << "the sm80 kernel never splits";
+  }
+  EXPECT_EQ(split.out_bits, again.out_bits) << describe(c);
+  c.kv_split = KvSplitMode::kOff;
+  const CaseResult whole = run_gpu_case(c);
+  EXPECT_EQ(whole.split_slots, 0);
+  for (const CaseResult* r : {&split, &whole}) {
+    EXPECT_EQ(r->unwritten_or_nan, 0) << describe(c);
+    EXPECT_LE(r->out_relerr, tolerance_for(c.dtype)) << describe(c);
+    EXPECT_LE(r->lse_max_abs_err, 2e-2) << describe(c);
+  }
+  EXPECT_LE(relative_error(split.out_values, whole.out_values), tolerance_for(c.dtype)) << describe(c);
 }
 
 TEST_P(CudaPrefill, SplitPlansBitwiseStableAcrossRuns) {
