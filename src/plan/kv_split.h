@@ -48,7 +48,8 @@ constexpr int kTailMinRounds = 4;
 struct KvSplit {
   int32_t chunk_tiles = 0;  // c: kv tiles of chunk 0 (from the sequence's first visible key)
   int32_t split_tiles = 0;  // its last split_tiles q tiles split
-  bool halves_last = false; // the run's order: halves after the whole tiles (tail rule)
+  bool halves_last = false; // the run's order: halves after the whole tiles (tail rule;
+                            // then split_tiles == 1)
 };
 
 // The object's setting (fixed at construction). max_items == 0: never split.

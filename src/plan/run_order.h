@@ -74,9 +74,11 @@ MLAKIT_HD RunSlot run_slot(int local, int num_tiles, int head_group) {
 //   run_slot orders tiles: chunk 0 of the split tiles (longest tile first), then chunk 1 of the
 //   split tiles, then the tiles that do not split (longest first), so the first halves start
 //   first and the second halves, which merge, start after them;
-// - halves last (the tail rule, whose whole items are all longer than its halves): every whole
-//   item in run_slot's order over the num_tiles - split_tiles tiles that do not split, then the
-//   halves, head by head, each split tile's chunk 0 and chunk 1 side by side.
+// - halves last (the tail rule, whose whole items are all longer than its halves; it splits
+//   exactly one q tile, the last): every whole item in run_slot's order over the num_tiles - 1
+//   tiles that do not split, then the halves, head by head, chunk 0 and chunk 1 side by side.
+//   Decoding it takes no division: the sm90 scheduler warp decodes each block's first item on
+//   the launch's critical path.
 // Each split (q tile, head) owns one partial-result slot,
 // head * split_tiles + (num_tiles - 1 - q_tile), relative to the run's first slot.
 struct RunItemSlot {
@@ -89,31 +91,30 @@ struct RunItemSlot {
 MLAKIT_HD RunItemSlot run_item_slot(int local, int num_tiles, int split_tiles, int head_group,
                                     bool halves_last = false, int heads = 0) {
   RunItemSlot r;
-  if (halves_last && split_tiles > 0) {
-    const int whole_tiles = num_tiles - split_tiles;
-    const int whole_items = whole_tiles * heads;
-    if (local < whole_items) {
-      const RunSlot s = run_slot(local, whole_tiles, head_group);
-      r.head = s.head;
-      r.q_tile = s.q_tile;
-      r.chunk = -1;
-      r.slot = -1;
+  int v_tiles = num_tiles + split_tiles;
+  if (halves_last) {  // split_tiles == 1
+    const int whole_items = (num_tiles - 1) * heads;
+    if (local >= whole_items) {
+      const int h = local - whole_items;  // rank among the halves: head h / 2, chunk h % 2
+      r.head = h >> 1;
+      r.q_tile = num_tiles - 1;
+      r.chunk = h & 1;
+      r.slot = r.head;
       return r;
     }
-    const int h = local - whole_items;  // rank among the halves
-    const int pair = h >> 1;            // (head, split tile), head-major
-    r.head = pair / split_tiles;
-    const int u = pair - r.head * split_tiles;  // rank among the split tiles: 0 = the last q tile
-    r.q_tile = num_tiles - 1 - u;
-    r.chunk = h & 1;
-    r.slot = r.head * split_tiles + u;
+    v_tiles = num_tiles - 1;  // a whole item: run_slot's order over the tiles that do not split
+  }
+  // One run_slot for both orders (its divisions are the decode's cost).
+  const RunSlot s = run_slot(local, v_tiles, head_group);
+  r.head = s.head;
+  if (halves_last) {
+    r.q_tile = s.q_tile;
+    r.chunk = -1;
+    r.slot = -1;
     return r;
   }
-  const int v_tiles = num_tiles + split_tiles;
-  const RunSlot s = run_slot(local, v_tiles, head_group);
   const int rank = v_tiles - 1 - s.q_tile;  // 0 = the first virtual tile
   const int u = rank < split_tiles ? rank : rank - split_tiles;  // rank among the q tiles
-  r.head = s.head;
   r.q_tile = num_tiles - 1 - u;
   r.chunk = rank < split_tiles ? 0 : (u < split_tiles ? 1 : -1);
   r.slot = r.chunk >= 0 ? s.head * split_tiles + u : -1;
