@@ -47,8 +47,8 @@ Workloads (default: all named workloads):
 Device and scaling:
   --device cpu|cuda|auto   (default auto: cuda if a CUDA device is usable, else cpu)
   --kernel auto|sm80|sm90  CUDA kernel (default auto: sm90 on compute capability 9.0)
-  --kv-split auto|on|off   key-range splitting of small sequences (sm90; default auto,
-                      which does not split: measured slower, docs/perf-notes.md v9)
+  --kv-split auto|on|off   key-range splitting (sm90; default auto: the tail rule only; on:
+                      also small sequences; off: never; docs/api.md)
   --full              on the CPU backend, run named workloads at full size (default: every
                       length divided by --cpu-scale, 16 unless given)
   --cpu-scale N       divisor for named workloads on the CPU backend

@@ -40,8 +40,8 @@ struct ScheduleResult {
 
 class Scheduler {
  public:
-  // Capacity: the largest batch / token totals build() will see. `split`: whether build_runs
-  // splits the key ranges of small sequences (plan/kv_split.h); off by default.
+  // Capacity: the largest batch / token totals build() will see. `split`: which rules build_runs
+  // applies to split key ranges (plan/kv_split.h); none by default.
   Scheduler(int max_batch, int64_t max_q_tokens, int64_t max_kv_tokens, int block_m, int block_n,
             KvSplitSettings split = {});
 
