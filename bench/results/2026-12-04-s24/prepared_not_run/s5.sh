@@ -19,7 +19,7 @@
 #   carry1/mb-base, carry1/mb-v18, carry1/tests-v18 (stripped), carry1/COMMIT
 # Run from the repository root with carry ["carry1"].
 set -u
-t0=$(date +%s); el() { echo "[$(( $(date +%s) - t0 )) s] $*"; }
+source bench/device_env.sh  # el (binding / flashinfer not needed here)
 nvidia-smi --query-gpu=name,clocks.sm,temperature.gpu,power.draw --format=csv,noheader
 F='KernelsHeadDimsAndTypes/CudaPrefill.*/sm90_*:Kernels/CudaScale.*/sm90*:Shapes/CudaSplitK.*/sm90*:Kernels/CudaGraph*/sm90:*Invarian*'
 timeout 300 carry1/tests-v18 --gtest_filter="$F" > $OUT/gpu_sm90_v18.log 2>&1; echo "v18 sm90 tests rc=$?"
