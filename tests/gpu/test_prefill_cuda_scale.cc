@@ -10,6 +10,7 @@
 
 #include "gpu/gpu_case.h"
 #include "mlakit/mlakit.h"
+#include "plan/kv_split.h"
 #include "util/test_util.h"
 
 namespace mlakit {
@@ -116,7 +117,8 @@ struct Placed {
 
 std::vector<uint8_t> run_probe_in_batch(const Placed& b, const HostTensor& pq, const HostTensor& pk,
                                         const HostTensor& pv, const PrefillOptions& o, KernelPreference kern,
-                                        KvSplitMode split, std::mt19937_64& rng, int* split_slots) {
+                                        KvSplitMode split, std::mt19937_64& rng, int* split_slots,
+                                        int* grid_blocks = nullptr) {
   const int h = 4;
   const std::vector<int32_t> qo = make_indptr(b.q_lens), kv = make_indptr(b.kv_lens);
   HostTensor q(DType::kBF16, {qo.back(), h, 192}), k(DType::kBF16, {kv.back(), h, 192}),
@@ -142,6 +144,7 @@ std::vector<uint8_t> run_probe_in_batch(const Placed& b, const HostTensor& pq, c
   RaggedPrefill p(cfg);
   p.plan(qo.data(), kv.data(), batch, o);
   *split_slots = p.info().split_slots;
+  if (grid_blocks != nullptr) *grid_blocks = p.info().grid_blocks;
   p.run(dq.view(), dk.view(), dv.view(), dout.view());
   synchronize(dev);
   dout.copy_to(out);
@@ -183,6 +186,41 @@ TEST_P(CudaScale, BatchInvariantBitwise) {
                               << ") differs inside batch " << i << ", kv_split " << kv_split_mode_name(split);
       }
     }
+  }
+}
+
+// The same for the tail rule (plan/kv_split.h, on by default): a non-causal probe of 133 q tiles
+// x 4 heads = 532 items (4 rounds of 132 + 4) splits its last q tile by its own lengths, alone
+// and beside neighbours that split too or do not.
+TEST_P(CudaScale, BatchInvariantBitwiseTailSplit) {
+  std::mt19937_64 rng(std::random_device{}());
+  const int h = 4;
+  const int lq = 17000, lk = 700;
+  HostTensor pq(DType::kBF16, {lq, h, 192}), pk(DType::kBF16, {lk, h, 192}), pv(DType::kBF16, {lk, h, 128});
+  pq.fill_normal(rng);
+  pk.fill_normal(rng);
+  pv.fill_normal(rng);
+  PrefillOptions o;
+  o.causal = false;
+  const std::vector<Placed> batches = {
+      {{lq}, {lk}, 0},                                          // alone
+      {{5, lq, 3000, 129}, {5, lk, 3000, 200}, 1},              // short neighbours
+      {{17000, 1, lq}, {900, 1, lk}, 2},                        // after another sequence that splits
+      {{lq, 300, 300, 300}, {lk, 4000, 4000, 4000}, 0},         // first, before longer kv
+  };
+  int slots = 0, grid = 0;
+  const std::vector<uint8_t> alone =
+      run_probe_in_batch(batches[0], pq, pk, pv, o, GetParam(), KvSplitMode::kAuto, rng, &slots, &grid);
+  if (GetParam() == KernelPreference::kSm90) {
+    const plan::KvSplit k =
+        plan::kv_split_for(lq, lk, false, -1, h, 128, 128, plan::KvSplitSettings{0, 1 << 30, grid});
+    EXPECT_EQ(slots, k.split_tiles * h) << "the probe alone, grid " << grid;
+    if (grid == 132) EXPECT_EQ(slots, h) << "on 132 SMs the probe splits its last q tile";
+  }
+  for (size_t i = 1; i < batches.size(); ++i) {
+    const std::vector<uint8_t> got =
+        run_probe_in_batch(batches[i], pq, pk, pv, o, GetParam(), KvSplitMode::kAuto, rng, &slots);
+    EXPECT_EQ(got, alone) << kernel_preference_name(GetParam()) << " tail-split probe differs inside batch " << i;
   }
 }
 
