@@ -9,10 +9,15 @@
 #   flashinfer  `FI_USE_PREBUILT=1 source .peers/flashinfer/setup_flashinfer.sh` (the offline
 #               copy, carried: carry [".peers"]), log in /tmp/device_env_fi.txt
 # PYTHONPATH gets build-py/python and python/ in front when `binding` is asked for.
+# MLAKIT_GIT_COMMIT (what bench/run_record.py records as the commit) is set from carry1/COMMIT
+# when that file exists: the device copy's .git can name an older HEAD than the files it runs.
 # Nothing here exits the calling script: a failed step prints the tail of its log and goes on, so
 # the script's later steps (and what they leave in $OUT) still run.
 DEVICE_ENV_T0=$(date +%s)
 el() { echo "[$(( $(date +%s) - DEVICE_ENV_T0 )) s] $*"; }
+if [ -z "${MLAKIT_GIT_COMMIT:-}" ] && [ -s carry1/COMMIT ]; then
+  export MLAKIT_GIT_COMMIT=$(tr -d '[:space:]' < carry1/COMMIT)
+fi
 for device_env_step in "$@"; do
   case "$device_env_step" in
     binding)
