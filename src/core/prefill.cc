@@ -68,7 +68,7 @@ struct RaggedPrefill::Impl {
         scheduler(c.max_batch, c.max_q_tokens, c.max_kv_tokens, s.choice.block_m, s.choice.block_n,
                   plan::kv_split_settings(s.choice)) {
     info.kernel_arch = choice.arch;  // known before the first plan
-    info.kv_split = choice.split_max_items > 0 || choice.split_tail_grid > 0;
+    info.kv_split = choice.split_slots > 0;  // size_kv_split sizes slots only for a rule it turned on
   }
 
   backend::AttentionCall call(const TensorView& q, const TensorView& k, const TensorView* k_rope,

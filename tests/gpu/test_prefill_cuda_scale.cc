@@ -115,11 +115,26 @@ struct Placed {
   int index;  // position of the probe sequence
 };
 
+constexpr int kProbeHeads = 4;  // heads of every batch run_probe_in_batch builds
+
+// A probe sequence's own q, k and v (random), placed unchanged into every batch built around it.
+struct Probe {
+  HostTensor q, k, v;
+};
+Probe random_probe(int lq, int lk, std::mt19937_64& rng) {
+  Probe p{HostTensor(DType::kBF16, {lq, kProbeHeads, 192}), HostTensor(DType::kBF16, {lk, kProbeHeads, 192}),
+          HostTensor(DType::kBF16, {lk, kProbeHeads, 128})};
+  p.q.fill_normal(rng);
+  p.k.fill_normal(rng);
+  p.v.fill_normal(rng);
+  return p;
+}
+
 std::vector<uint8_t> run_probe_in_batch(const Placed& b, const HostTensor& pq, const HostTensor& pk,
                                         const HostTensor& pv, const PrefillOptions& o, KernelPreference kern,
                                         KvSplitMode split, std::mt19937_64& rng, int* split_slots,
                                         int* grid_blocks = nullptr) {
-  const int h = 4;
+  const int h = kProbeHeads;
   const std::vector<int32_t> qo = make_indptr(b.q_lens), kv = make_indptr(b.kv_lens);
   HostTensor q(DType::kBF16, {qo.back(), h, 192}), k(DType::kBF16, {kv.back(), h, 192}),
       v(DType::kBF16, {kv.back(), h, 128});
@@ -155,14 +170,10 @@ std::vector<uint8_t> run_probe_in_batch(const Placed& b, const HostTensor& pq, c
 
 TEST_P(CudaScale, BatchInvariantBitwise) {
   std::mt19937_64 rng(std::random_device{}());
-  const int h = 4;
   // Probes: a causal prompt, and new tokens after a context (chunked prefill).
   const std::vector<std::pair<int, int>> probes = {{999, 999}, {200, 1100}};
   for (const auto& [lq, lk] : probes) {
-    HostTensor pq(DType::kBF16, {lq, h, 192}), pk(DType::kBF16, {lk, h, 192}), pv(DType::kBF16, {lk, h, 128});
-    pq.fill_normal(rng);
-    pk.fill_normal(rng);
-    pv.fill_normal(rng);
+    const Probe pr = random_probe(lq, lk, rng);
     PrefillOptions o;
     o.causal = true;
     const std::vector<Placed> batches = {
@@ -175,13 +186,13 @@ TEST_P(CudaScale, BatchInvariantBitwise) {
     // splits, and by its own lengths it splits the same way in every batch) and off.
     for (KvSplitMode split : {KvSplitMode::kOn, KvSplitMode::kOff}) {
       int slots = 0;
-      const std::vector<uint8_t> alone = run_probe_in_batch(batches[0], pq, pk, pv, o, GetParam(), split, rng, &slots);
+      const std::vector<uint8_t> alone = run_probe_in_batch(batches[0], pr.q, pr.k, pr.v, o, GetParam(), split, rng, &slots);
       if (GetParam() == KernelPreference::kSm90 && split == KvSplitMode::kOn) {
         EXPECT_GT(slots, 0) << "probe (" << lq << ", " << lk << ") alone should split";
       }
       for (size_t i = 1; i < batches.size(); ++i) {
         const std::vector<uint8_t> got =
-            run_probe_in_batch(batches[i], pq, pk, pv, o, GetParam(), split, rng, &slots);
+            run_probe_in_batch(batches[i], pr.q, pr.k, pr.v, o, GetParam(), split, rng, &slots);
         EXPECT_EQ(got, alone) << kernel_preference_name(GetParam()) << " probe (" << lq << ", " << lk
                               << ") differs inside batch " << i << ", kv_split " << kv_split_mode_name(split);
       }
@@ -194,12 +205,8 @@ TEST_P(CudaScale, BatchInvariantBitwise) {
 // and beside neighbours that split too or do not.
 TEST_P(CudaScale, BatchInvariantBitwiseTailSplit) {
   std::mt19937_64 rng(std::random_device{}());
-  const int h = 4;
   const int lq = 17000, lk = 700;
-  HostTensor pq(DType::kBF16, {lq, h, 192}), pk(DType::kBF16, {lk, h, 192}), pv(DType::kBF16, {lk, h, 128});
-  pq.fill_normal(rng);
-  pk.fill_normal(rng);
-  pv.fill_normal(rng);
+  const Probe pr = random_probe(lq, lk, rng);
   PrefillOptions o;
   o.causal = false;
   const std::vector<Placed> batches = {
@@ -210,16 +217,16 @@ TEST_P(CudaScale, BatchInvariantBitwiseTailSplit) {
   };
   int slots = 0, grid = 0;
   const std::vector<uint8_t> alone =
-      run_probe_in_batch(batches[0], pq, pk, pv, o, GetParam(), KvSplitMode::kAuto, rng, &slots, &grid);
+      run_probe_in_batch(batches[0], pr.q, pr.k, pr.v, o, GetParam(), KvSplitMode::kAuto, rng, &slots, &grid);
   if (GetParam() == KernelPreference::kSm90) {
     const plan::KvSplit k =
-        plan::kv_split_for(lq, lk, false, -1, h, 128, 128, plan::KvSplitSettings{0, 1 << 30, grid});
-    EXPECT_EQ(slots, k.split_tiles * h) << "the probe alone, grid " << grid;
-    if (grid == 132) EXPECT_EQ(slots, h) << "on 132 SMs the probe splits its last q tile";
+        plan::kv_split_for(lq, lk, false, -1, kProbeHeads, 128, 128, plan::KvSplitSettings{0, 1 << 30, grid});
+    EXPECT_EQ(slots, k.split_tiles * kProbeHeads) << "the probe alone, grid " << grid;
+    if (grid == 132) EXPECT_EQ(slots, kProbeHeads) << "on 132 SMs the probe splits its last q tile";
   }
   for (size_t i = 1; i < batches.size(); ++i) {
     const std::vector<uint8_t> got =
-        run_probe_in_batch(batches[i], pq, pk, pv, o, GetParam(), KvSplitMode::kAuto, rng, &slots);
+        run_probe_in_batch(batches[i], pr.q, pr.k, pr.v, o, GetParam(), KvSplitMode::kAuto, rng, &slots);
     EXPECT_EQ(got, alone) << kernel_preference_name(GetParam()) << " tail-split probe differs inside batch " << i;
   }
 }
