@@ -128,6 +128,42 @@ __device__ __forceinline__ void stage_and_store_o(const float (&o)[Shape::DVO / 
   stage_and_store_packed<Shape>(po, stage, tm_o, cw, warp, lane, tid, head, row_global);
 }
 
+// DECOUPLED: the same for this warpgroup's 64 rows through its own 8 KB region (`region`,
+// 1024-byte aligned), one 64-column box at a time: no other warpgroup reads or writes it, so the
+// two warpgroups need not meet at an item's end. Thread 0 waits for the region's previous store
+// to have read it before the warpgroup overwrites it (for the first box, the previous item's
+// second box: long done).
+template <typename Shape, typename T>
+__device__ __forceinline__ void stage_and_store_o_own(const float (&o)[Shape::DVO / 8][4], const float (&l)[2],
+                                                      uint32_t region, const CUtensorMap* tm_o, int cw, int warp,
+                                                      int lane, int tid, int head, int row_global) {
+  uint32_t po[Shape::DVO / 4];
+  pack_o<Shape, T>(o, l, po);
+  const int j = lane >> 3;                                 // the 8x8 matrix this lane addresses
+  const int r = warp * 16 + (lane & 7) + 8 * (j & 1);      // its row among the warpgroup's 64
+  auto wg_sync = [&] {
+    if (cw == 0) named_barrier_sync<kBarOWritten0, 128>();
+    else named_barrier_sync<kBarOWritten0 + 1, 128>();
+  };
+#pragma unroll
+  for (int c = 0; c < Shape::kVBoxes; ++c) {
+    if (tid == 0) tma_store_wait_read();
+    wg_sync();
+#pragma unroll
+    for (int n = c * 8; n < c * 8 + 8; n += 2) {
+      const int chunk = (n + (j >> 1)) & 7;  // 16-byte column chunk inside the box
+      stmatrix_x4(region + r * 128 + ((chunk ^ (r & 7)) << 4), po[2 * n], po[2 * n + 1], po[2 * n + 2],
+                  po[2 * n + 3]);
+    }
+    fence_proxy_async_smem();
+    wg_sync();
+    if (tid == 0) {
+      tma_store_3d(tm_o, region, c * 64, head, row_global);
+      tma_store_commit();
+    }
+  }
+}
+
 }  // namespace sm90
 }  // namespace cuda
 }  // namespace mlakit

@@ -34,8 +34,17 @@ struct Sm90Shape {
   static constexpr int kOffQ = 0;
   static constexpr int kOffK = kOffQ + kQBytes;
   static constexpr int kOffV = kOffK + kStages * kKBytes;
-  static constexpr int kOffBars = kOffV + kStages * kVBytes;
-  static constexpr int kNumBars = 2 + 4 * kStages + 2;  // + Q boxes 1 and 2 (MLAKIT_SM90_Q_PER_BOX)
+  // Rows per Q TMA box: the whole tile, or (DECOUPLED) one consumer warpgroup's half, which
+  // lands in the same place (a 64-row box at +8 KB is the second half of a 128-row one).
+  static constexpr int kQBoxRows = MLAKIT_SM90_DECOUPLED ? 64 : BM;
+  static constexpr int kQHalfBytes = kQBoxes * 64 * 128;  // one warpgroup's 64 rows of Q
+  // DECOUPLED: per consumer warpgroup one 64 x 64 output box staged for its TMA store.
+  static constexpr int kOStageBytes = 64 * 128;
+  static constexpr int kOffOStage = kOffV + kStages * kVBytes;
+  static constexpr int kOffBars = kOffOStage + (MLAKIT_SM90_DECOUPLED ? 2 * kOStageBytes : 0);
+  // Q full / empty, K and V full / empty per stage, then Q boxes 1 and 2 (Q_PER_BOX) or the
+  // second half's Q full / empty (DECOUPLED), then the V-cleared barrier per stage (DECOUPLED).
+  static constexpr int kNumBars = 2 + 4 * kStages + 2 + kStages;
   static constexpr int kOffFlags = kOffBars + kNumBars * 8;  // int per consumer warpgroup (split merge)
   static constexpr int kOffMaps = (kOffFlags + 8 + 127) / 128 * 128;
   static constexpr int kNumMaps = 5;  // q, k, k_rope, v, o
@@ -58,7 +67,10 @@ struct Sm90Shape {
 
 // Barrier slots inside the barrier area.
 enum : int { kBarQFull = 0, kBarQEmpty = 1, kBarKFull = 2, kBarKEmpty = 4, kBarVFull = 6, kBarVEmpty = 8,
-              kBarQBox1 = 10 };
+              kBarQBox1 = 10, kBarQFull1 = 10, kBarQEmpty1 = 11, kBarVCleared = 12 };
+// DECOUPLED: the mbarriers of consumer warpgroup `cw`'s half of Q.
+__device__ __forceinline__ int q_full_bar(int cw) { return cw == 0 ? kBarQFull : kBarQFull1; }
+__device__ __forceinline__ int q_empty_bar(int cw) { return cw == 0 ? kBarQEmpty : kBarQEmpty1; }
 // The barrier Q's box `c` completes on: all on kBarQFull unless MLAKIT_SM90_Q_PER_BOX.
 __device__ __forceinline__ int q_box_bar(int c) { return (MLAKIT_SM90_Q_PER_BOX && c > 0) ? kBarQBox1 + c - 1 : kBarQFull; }
 
@@ -93,15 +105,16 @@ static_assert(sizeof(ItemPlan) == 48, "three 16-byte words");
 // Named barriers (id 0 is __syncthreads). Work items travel scheduler warp -> producer warp ->
 // consumer warpgroups through one shared-memory slot per hop, each hop a full/empty pair.
 enum : int {
-  kBarVClear = 1,   // the two consumer warpgroups, around clearing V rows past a sequence
-  kBarConsFull = 2, kBarConsEmpty = 3,    // producer warp (32) <-> consumers (256)
+  kBarVClear = 1,   // the two consumer warpgroups (DECOUPLED: the first alone), around clearing V rows
+  kBarConsFull = 2, kBarConsEmpty = 3,    // producer warp (32) <-> consumers (256; DECOUPLED: warpgroup 0's 128)
   kBarSchedFull = 4, kBarSchedEmpty = 5,  // scheduler warp (32) <-> producer warp (32)
-  // 6, 7: free (the ping-pong variant's issue turns, removed)
+  kBarConsFull1 = 6, kBarConsEmpty1 = 7,  // DECOUPLED: producer warp (32) <-> warpgroup 1 (128)
   kBarSplit0 = 8,                         // + warpgroup: its 128 threads around a split arrival
   kBarOStage = 10,                        // both consumer warpgroups: past the last P V (its V stage is free)
   kBarOWritten0 = 11,                     // + warpgroup: its O rows are in shared memory
 };
 constexpr int kConsHop = 32 + 256;
+constexpr int kConsHopWg = 32 + 128;  // DECOUPLED: one consumer warpgroup's hand-over
 constexpr int kSchedHop = 64;
 
 // This block's tensor maps in the device scratch (after the fixed counters), in this order; in a

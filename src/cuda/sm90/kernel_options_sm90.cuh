@@ -20,6 +20,32 @@
 #ifndef MLAKIT_SM90_Q_PER_BOX
 #define MLAKIT_SM90_Q_PER_BOX 0
 #endif
+// DECOUPLED: the two consumer warpgroups meet nowhere at an item's end. Each takes items through
+// its own hand-over barriers, has its own half of Q (64 rows, its own full / empty mbarriers, so
+// the producer refills it once this warpgroup's last S has read it), stages its output in its own
+// 8 KB of shared memory (one 64-column box at a time) instead of the V stage both read, and the
+// V rows past a sequence are cleared by the first warpgroup alone, which tells the second through
+// one mbarrier per V stage. So the leading warpgroup starts its next item (its first S on the
+// tensor cores) while the other finishes this one's last tile, instead of waiting for it at the
+// hand-over and the output staging (the ~0.8 us per item the trace builds showed between them).
+// Only the K/V ring (both read every tile) still couples them, within one tile.
+// Measured on the H200 with CLAIM_AT_LAST_K (docs/perf-notes.md, session 26): 1x999 +5%, ctx
+// 799/200 +7%, 100x999 +2.3%, 8x999+200 +1.7%, long work +0.2-1%. 0 restores the kernel before.
+#ifndef MLAKIT_SM90_DECOUPLED
+#define MLAKIT_SM90_DECOUPLED 1
+#endif
+// CLAIM_AT_LAST_K: the producer asks the scheduler for the next item once it has issued the
+// current item's last K load instead of its last V load (one kv tile earlier), so the claim, the
+// decode and the two slot round trips are further under the item's last tiles.
+// With DECOUPLED: +1.7-2.3% on the ragged batches over DECOUPLED alone (session 26).
+#ifndef MLAKIT_SM90_CLAIM_AT_LAST_K
+#define MLAKIT_SM90_CLAIM_AT_LAST_K 1
+#endif
+// DEPHASE_FIRST_ONLY: the dephase below only at a block's first item (the default with
+// DECOUPLED, whose warpgroups otherwise drift apart by themselves).
+#ifndef MLAKIT_SM90_DEPHASE_FIRST_ONLY
+#define MLAKIT_SM90_DEPHASE_FIRST_ONLY MLAKIT_SM90_DECOUPLED
+#endif
 // DEPHASE_NS: the second consumer warpgroup sleeps this long (__nanosleep: 0 to 2x) at each
 // item start before its first S, so the two warpgroups' first S products queue one after the
 // other instead of interleaving and the first warpgroup's softmax starts while the second's S
@@ -53,6 +79,9 @@
 // EXP_NO_CAP: the soft-capped softmax variants compiled out (a soft cap is then ignored: wrong
 // results with one). The consumer without them is 4.3k SASS instructions against 7.4k: measures
 // what the consumer's code size costs the uncapped workloads.
+#if MLAKIT_SM90_DECOUPLED && (MLAKIT_SM90_Q_PER_BOX || MLAKIT_SM90_EXP_Q_ONCE)
+#error "MLAKIT_SM90_DECOUPLED loads Q per warpgroup half: not with Q_PER_BOX or EXP_Q_ONCE"
+#endif
 #ifndef MLAKIT_SM90_EXP_NO_CAP
 #define MLAKIT_SM90_EXP_NO_CAP 0
 #endif

@@ -76,6 +76,32 @@ __device__ __forceinline__ void clear_v_rows_past(unsigned char* smem, uint32_t 
   }
 }
 
+// DECOUPLED: the same with the first consumer warpgroup clearing all of them and telling the
+// second through the stage's V-cleared mbarrier (`cleared`; the second waits on it with
+// `parity`), so the first never waits for the second. Each fill of a stage is released by both
+// warpgroups before the next, so the barrier's phases cannot run ahead of the second's waits.
+template <typename Shape>
+__device__ __forceinline__ void clear_v_rows_past_own(unsigned char* smem, uint32_t stage, int valid, int cw, int tid,
+                                                      uint32_t cleared, uint32_t parity) {
+  constexpr int BN = Shape::BN;
+  if (valid >= BN) return;
+  if (cw == 0) {
+    const int chunks = (BN - valid) * Shape::kVBoxes * 8;  // 16-byte chunks to clear
+    unsigned char* sv = smem + Shape::kOffV + stage * Shape::kVBytes;
+    for (int c = tid; c < chunks; c += 128) {
+      const int row = valid + c / (Shape::kVBoxes * 8);
+      const int rem = c % (Shape::kVBoxes * 8);
+      *reinterpret_cast<uint4*>(sv + (rem / 8) * Shape::kBoxBytesKV + row * 128 + (rem % 8) * 16) =
+          make_uint4(0, 0, 0, 0);
+    }
+    fence_proxy_async_smem();
+    named_barrier_sync<kBarVClear, 128>();
+    if (tid == 0) mbar_arrive(cleared);
+  } else {
+    mbar_wait(cleared, parity);
+  }
+}
+
 // Probabilities (fp32, in the S accumulator layout) -> the A-operand fragments of P V.
 template <typename T, int BN>
 __device__ __forceinline__ void pack_p(uint32_t (&p)[BN / 16][4], const float (&s)[BN / 8][4]) {

@@ -70,13 +70,28 @@ __device__ __forceinline__ void consumer(const Sm90Params& p, uint32_t sbase, un
 
   // Takes the next item from the producer. Called for item i + 1 once item i's last P V is
   // issued (or before its epilogue, when it has no kv tile), so the wait overlaps that work.
+  // DECOUPLED: each warpgroup through its own pair of named barriers with the producer.
+  auto cons_full = [&] {
+    if (!MLAKIT_SM90_DECOUPLED) named_barrier_sync<kBarConsFull, kConsHop>();
+    else if (cw == 0) named_barrier_sync<kBarConsFull, kConsHopWg>();
+    else named_barrier_sync<kBarConsFull1, kConsHopWg>();
+  };
+  auto cons_empty = [&] {
+    if (!MLAKIT_SM90_DECOUPLED) named_barrier_arrive<kBarConsEmpty, kConsHop>();
+    else if (cw == 0) named_barrier_arrive<kBarConsEmpty, kConsHopWg>();
+    else named_barrier_arrive<kBarConsEmpty1, kConsHopWg>();
+  };
   auto next_item = [&] {
-    named_barrier_sync<kBarConsFull, kConsHop>();
+    cons_full();
     const ItemPlan ip = load_item(slot);
-    named_barrier_arrive<kBarConsEmpty, kConsHop>();
+    cons_empty();
     return ip;
   };
-  named_barrier_arrive<kBarConsEmpty, kConsHop>();  // the producer's first slot is free
+  cons_empty();  // the producer's first slot is free
+  // DECOUPLED: this warpgroup's half of Q, and the phases of the stages' V-cleared barriers.
+  const int q_full = MLAKIT_SM90_DECOUPLED ? q_full_bar(cw) : kBarQFull;
+  const int q_empty = MLAKIT_SM90_DECOUPLED ? q_empty_bar(cw) : kBarQEmpty;
+  uint32_t cleared_phases = 0;  // bit s: parity of stage s's next V-cleared phase
   T* o_all = static_cast<T*>(a.out);
   uint32_t q_iter = 0, kv_iter = 0;
   // TMA-store epilogue: thread 0 of the warpgroup owes the V stage its stores read an arrival
@@ -134,7 +149,10 @@ __device__ __forceinline__ void consumer(const Sm90Params& p, uint32_t sbase, un
       uint32_t(&pf_flat)[BN / 4] = reinterpret_cast<uint32_t(&)[BN / 4]>(pf);
 
       const uint32_t q_parity = q_iter & 1;
-      if (!MLAKIT_SM90_Q_PER_BOX && (!MLAKIT_SM90_EXP_Q_ONCE || q_iter == 0)) mbar_wait(bar(kBarQFull), q_parity);
+      if (!MLAKIT_SM90_Q_PER_BOX && (!MLAKIT_SM90_EXP_Q_ONCE || q_iter == 0)) mbar_wait(bar(q_full), q_parity);
+      // DECOUPLED: only the block's first item is dephased; after it the warpgroups drift apart
+      // by themselves (no meeting point at an item's end).
+      const bool dephase = MLAKIT_SM90_DEPHASE_NS > 0 && cw == 1 && (!MLAKIT_SM90_DEPHASE_FIRST_ONLY || q_iter == 0);
       ++q_iter;
 
       // kv tile 0: S, softmax, P.
@@ -143,7 +161,7 @@ __device__ __forceinline__ void consumer(const Sm90Params& p, uint32_t sbase, un
       // The second warpgroup issues its first S a little later, so the two S products run one
       // after the other and the first warpgroup's softmax overlaps the second's S (issued together
       // they interleave and both softmaxes start late). Timing only: no result depends on it.
-      if (MLAKIT_SM90_DEPHASE_NS > 0 && cw == 1) __nanosleep(MLAKIT_SM90_DEPHASE_NS);
+      if (dephase) __nanosleep(MLAKIT_SM90_DEPHASE_NS);
 #if MLAKIT_SM90_TRACE
       if (tracer) trace_rec.t_qk = trace_now();
       if (tid == 0) trace_tile_stamp(trace_slot, 0, kTileIssue);
@@ -165,7 +183,7 @@ __device__ __forceinline__ void consumer(const Sm90Params& p, uint32_t sbase, un
 #endif
       if (lane == 0) {
         mbar_arrive(bar(kBarKEmpty + stage));
-        if (ip.n_tiles == 1) mbar_arrive(bar(kBarQEmpty));
+        if (ip.n_tiles == 1) mbar_arrive(bar(q_empty));
       }
       int n0 = ip.n_begin;
       softmax_step<BN>(sm, s, alpha, tf, mr, row_in_seq, n0, mr.all_visible(it.row0 + cw * 64, 64, n0, BN), lane);
@@ -191,7 +209,7 @@ __device__ __forceinline__ void consumer(const Sm90Params& p, uint32_t sbase, un
 #endif
         if (lane == 0) {
           mbar_arrive(bar(kBarKEmpty + stage));
-          if (t == ip.n_tiles - 1) mbar_arrive(bar(kBarQEmpty));
+          if (t == ip.n_tiles - 1) mbar_arrive(bar(q_empty));
         }
         softmax_step<BN>(sm, s, alpha, tf, mr, row_in_seq, n0, mr.all_visible(it.row0 + cw * 64, 64, n0, BN),
                          lane);
@@ -234,7 +252,15 @@ __device__ __forceinline__ void consumer(const Sm90Params& p, uint32_t sbase, un
 #if MLAKIT_SM90_TRACE
       if (tracer) trace_rec.t_vlast = trace_now();
 #endif
-      clear_v_rows_past<Shape>(smem, stage, it.lk - n0);
+      if (MLAKIT_SM90_DECOUPLED) {
+        if (it.lk - n0 < BN) {
+          clear_v_rows_past_own<Shape>(smem, stage, it.lk - n0, cw, tid, bar(kBarVCleared + stage),
+                                       (cleared_phases >> stage) & 1);
+          cleared_phases ^= 1u << stage;
+        }
+      } else {
+        clear_v_rows_past<Shape>(smem, stage, it.lk - n0);
+      }
       rescale_rows(o, alpha);
       wgmma_fence();
       issue_pv<T, Shape>(o_flat, pf, sbase + Shape::kOffV + stage * Shape::kVBytes);
@@ -255,7 +281,9 @@ __device__ __forceinline__ void consumer(const Sm90Params& p, uint32_t sbase, un
       if (tracer) trace_rec.t_pv = trace_now();
 #endif
       // With the TMA-store epilogue, warp 0's arrival waits for the stores that read this stage.
-      if (lane == 0 && !(o_tma && ip.chunk < 0 && warp == 0)) mbar_arrive(bar(kBarVEmpty + stage));
+      // (DECOUPLED: the output is staged elsewhere; every warp arrives.)
+      if (lane == 0 && (MLAKIT_SM90_DECOUPLED || !(o_tma && ip.chunk < 0 && warp == 0)))
+        mbar_arrive(bar(kBarVEmpty + stage));
       ++kv_iter;
     }
 
@@ -271,6 +299,15 @@ __device__ __forceinline__ void consumer(const Sm90Params& p, uint32_t sbase, un
     if (ip.chunk >= 0) {
       split_epilogue<Shape>(o, sm.m, l_total, ip, a, smem, cw, tid, out_tile, lse_tile, a.o_stride_tok,
                             a.lse_stride_tok, warp_row0, lane);
+    } else if (MLAKIT_SM90_DECOUPLED && o_tma && ip.n_tiles > 0) {
+      if (ip.rows >= (cw + 1) * 64) {
+        stage_and_store_o_own<Shape, T>(o, l_total, sbase + Shape::kOffOStage + cw * Shape::kOStageBytes, tm_o,
+                                        cw, warp, lane, tid, it.head, it.q_begin + it.row0 + cw * 64);
+        store_lse_rows(sm.m, l_total, lse_tile, a.lse_stride_tok, warp_row0, ip.rows, lane);
+      } else {  // the sequence ends inside these rows: a box would write the next sequence's
+        store_rows<DVO>(o, sm.m, l_total, out_tile, a.o_stride_tok, lse_tile, a.lse_stride_tok, warp_row0,
+                        ip.rows, lane);
+      }
     } else if (o_tma && ip.n_tiles > 0) {
       named_barrier_sync<kBarOStage, 256>();  // both warpgroups' last P V has read the stage
 #if MLAKIT_SM90_TRACE
@@ -338,9 +375,14 @@ __global__ void __launch_bounds__(Shape::kThreads, 1) prefill_sm90_kernel(const 
     if (hdr.block_m != Shape::BM || hdr.block_n != Shape::BN) __trap();
     const uint32_t bars = sbase + Shape::kOffBars;
     mbar_init(bars + 8 * kBarQFull, 1);
-    mbar_init(bars + 8 * kBarQBox1, 1);
-    mbar_init(bars + 8 * (kBarQBox1 + 1), 1);
-    mbar_init(bars + 8 * kBarQEmpty, Shape::kConsumerWarps);
+    mbar_init(bars + 8 * kBarQBox1, 1);  // DECOUPLED: the second half's "Q full"
+    if (!MLAKIT_SM90_DECOUPLED) mbar_init(bars + 8 * (kBarQBox1 + 1), 1);
+    // DECOUPLED: each half of Q is released by its own warpgroup's four warps.
+    mbar_init(bars + 8 * kBarQEmpty, MLAKIT_SM90_DECOUPLED ? Shape::kConsumerWarps / 2 : Shape::kConsumerWarps);
+    if (MLAKIT_SM90_DECOUPLED) {
+      mbar_init(bars + 8 * kBarQEmpty1, Shape::kConsumerWarps / 2);
+      for (int s = 0; s < Shape::kStages; ++s) mbar_init(bars + 8 * (kBarVCleared + s), 1);
+    }
     for (int s = 0; s < Shape::kStages; ++s) {
       mbar_init(bars + 8 * (kBarKFull + s), 1);
       mbar_init(bars + 8 * (kBarKEmpty + s), Shape::kConsumerWarps);

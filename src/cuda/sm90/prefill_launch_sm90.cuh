@@ -23,7 +23,7 @@ Sm90Params make_params(const PrefillArgs& a) {
   Sm90Params p{};
   p.args = a;
   const int nope = DQK - a.k_rope_dim;
-  encode_tma_map(&p.tm_q, {a.q, dt, DQK, a.num_qo_heads, a.q_rows, a.q_stride_head, a.q_stride_tok}, Shape::BM, "q");
+  encode_tma_map(&p.tm_q, {a.q, dt, DQK, a.num_qo_heads, a.q_rows, a.q_stride_head, a.q_stride_tok}, Shape::kQBoxRows, "q");
   encode_tma_map(&p.tm_k, {a.k, dt, nope, a.num_kv_heads, a.kv_rows, a.k_stride_head, a.k_stride_tok}, Shape::BN,
                  "k");
   encode_tma_map(&p.tm_v, {a.v, dt, DVO, a.num_kv_heads, a.kv_rows, a.v_stride_head, a.v_stride_tok}, Shape::BN,

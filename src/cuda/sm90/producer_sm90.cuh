@@ -83,10 +83,20 @@ __device__ __forceinline__ void producer_warp(const Sm90Params& p, uint32_t sbas
   while (true) {
     named_barrier_sync<kBarSchedFull, kSchedHop>();
     const ItemPlan ip = load_item(from_sched);
-    named_barrier_sync<kBarConsEmpty, kConsHop>();
+    if (MLAKIT_SM90_DECOUPLED) {  // each consumer warpgroup has read the previous item
+      named_barrier_sync<kBarConsEmpty, kConsHopWg>();
+      named_barrier_sync<kBarConsEmpty1, kConsHopWg>();
+    } else {
+      named_barrier_sync<kBarConsEmpty, kConsHop>();
+    }
     if (lane == 0) store_item(to_cons, ip);
     __syncwarp();
-    named_barrier_arrive<kBarConsFull, kConsHop>();
+    if (MLAKIT_SM90_DECOUPLED) {
+      named_barrier_arrive<kBarConsFull, kConsHopWg>();
+      named_barrier_arrive<kBarConsFull1, kConsHopWg>();
+    } else {
+      named_barrier_arrive<kBarConsFull, kConsHop>();
+    }
     if (!ip.valid) break;
     if (ip.n_tiles == 0) {  // rows with no key: nothing to load
       named_barrier_arrive<kBarSchedEmpty, kSchedHop>();  // the next item, please
@@ -94,7 +104,12 @@ __device__ __forceinline__ void producer_warp(const Sm90Params& p, uint32_t sbas
     }
     const int kv_head = ip.it.head / group;
 
-    if (lane == 0) {
+    // Lane 0 issues every load; the whole warp asks the scheduler for the next item.
+    auto ask_next = [&] {
+      __syncwarp();
+      named_barrier_arrive<kBarSchedEmpty, kSchedHop>();
+    };
+    {
       auto load_q = [&] {
         if (MLAKIT_SM90_EXP_Q_ONCE && q_iter > 0) return;
         mbar_wait(bar(kBarQEmpty), (q_iter & 1) ^ 1);
@@ -108,6 +123,17 @@ __device__ __forceinline__ void producer_warp(const Sm90Params& p, uint32_t sbas
         for (int c = 0; c < Shape::kQBoxes; ++c) {
           tma_load_3d(sbase + Shape::kOffQ + c * Shape::kBoxBytesQ, &gmaps[0], bar(q_box_bar(c)), c * 64,
                       ip.it.head, ip.it.q_begin + ip.it.row0);
+        }
+      };
+      // DECOUPLED: consumer warpgroup h's 64 rows of Q, refilled once that warpgroup's last S of
+      // the previous item has read them (rows past the tensor's end arrive as zeros).
+      auto load_q_half = [&](int h) {
+        mbar_wait(bar(q_empty_bar(h)), (q_iter & 1) ^ 1);
+        mbar_arrive_expect_tx(bar(q_full_bar(h)), Shape::kQHalfBytes);
+#pragma unroll
+        for (int c = 0; c < Shape::kQBoxes; ++c) {
+          tma_load_3d(sbase + Shape::kOffQ + c * Shape::kBoxBytesQ + h * 64 * 128, &gmaps[0], bar(q_full_bar(h)),
+                      c * 64, ip.it.head, ip.it.q_begin + ip.it.row0 + h * 64);
         }
       };
       // Kv tile t's first row, and whether the measurement oracles (MLAKIT_SM90_EXP_KV) skip its
@@ -154,20 +180,43 @@ __device__ __forceinline__ void producer_warp(const Sm90Params& p, uint32_t sbas
         }
       };
       // Q, then K one tile ahead of V: the consumers issue S(t + 1) before P(t) V(t).
-      load_q();
-      load_k(0);
+      // The scheduler may claim the next item once this item's last load is issued (its stage
+      // was free), or (CLAIM_AT_LAST_K) once its last K load is, one V tile earlier.
+      if (MLAKIT_SM90_DECOUPLED) {
+        // The leading warpgroup's Q and first K before the other half of Q, which waits for the
+        // other warpgroup's last S of the previous item.
+        if (lane == 0) {
+          load_q_half(0);
+          load_k(0);
+        }
+        if (MLAKIT_SM90_CLAIM_AT_LAST_K && ip.n_tiles == 1) ask_next();
+        if (lane == 0) load_q_half(1);
+      } else {
+        if (lane == 0) {
+          load_q();
+          load_k(0);
+        }
+        if (MLAKIT_SM90_CLAIM_AT_LAST_K && ip.n_tiles == 1) ask_next();
+      }
       for (int t = 0; t < ip.n_tiles; ++t) {
-        if (t + 1 < ip.n_tiles) load_k(t + 1);
-        load_v(t);
+        if (t + 1 < ip.n_tiles) {
+          if (lane == 0) load_k(t + 1);
+          if (MLAKIT_SM90_CLAIM_AT_LAST_K && t + 2 == ip.n_tiles) ask_next();
+        }
+        if (lane == 0) load_v(t);
       }
     }
     ++q_iter;
     kv_iter += ip.n_tiles;
-    __syncwarp();
-    // This item's last load is issued (its stage was free): the scheduler may claim the next one.
-    named_barrier_arrive<kBarSchedEmpty, kSchedHop>();
+    if (!MLAKIT_SM90_CLAIM_AT_LAST_K) ask_next();
   }
-  named_barrier_sync<kBarConsEmpty, kConsHop>();  // the consumers' last "read"
+  // The consumers' last "read".
+  if (MLAKIT_SM90_DECOUPLED) {
+    named_barrier_sync<kBarConsEmpty, kConsHopWg>();
+    named_barrier_sync<kBarConsEmpty1, kConsHopWg>();
+  } else {
+    named_barrier_sync<kBarConsEmpty, kConsHop>();
+  }
 }
 
 }  // namespace sm90
