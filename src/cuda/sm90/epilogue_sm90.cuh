@@ -1,4 +1,4 @@
-// The consumers' epilogues: the TMA-store epilogue of a whole tile and the merge of the two
+// The consumers' epilogues: the TMA-store epilogue of a warpgroup's rows and the merge of the two
 // halves of a split tile (register stores of rows a sequence ends inside: cuda/common/tile_store.cuh).
 #pragma once
 
@@ -79,12 +79,14 @@ __device__ __forceinline__ void split_epilogue(float (&o)[Shape::DVO / 8][4], co
   if (tid == 0) atomicExch(counter, 0);
 }
 
-// The TMA-store epilogue of this warpgroup's 64 rows (all inside the sequence), in two halves.
-// pack_o normalizes O into bf16/fp16 pairs; stage_and_store_packed writes them into the V stage the
-// item's last P V read (the caller has met the other warpgroup past that P V), laid out as two
-// 128-byte-swizzled boxes of 64 columns, the layout the output tensor map describes (stmatrix
-// writes the accumulator fragments conflict-free), and thread 0 stores both boxes; it must wait
-// for their reads (tma_store_wait_read) before the stage is refilled. stage_and_store_o runs both.
+// The TMA-store epilogue of this warpgroup's 64 rows (all inside the sequence). pack_o normalizes
+// O into bf16/fp16 pairs; stage_and_store_o writes them, one 64-column box at a time, into this
+// warpgroup's own 8 KB region (`region`, 1024-byte aligned), 128-byte swizzled as the output
+// tensor map describes (stmatrix writes the accumulator fragments conflict-free), and thread 0
+// stores each box with TMA. No other warpgroup reads or writes the region, so the two
+// warpgroups need not meet at an item's end. Thread 0 waits for the region's previous store to
+// have read it before the warpgroup overwrites it (for the first box, the previous item's second
+// box: long done).
 template <typename Shape, typename T>
 __device__ __forceinline__ void pack_o(const float (&o)[Shape::DVO / 8][4], const float (&l)[2],
                                        uint32_t (&po)[Shape::DVO / 4]) {
@@ -95,48 +97,10 @@ __device__ __forceinline__ void pack_o(const float (&o)[Shape::DVO / 8][4], cons
     po[2 * n + 1] = pack2<T>(o[n][2] * inv[1], o[n][3] * inv[1]);
   }
 }
-template <typename Shape>
-__device__ __forceinline__ void stage_and_store_packed(const uint32_t (&po)[Shape::DVO / 4], uint32_t stage,
-                                                       const CUtensorMap* tm_o, int cw, int warp, int lane, int tid,
-                                                       int head, int row_global) {
-  static_assert(Shape::BM <= Shape::BN && Shape::kVBoxes * 64 == Shape::DVO, "O fits one V stage");
-  const int j = lane >> 3;                                         // the 8x8 matrix this lane addresses
-  const int r = cw * 64 + warp * 16 + (lane & 7) + 8 * (j & 1);    // its row inside the tile
-#pragma unroll
-  for (int n = 0; n < Shape::DVO / 8; n += 2) {
-    const int chunk = n + (j >> 1);  // 16-byte column chunk
-    const uint32_t addr = stage + (chunk >> 3) * Shape::kBoxBytesKV + r * 128 + (((chunk & 7) ^ (r & 7)) << 4);
-    stmatrix_x4(addr, po[2 * n], po[2 * n + 1], po[2 * n + 2], po[2 * n + 3]);
-  }
-  fence_proxy_async_smem();
-  if (cw == 0) named_barrier_sync<kBarOWritten0, 128>();
-  else named_barrier_sync<kBarOWritten0 + 1, 128>();
-  if (tid == 0) {
-#pragma unroll
-    for (int c = 0; c < Shape::kVBoxes; ++c) {
-      tma_store_3d(tm_o, stage + c * Shape::kBoxBytesKV + cw * 64 * 128, c * 64, head, row_global);
-    }
-    tma_store_commit();
-  }
-}
 template <typename Shape, typename T>
 __device__ __forceinline__ void stage_and_store_o(const float (&o)[Shape::DVO / 8][4], const float (&l)[2],
-                                                  uint32_t stage, const CUtensorMap* tm_o, int cw, int warp,
+                                                  uint32_t region, const CUtensorMap* tm_o, int cw, int warp,
                                                   int lane, int tid, int head, int row_global) {
-  uint32_t po[Shape::DVO / 4];
-  pack_o<Shape, T>(o, l, po);
-  stage_and_store_packed<Shape>(po, stage, tm_o, cw, warp, lane, tid, head, row_global);
-}
-
-// DECOUPLED: the same for this warpgroup's 64 rows through its own 8 KB region (`region`,
-// 1024-byte aligned), one 64-column box at a time: no other warpgroup reads or writes it, so the
-// two warpgroups need not meet at an item's end. Thread 0 waits for the region's previous store
-// to have read it before the warpgroup overwrites it (for the first box, the previous item's
-// second box: long done).
-template <typename Shape, typename T>
-__device__ __forceinline__ void stage_and_store_o_own(const float (&o)[Shape::DVO / 8][4], const float (&l)[2],
-                                                      uint32_t region, const CUtensorMap* tm_o, int cw, int warp,
-                                                      int lane, int tid, int head, int row_global) {
   uint32_t po[Shape::DVO / 4];
   pack_o<Shape, T>(o, l, po);
   const int j = lane >> 3;                                 // the 8x8 matrix this lane addresses

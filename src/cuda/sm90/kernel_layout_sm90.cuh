@@ -20,13 +20,14 @@ struct Sm90Shape {
   static constexpr int DQK = DQK_;
   static constexpr int DVO = DVO_;
   static constexpr int BM = 128;  // q rows per tile (two consumer warpgroups x 64)
+  static constexpr int kWgRows = 64;  // q rows of one consumer warpgroup
   static constexpr int BN = 128;  // keys per kv tile
   static constexpr int kStages = 2;
   static constexpr int kThreads = 384;
   static constexpr int kConsumerWarps = 8;
   static constexpr int kQBoxes = DQK / 64;  // TMA boxes are 64 columns (128 bytes) wide
   static constexpr int kVBoxes = DVO / 64;
-  static constexpr int kBoxBytesQ = BM * 128;
+  static constexpr int kBoxBytesQ = BM * 128;  // one 64-column box of the whole tile's Q
   static constexpr int kBoxBytesKV = BN * 128;
   static constexpr int kQBytes = kQBoxes * kBoxBytesQ;
   static constexpr int kKBytes = kQBoxes * kBoxBytesKV;  // one stage
@@ -34,16 +35,16 @@ struct Sm90Shape {
   static constexpr int kOffQ = 0;
   static constexpr int kOffK = kOffQ + kQBytes;
   static constexpr int kOffV = kOffK + kStages * kKBytes;
-  // Rows per Q TMA box: the whole tile, or (DECOUPLED) one consumer warpgroup's half, which
-  // lands in the same place (a 64-row box at +8 KB is the second half of a 128-row one).
-  static constexpr int kQBoxRows = MLAKIT_SM90_DECOUPLED ? 64 : BM;
-  static constexpr int kQHalfBytes = kQBoxes * 64 * 128;  // one warpgroup's 64 rows of Q
-  // DECOUPLED: per consumer warpgroup one 64 x 64 output box staged for its TMA store.
-  static constexpr int kOStageBytes = 64 * 128;
+  // Q is loaded per consumer warpgroup: boxes of its 64 rows, each landing where the second half
+  // of a 128-row box would (a 64-row box at +8 KB), so the wgmma descriptors see one Q tile.
+  static constexpr int kQBoxRows = kWgRows;
+  static constexpr int kQHalfBytes = kQBoxes * kWgRows * 128;  // one warpgroup's rows of Q
+  // Per consumer warpgroup one 64 x 64 output box staged for its TMA store.
+  static constexpr int kOStageBytes = kWgRows * 128;
   static constexpr int kOffOStage = kOffV + kStages * kVBytes;
-  static constexpr int kOffBars = kOffOStage + (MLAKIT_SM90_DECOUPLED ? 2 * kOStageBytes : 0);
-  // Q full / empty, K and V full / empty per stage, then Q boxes 1 and 2 (Q_PER_BOX) or the
-  // second half's Q full / empty (DECOUPLED), then the V-cleared barrier per stage (DECOUPLED).
+  static constexpr int kOffBars = kOffOStage + 2 * kOStageBytes;
+  // Q full / empty of warpgroup 0's half, K and V full / empty per stage, warpgroup 1's Q full /
+  // empty, the V-cleared barrier per stage.
   static constexpr int kNumBars = 2 + 4 * kStages + 2 + kStages;
   static constexpr int kOffFlags = kOffBars + kNumBars * 8;  // int per consumer warpgroup (split merge)
   static constexpr int kOffMaps = (kOffFlags + 8 + 127) / 128 * 128;
@@ -66,13 +67,11 @@ struct Sm90Shape {
 };
 
 // Barrier slots inside the barrier area.
-enum : int { kBarQFull = 0, kBarQEmpty = 1, kBarKFull = 2, kBarKEmpty = 4, kBarVFull = 6, kBarVEmpty = 8,
-              kBarQBox1 = 10, kBarQFull1 = 10, kBarQEmpty1 = 11, kBarVCleared = 12 };
-// DECOUPLED: the mbarriers of consumer warpgroup `cw`'s half of Q.
-__device__ __forceinline__ int q_full_bar(int cw) { return cw == 0 ? kBarQFull : kBarQFull1; }
-__device__ __forceinline__ int q_empty_bar(int cw) { return cw == 0 ? kBarQEmpty : kBarQEmpty1; }
-// The barrier Q's box `c` completes on: all on kBarQFull unless MLAKIT_SM90_Q_PER_BOX.
-__device__ __forceinline__ int q_box_bar(int c) { return (MLAKIT_SM90_Q_PER_BOX && c > 0) ? kBarQBox1 + c - 1 : kBarQFull; }
+enum : int { kBarQFull0 = 0, kBarQEmpty0 = 1, kBarKFull = 2, kBarKEmpty = 4, kBarVFull = 6, kBarVEmpty = 8,
+              kBarQFull1 = 10, kBarQEmpty1 = 11, kBarVCleared = 12 };
+// The mbarriers of consumer warpgroup `cw`'s half of Q.
+__device__ __forceinline__ int q_full_bar(int cw) { return cw == 0 ? kBarQFull0 : kBarQFull1; }
+__device__ __forceinline__ int q_empty_bar(int cw) { return cw == 0 ? kBarQEmpty0 : kBarQEmpty1; }
 
 struct Sm90Params {
   CUtensorMap tm_q;   // [q_rows, H, Dqk]
@@ -103,18 +102,18 @@ struct alignas(16) ItemPlan {
 static_assert(sizeof(ItemPlan) == 48, "three 16-byte words");
 
 // Named barriers (id 0 is __syncthreads). Work items travel scheduler warp -> producer warp ->
-// consumer warpgroups through one shared-memory slot per hop, each hop a full/empty pair.
+// each consumer warpgroup through one slot per hop, each hop a full/empty pair; the two consumer
+// warpgroups have a pair each, so neither waits for the other to take its next item.
 enum : int {
-  kBarVClear = 1,   // the two consumer warpgroups (DECOUPLED: the first alone), around clearing V rows
-  kBarConsFull = 2, kBarConsEmpty = 3,    // producer warp (32) <-> consumers (256; DECOUPLED: warpgroup 0's 128)
+  kBarVClear = 1,                         // consumer warpgroup 0's 128 threads, clearing V rows
+  kBarConsFull = 2, kBarConsEmpty = 3,    // producer warp (32) <-> consumer warpgroup 0 (128)
   kBarSchedFull = 4, kBarSchedEmpty = 5,  // scheduler warp (32) <-> producer warp (32)
-  kBarConsFull1 = 6, kBarConsEmpty1 = 7,  // DECOUPLED: producer warp (32) <-> warpgroup 1 (128)
+  kBarConsFull1 = 6, kBarConsEmpty1 = 7,  // producer warp (32) <-> consumer warpgroup 1 (128)
   kBarSplit0 = 8,                         // + warpgroup: its 128 threads around a split arrival
-  kBarOStage = 10,                        // both consumer warpgroups: past the last P V (its V stage is free)
-  kBarOWritten0 = 11,                     // + warpgroup: its O rows are in shared memory
+  // 10: free (both warpgroups met there before their output staging until v19)
+  kBarOWritten0 = 11,                     // + warpgroup: its O rows are (or its region is free) in shared memory
 };
-constexpr int kConsHop = 32 + 256;
-constexpr int kConsHopWg = 32 + 128;  // DECOUPLED: one consumer warpgroup's hand-over
+constexpr int kConsHopWg = 32 + 128;  // the producer warp and one consumer warpgroup
 constexpr int kSchedHop = 64;
 
 // This block's tensor maps in the device scratch (after the fixed counters), in this order; in a

@@ -1,6 +1,6 @@
 // The consumers' matrix products and softmax step: S = Q K^T and O += P V issued with wgmma from
 // the swizzled shared tiles, P packed from the S accumulators, the (masked) online softmax, and
-// the ping-pong issue turn.
+// the clearing of V rows past a sequence.
 #pragma once
 
 #include "common/mask_rule.h"
@@ -27,22 +27,6 @@ __device__ __forceinline__ void issue_qk(float (&s)[64], uint32_t q_rows_base, u
   }
 }
 
-// The same for an item's first kv tile with Q arriving box by box (MLAKIT_SM90_Q_PER_BOX): each
-// box's k-steps issue once that box has landed.
-template <typename T, typename Shape>
-__device__ __forceinline__ void issue_qk_first(float (&s)[64], uint32_t q_rows_base, uint32_t k_stage,
-                                               uint32_t bars, uint32_t q_parity) {
-#pragma unroll
-  for (int kk = 0; kk < Shape::DQK / 16; ++kk) {
-    const int box = kk / 4;
-    if (kk % 4 == 0) mbar_wait(bars + 8 * q_box_bar(box), q_parity);
-    const uint32_t k_off = (kk % 4) * 32;
-    const uint64_t da = smem_desc_sw128(q_rows_base + box * Shape::kBoxBytesQ + k_off, 16, 1024);
-    const uint64_t db = smem_desc_sw128(k_stage + box * Shape::kBoxBytesKV + k_off, 16, 1024);
-    wgmma_m64n128k16_ss<T>(s, da, db, kk > 0 ? 1 : 0);
-  }
-}
-
 // O (64 rows x 128 value columns) += P V, P from registers (kk-th 16 keys in p[kk]).
 template <typename T, typename Shape>
 __device__ __forceinline__ void issue_pv(float (&o)[64], const uint32_t (&p)[Shape::BN / 16][4], uint32_t v_stage) {
@@ -55,34 +39,15 @@ __device__ __forceinline__ void issue_pv(float (&o)[64], const uint32_t (&p)[Sha
   }
 }
 
-// V rows past the sequence end in an item's last kv tile (`valid` rows hold keys): P is 0 there, but
-// 0 * inf would be NaN, so both consumer warpgroups zero half of them each and meet at a named
-// barrier before the P V.
+// V rows past the sequence end in an item's last kv tile (`valid` rows hold keys): P is 0 there,
+// but 0 * inf would be NaN, so they are zeroed before the P V. The first consumer warpgroup clears
+// all of them and tells the second through the stage's V-cleared mbarrier (`cleared`; the second
+// waits on it with `parity`), so the first never waits for the second. Each fill of a stage is
+// released by both warpgroups before the next, so the barrier's phases cannot run ahead of the
+// second's waits.
 template <typename Shape>
-__device__ __forceinline__ void clear_v_rows_past(unsigned char* smem, uint32_t stage, int valid) {
-  constexpr int BN = Shape::BN;
-  if (valid < BN) {
-    const int ctid = threadIdx.x - 128;  // 0..255 over both consumer warpgroups
-    const int chunks = (BN - valid) * Shape::kVBoxes * 8;  // 16-byte chunks to clear
-    unsigned char* sv = smem + Shape::kOffV + stage * Shape::kVBytes;
-    for (int c = ctid; c < chunks; c += 256) {
-      const int row = valid + c / (Shape::kVBoxes * 8);
-      const int rem = c % (Shape::kVBoxes * 8);
-      *reinterpret_cast<uint4*>(sv + (rem / 8) * Shape::kBoxBytesKV + row * 128 + (rem % 8) * 16) =
-          make_uint4(0, 0, 0, 0);
-    }
-    fence_proxy_async_smem();
-    named_barrier_sync<kBarVClear, 256>();
-  }
-}
-
-// DECOUPLED: the same with the first consumer warpgroup clearing all of them and telling the
-// second through the stage's V-cleared mbarrier (`cleared`; the second waits on it with
-// `parity`), so the first never waits for the second. Each fill of a stage is released by both
-// warpgroups before the next, so the barrier's phases cannot run ahead of the second's waits.
-template <typename Shape>
-__device__ __forceinline__ void clear_v_rows_past_own(unsigned char* smem, uint32_t stage, int valid, int cw, int tid,
-                                                      uint32_t cleared, uint32_t parity) {
+__device__ __forceinline__ void clear_v_rows_past(unsigned char* smem, uint32_t stage, int valid, int cw, int tid,
+                                                  uint32_t cleared, uint32_t parity) {
   constexpr int BN = Shape::BN;
   if (valid >= BN) return;
   if (cw == 0) {

@@ -64,21 +64,19 @@ __device__ __forceinline__ void consumer(const Sm90Params& p, uint32_t sbase, un
   const int lane = tid % 32;
   const ScoreTransform tf = ScoreTransform::from(hdr);
   auto bar = [&](int i) { return sbase + Shape::kOffBars + 8 * i; };
-  const uint32_t q_rows_base = sbase + Shape::kOffQ + cw * 64 * 128;  // this warpgroup's 64 rows
-  const int warp_row0 = cw * 64 + warp * 16;                          // inside the tile
+  const uint32_t q_rows_base = sbase + Shape::kOffQ + cw * Shape::kWgRows * 128;  // this warpgroup's rows
+  const int warp_row0 = cw * Shape::kWgRows + warp * 16;                          // inside the tile
   const ItemPlan* slot = item_slot<Shape>(a, 1);
 
-  // Takes the next item from the producer. Called for item i + 1 once item i's last P V is
-  // issued (or before its epilogue, when it has no kv tile), so the wait overlaps that work.
-  // DECOUPLED: each warpgroup through its own pair of named barriers with the producer.
+  // Takes the next item from the producer, through this warpgroup's own pair of named barriers
+  // (the two warpgroups never meet at an item's end). Called for item i + 1 once item i's last
+  // P V is issued (or before its epilogue, when it has no kv tile), so the wait overlaps that work.
   auto cons_full = [&] {
-    if (!MLAKIT_SM90_DECOUPLED) named_barrier_sync<kBarConsFull, kConsHop>();
-    else if (cw == 0) named_barrier_sync<kBarConsFull, kConsHopWg>();
+    if (cw == 0) named_barrier_sync<kBarConsFull, kConsHopWg>();
     else named_barrier_sync<kBarConsFull1, kConsHopWg>();
   };
   auto cons_empty = [&] {
-    if (!MLAKIT_SM90_DECOUPLED) named_barrier_arrive<kBarConsEmpty, kConsHop>();
-    else if (cw == 0) named_barrier_arrive<kBarConsEmpty, kConsHopWg>();
+    if (cw == 0) named_barrier_arrive<kBarConsEmpty, kConsHopWg>();
     else named_barrier_arrive<kBarConsEmpty1, kConsHopWg>();
   };
   auto next_item = [&] {
@@ -88,24 +86,13 @@ __device__ __forceinline__ void consumer(const Sm90Params& p, uint32_t sbase, un
     return ip;
   };
   cons_empty();  // the producer's first slot is free
-  // DECOUPLED: this warpgroup's half of Q, and the phases of the stages' V-cleared barriers.
-  const int q_full = MLAKIT_SM90_DECOUPLED ? q_full_bar(cw) : kBarQFull;
-  const int q_empty = MLAKIT_SM90_DECOUPLED ? q_empty_bar(cw) : kBarQEmpty;
+  // This warpgroup's half of Q, and the phases of the stages' V-cleared barriers.
+  const int q_full = q_full_bar(cw);
+  const int q_empty = q_empty_bar(cw);
   uint32_t cleared_phases = 0;  // bit s: parity of stage s's next V-cleared phase
   T* o_all = static_cast<T*>(a.out);
   uint32_t q_iter = 0, kv_iter = 0;
-  // TMA-store epilogue: thread 0 of the warpgroup owes the V stage its stores read an arrival
-  // (for its warp) once those reads are done; it pays it after the next item's first S issue,
-  // so the wait is off the path.
-  const bool o_tma = p.o_tma != 0;
-  int owed_stage = -1;  // -1: nothing owed
-  auto pay_v = [&] {
-    if (owed_stage >= 0) {
-      tma_store_wait_read();
-      mbar_arrive(bar(kBarVEmpty + owed_stage));
-      owed_stage = -1;
-    }
-  };
+  const bool o_tma = p.o_tma != 0;  // the TMA-store epilogue (else stores from registers)
   ItemPlan upcoming = next_item();
   // The producer warp published this block's copy of the output map before it handed over the
   // first item (with the plan's extents in a captured launch, as encoded in an eager one).
@@ -149,10 +136,10 @@ __device__ __forceinline__ void consumer(const Sm90Params& p, uint32_t sbase, un
       uint32_t(&pf_flat)[BN / 4] = reinterpret_cast<uint32_t(&)[BN / 4]>(pf);
 
       const uint32_t q_parity = q_iter & 1;
-      if (!MLAKIT_SM90_Q_PER_BOX && (!MLAKIT_SM90_EXP_Q_ONCE || q_iter == 0)) mbar_wait(bar(q_full), q_parity);
-      // DECOUPLED: only the block's first item is dephased; after it the warpgroups drift apart
-      // by themselves (no meeting point at an item's end).
-      const bool dephase = MLAKIT_SM90_DEPHASE_NS > 0 && cw == 1 && (!MLAKIT_SM90_DEPHASE_FIRST_ONLY || q_iter == 0);
+      mbar_wait(bar(q_full), q_parity);
+      // Only the block's first item is dephased; after it the warpgroups stay apart by themselves
+      // (they have no meeting point at an item's end).
+      const bool dephase = MLAKIT_SM90_DEPHASE_NS > 0 && cw == 1 && q_iter == 0;
       ++q_iter;
 
       // kv tile 0: S, softmax, P.
@@ -167,14 +154,8 @@ __device__ __forceinline__ void consumer(const Sm90Params& p, uint32_t sbase, un
       if (tid == 0) trace_tile_stamp(trace_slot, 0, kTileIssue);
 #endif
       wgmma_fence();
-#if MLAKIT_SM90_Q_PER_BOX
-      issue_qk_first<T, Shape>(s_flat, q_rows_base, sbase + Shape::kOffK + stage * Shape::kKBytes,
-                               sbase + Shape::kOffBars, q_parity);
-#else
       issue_qk<T, Shape>(s_flat, q_rows_base, sbase + Shape::kOffK + stage * Shape::kKBytes);
-#endif
       wgmma_commit();
-      if (tid == 0) pay_v();
       wgmma_wait<0>();
       fence_regs(s_flat);
 #if MLAKIT_SM90_TRACE
@@ -246,27 +227,23 @@ __device__ __forceinline__ void consumer(const Sm90Params& p, uint32_t sbase, un
       }
 
       // The last tile's P V. V rows past the sequence end hold whatever follows it (or TMA's
-      // zeros): P is 0 there, but 0 * inf would be NaN, so zero them first (both warpgroups
-      // share the stage; each clears half, then they meet at a named barrier).
+      // zeros): P is 0 there, but 0 * inf would be NaN, so zero them first (warpgroup 0 clears
+      // them and signals warpgroup 1 through the stage's V-cleared mbarrier).
       mbar_wait(bar(kBarVFull + stage), parity);
 #if MLAKIT_SM90_TRACE
       if (tracer) trace_rec.t_vlast = trace_now();
 #endif
-      if (MLAKIT_SM90_DECOUPLED) {
-        if (it.lk - n0 < BN) {
-          clear_v_rows_past_own<Shape>(smem, stage, it.lk - n0, cw, tid, bar(kBarVCleared + stage),
-                                       (cleared_phases >> stage) & 1);
-          cleared_phases ^= 1u << stage;
-        }
-      } else {
-        clear_v_rows_past<Shape>(smem, stage, it.lk - n0);
+      if (it.lk - n0 < BN) {
+        clear_v_rows_past<Shape>(smem, stage, it.lk - n0, cw, tid, bar(kBarVCleared + stage),
+                                 (cleared_phases >> stage) & 1);
+        cleared_phases ^= 1u << stage;
       }
       rescale_rows(o, alpha);
       wgmma_fence();
       issue_pv<T, Shape>(o_flat, pf, sbase + Shape::kOffV + stage * Shape::kVBytes);
       wgmma_commit();
       // The next item, with the last P V in flight: the producer hands it over once the scheduler
-      // has claimed it (after this item's last load was issued), so the wait for it and the slot's
+      // has claimed it (after this item's last K load was issued), so the wait for it and the slot's
       // L2 round trip run under the P V. Taken before the P V's issue, they delayed it by 0.3-0.6 us
       // per item (block timelines, docs/perf-notes.md).
       upcoming = next_item();
@@ -280,10 +257,7 @@ __device__ __forceinline__ void consumer(const Sm90Params& p, uint32_t sbase, un
 #if MLAKIT_SM90_TRACE
       if (tracer) trace_rec.t_pv = trace_now();
 #endif
-      // With the TMA-store epilogue, warp 0's arrival waits for the stores that read this stage.
-      // (DECOUPLED: the output is staged elsewhere; every warp arrives.)
-      if (lane == 0 && (MLAKIT_SM90_DECOUPLED || !(o_tma && ip.chunk < 0 && warp == 0)))
-        mbar_arrive(bar(kBarVEmpty + stage));
+      if (lane == 0) mbar_arrive(bar(kBarVEmpty + stage));
       ++kv_iter;
     }
 
@@ -299,30 +273,15 @@ __device__ __forceinline__ void consumer(const Sm90Params& p, uint32_t sbase, un
     if (ip.chunk >= 0) {
       split_epilogue<Shape>(o, sm.m, l_total, ip, a, smem, cw, tid, out_tile, lse_tile, a.o_stride_tok,
                             a.lse_stride_tok, warp_row0, lane);
-    } else if (MLAKIT_SM90_DECOUPLED && o_tma && ip.n_tiles > 0) {
-      if (ip.rows >= (cw + 1) * 64) {
-        stage_and_store_o_own<Shape, T>(o, l_total, sbase + Shape::kOffOStage + cw * Shape::kOStageBytes, tm_o,
-                                        cw, warp, lane, tid, it.head, it.q_begin + it.row0 + cw * 64);
-        store_lse_rows(sm.m, l_total, lse_tile, a.lse_stride_tok, warp_row0, ip.rows, lane);
-      } else {  // the sequence ends inside these rows: a box would write the next sequence's
-        store_rows<DVO>(o, sm.m, l_total, out_tile, a.o_stride_tok, lse_tile, a.lse_stride_tok, warp_row0,
-                        ip.rows, lane);
-      }
     } else if (o_tma && ip.n_tiles > 0) {
-      named_barrier_sync<kBarOStage, 256>();  // both warpgroups' last P V has read the stage
-#if MLAKIT_SM90_TRACE
-      if (tracer) trace_rec.t_ostage = trace_now();
-#endif
-      const uint32_t last_stage = (kv_iter - 1) & 1;  // the V stage of the item's last P V
-      if (ip.rows >= (cw + 1) * 64) {
-        stage_and_store_o<Shape, T>(o, l_total, sbase + Shape::kOffV + last_stage * Shape::kVBytes, tm_o, cw,
-                                    warp, lane, tid, it.head, it.q_begin + it.row0 + cw * 64);
+      // Through this warpgroup's own staging region, so neither warpgroup waits for the other.
+      if (ip.rows >= (cw + 1) * Shape::kWgRows) {
+        stage_and_store_o<Shape, T>(o, l_total, sbase + Shape::kOffOStage + cw * Shape::kOStageBytes, tm_o, cw,
+                                    warp, lane, tid, it.head, it.q_begin + it.row0 + cw * Shape::kWgRows);
         store_lse_rows(sm.m, l_total, lse_tile, a.lse_stride_tok, warp_row0, ip.rows, lane);
-        if (tid == 0) owed_stage = static_cast<int>(last_stage);
       } else {  // the sequence ends inside these rows: a box would write the next sequence's
         store_rows<DVO>(o, sm.m, l_total, out_tile, a.o_stride_tok, lse_tile, a.lse_stride_tok, warp_row0,
                         ip.rows, lane);
-        if (tid == 0) mbar_arrive(bar(kBarVEmpty + last_stage));
       }
     } else if (!MLAKIT_SM90_EXP_NO_STORE) {
       store_rows<DVO>(o, sm.m, l_total, out_tile, a.o_stride_tok, lse_tile, a.lse_stride_tok, warp_row0, ip.rows,
@@ -337,10 +296,7 @@ __device__ __forceinline__ void consumer(const Sm90Params& p, uint32_t sbase, un
     ++trace_k;
 #endif
   }
-  if (tid == 0) {
-    pay_v();
-    tma_store_wait_all();  // the output is written before the block exits
-  }
+  if (tid == 0) tma_store_wait_all();  // the output is written before the block exits
 #if MLAKIT_SM90_TRACE
   if (tracer && blockIdx.x < kTraceBlocks) {
     g_sm90_block_t[2 * blockIdx.x + 1] = trace_now();
@@ -374,15 +330,12 @@ __global__ void __launch_bounds__(Shape::kThreads, 1) prefill_sm90_kernel(const 
     // The plan must have been built for this kernel's tile, or rows would be skipped or repeated.
     if (hdr.block_m != Shape::BM || hdr.block_n != Shape::BN) __trap();
     const uint32_t bars = sbase + Shape::kOffBars;
-    mbar_init(bars + 8 * kBarQFull, 1);
-    mbar_init(bars + 8 * kBarQBox1, 1);  // DECOUPLED: the second half's "Q full"
-    if (!MLAKIT_SM90_DECOUPLED) mbar_init(bars + 8 * (kBarQBox1 + 1), 1);
-    // DECOUPLED: each half of Q is released by its own warpgroup's four warps.
-    mbar_init(bars + 8 * kBarQEmpty, MLAKIT_SM90_DECOUPLED ? Shape::kConsumerWarps / 2 : Shape::kConsumerWarps);
-    if (MLAKIT_SM90_DECOUPLED) {
-      mbar_init(bars + 8 * kBarQEmpty1, Shape::kConsumerWarps / 2);
-      for (int s = 0; s < Shape::kStages; ++s) mbar_init(bars + 8 * (kBarVCleared + s), 1);
-    }
+    mbar_init(bars + 8 * kBarQFull0, 1);
+    mbar_init(bars + 8 * kBarQFull1, 1);
+    // Each half of Q is released by its own warpgroup's four warps.
+    mbar_init(bars + 8 * kBarQEmpty0, Shape::kConsumerWarps / 2);
+    mbar_init(bars + 8 * kBarQEmpty1, Shape::kConsumerWarps / 2);
+    for (int s = 0; s < Shape::kStages; ++s) mbar_init(bars + 8 * (kBarVCleared + s), 1);
     for (int s = 0; s < Shape::kStages; ++s) {
       mbar_init(bars + 8 * (kBarKFull + s), 1);
       mbar_init(bars + 8 * (kBarKEmpty + s), Shape::kConsumerWarps);

@@ -31,7 +31,8 @@ constexpr int kTraceTiles = 8;
 struct TraceRec {
   unsigned long long t_begin, t_s0, t_end;
   // t_qk: Q and K_0 landed (S0 issue); t_vlast: the last tile's V landed; t_next: the next item
-  // taken; t_pv: the last P V done; t_ostage: both warpgroups at the O staging barrier.
+  // taken; t_pv: the last P V done; t_ostage: both warpgroups at the O staging barrier
+  // (0 since v19: the warpgroups stage their output separately).
   unsigned long long t_qk, t_vlast, t_next, t_pv, t_ostage;
   int n_tiles, head, row0, q_begin;
 };
