@@ -4,8 +4,9 @@
 //   - warpgroup 0 gives its registers away (setmaxnreg) and runs two warps:
 //     the scheduler warp takes work items dynamically (an atomic counter in the device scratch,
 //     reset by the last block out), claiming the next one once the producer has issued the
-//     current one's last load, so the plan's longest-first order holds across blocks;
-//     the producer warp issues the TMA loads: Q once per item, then K one tile ahead of V into a
+//     current one's last K load, so the plan's longest-first order holds across blocks;
+//     the producer warp issues the TMA loads: each consumer warpgroup's half of Q once per item,
+//     then K one tile ahead of V into a
 //     two-stage shared-memory ring, each load completing on an mbarrier; "empty" mbarriers tell
 //     it when a stage may be refilled.
 //   - warpgroups 1 and 2 (the consumers, 232 registers each): 64 query rows each. Per kv tile:
@@ -15,8 +16,10 @@
 //     The next tile's S = Q K^T is issued before this tile's P V, O is rescaled while S runs, and
 //     the softmax runs while P V is in flight (FlashAttention-3's intra-warpgroup overlap).
 // Items travel scheduler -> producer -> consumers through per-block slots in the device scratch
-// handed over with named barriers. The epilogue stages O in the V stage the last P V read and
-// stores it with TMA. The plan orders items so that those in flight together are q tiles of the same
+// handed over with named barriers, one pair per consumer warpgroup. The two consumer warpgroups
+// never wait for each other (since v19): each has its own half of Q, stages its output in its own
+// shared-memory region and stores it with TMA; the V rows past a sequence are cleared by the
+// first, which signals the second through an mbarrier. Only the K/V ring couples them. The plan orders items so that those in flight together are q tiles of the same
 // (sequence, head) and share its K/V in L2 (plan::ScheduleKind::kSequenceRuns).
 // Nothing is padded: a kv tile that runs past the sequence is masked (scores -> -inf), and the V
 // rows past the sequence are zeroed in shared memory so 0 * (whatever is there) cannot make NaN.
