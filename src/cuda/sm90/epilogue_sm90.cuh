@@ -13,13 +13,6 @@ namespace mlakit {
 namespace cuda {
 namespace sm90 {
 
-// A named barrier among the 128 threads of consumer warpgroup `cw` alone: ids ID and ID + 1.
-template <int ID>
-__device__ __forceinline__ void warpgroup_barrier(int cw) {
-  if (cw == 0) named_barrier_sync<ID, 128>();
-  else named_barrier_sync<ID + 1, 128>();
-}
-
 // The epilogue of one half of a split tile (plan/kv_split.h), for this warpgroup's 64 rows. Each
 // half publishes its unnormalized state (O, m, l: exact fp32) in its own part of the slot, then
 // counts its arrival; the second to arrive merges the two with half 0 always the first operand
@@ -43,10 +36,10 @@ __device__ __forceinline__ void split_epilogue(float (&o)[Shape::DVO / 8][4], co
   for (int n = 0; n < NT; ++n) __stcg(mine + n * 128 + tid, make_float4(o[n][0], o[n][1], o[n][2], o[n][3]));
   __stcg(mine + NT * 128 + tid, make_float4(m[0], m[1], l[0], l[1]));
   __threadfence();  // the state is visible before the arrival is
-  warpgroup_barrier<kBarSplit0>(cw);
+  warpgroup_bar_sync<kBarSplit0, 128>(cw);
   volatile int* flag = reinterpret_cast<volatile int*>(smem + Shape::kOffFlags) + cw;
   if (tid == 0) *flag = atomicAdd(counter, 1);
-  warpgroup_barrier<kBarSplit0>(cw);
+  warpgroup_bar_sync<kBarSplit0, 128>(cw);
   if (*flag == 0) return;  // the other half is still running: it merges
   __threadfence();  // acquire: the other half's state, published before its arrival
   const float4* other = part(ip.chunk ^ 1);
@@ -109,7 +102,7 @@ __device__ __forceinline__ void stage_and_store_o(const float (&o)[Shape::DVO / 
 #pragma unroll
   for (int c = 0; c < Shape::kVBoxes; ++c) {
     if (tid == 0) tma_store_wait_read();
-    warpgroup_barrier<kBarOWritten0>(cw);
+    warpgroup_bar_sync<kBarOWritten0, 128>(cw);
 #pragma unroll
     for (int n = c * 8; n < c * 8 + 8; n += 2) {
       const int chunk = (n + (j >> 1)) & 7;  // 16-byte column chunk inside the box
@@ -117,7 +110,7 @@ __device__ __forceinline__ void stage_and_store_o(const float (&o)[Shape::DVO / 
                   po[2 * n + 3]);
     }
     fence_proxy_async_smem();
-    warpgroup_barrier<kBarOWritten0>(cw);
+    warpgroup_bar_sync<kBarOWritten0, 128>(cw);
     if (tid == 0) {
       tma_store_3d(tm_o, region, c * 64, head, row_global);
       tma_store_commit();

@@ -10,6 +10,7 @@
 #include "cuda/common/work_scheduler.cuh"
 #include "cuda/prefill_launch.h"
 #include "cuda/sm90/kernel_options_sm90.cuh"
+#include "cuda/sm90/ptx_sm90.cuh"
 
 namespace mlakit {
 namespace cuda {
@@ -103,18 +104,32 @@ static_assert(sizeof(ItemPlan) == 48, "three 16-byte words");
 
 // Named barriers (id 0 is __syncthreads). Work items travel scheduler warp -> producer warp ->
 // each consumer warpgroup through one slot per hop, each hop a full/empty pair; the two consumer
-// warpgroups have a pair each, so neither waits for the other to take its next item.
+// warpgroups have a pair each, so neither waits for the other to take its next item. An id
+// marked "+ warpgroup" is consumer warpgroup 0's; warpgroup 1's is the next one.
 enum : int {
   kBarVClear = 1,                         // consumer warpgroup 0's 128 threads, clearing V rows
-  kBarConsFull = 2, kBarConsEmpty = 3,    // producer warp (32) <-> consumer warpgroup 0 (128)
+  kBarConsFull0 = 2,                      // + warpgroup: producer warp (32) -> consumer warpgroup (128)
   kBarSchedFull = 4, kBarSchedEmpty = 5,  // scheduler warp (32) <-> producer warp (32)
-  kBarConsFull1 = 6, kBarConsEmpty1 = 7,  // producer warp (32) <-> consumer warpgroup 1 (128)
+  kBarConsEmpty0 = 6,                     // + warpgroup: consumer warpgroup (128) -> producer warp (32)
   kBarSplit0 = 8,                         // + warpgroup: its 128 threads around a split arrival
   // 10: free (both warpgroups met there before their output staging until v19)
   kBarOWritten0 = 11,                     // + warpgroup: its O rows are (or its region is free) in shared memory
 };
 constexpr int kConsHopWg = 32 + 128;  // the producer warp and one consumer warpgroup
 constexpr int kSchedHop = 64;
+
+// Consumer warpgroup `cw`'s own copy (id ID + cw) of a "+ warpgroup" barrier above, of THREADS
+// threads. The id must be an immediate, hence the branch on the (warp-uniform) warpgroup.
+template <int ID, int THREADS>
+__device__ __forceinline__ void warpgroup_bar_sync(int cw) {
+  if (cw == 0) named_barrier_sync<ID, THREADS>();
+  else named_barrier_sync<ID + 1, THREADS>();
+}
+template <int ID, int THREADS>
+__device__ __forceinline__ void warpgroup_bar_arrive(int cw) {
+  if (cw == 0) named_barrier_arrive<ID, THREADS>();
+  else named_barrier_arrive<ID + 1, THREADS>();
+}
 
 // This block's tensor maps in the device scratch (after the fixed counters), in this order; in a
 // launch captured into a graph the producer warp rewrites their extents and publishes them there

@@ -39,17 +39,16 @@ __device__ __forceinline__ void issue_pv(float (&o)[64], const uint32_t (&p)[Sha
   }
 }
 
-// V rows past the sequence end in an item's last kv tile (`valid` rows hold keys): P is 0 there,
-// but 0 * inf would be NaN, so they are zeroed before the P V. The first consumer warpgroup clears
-// all of them and tells the second through the stage's V-cleared mbarrier (`cleared`; the second
-// waits on it with `parity`), so the first never waits for the second. Each fill of a stage is
-// released by both warpgroups before the next, so the barrier's phases cannot run ahead of the
-// second's waits.
+// V rows past the sequence end in an item's last kv tile (`valid` < BN rows hold keys; the caller
+// checks, as it also keeps the phases): P is 0 there, but 0 * inf would be NaN, so they are zeroed
+// before the P V. The first consumer warpgroup clears all of them and tells the second through the
+// stage's V-cleared mbarrier (`cleared`; the second waits on it with `parity`), so the first never
+// waits for the second. Each fill of a stage is released by both warpgroups before the next, so
+// the barrier's phases cannot run ahead of the second's waits.
 template <typename Shape>
 __device__ __forceinline__ void clear_v_rows_past(unsigned char* smem, uint32_t stage, int valid, int cw, int tid,
                                                   uint32_t cleared, uint32_t parity) {
   constexpr int BN = Shape::BN;
-  if (valid >= BN) return;
   if (cw == 0) {
     const int chunks = (BN - valid) * Shape::kVBoxes * 8;  // 16-byte chunks to clear
     unsigned char* sv = smem + Shape::kOffV + stage * Shape::kVBytes;

@@ -74,21 +74,13 @@ __device__ __forceinline__ void consumer(const Sm90Params& p, uint32_t sbase, un
   // Takes the next item from the producer, through this warpgroup's own pair of named barriers
   // (the two warpgroups never meet at an item's end). Called for item i + 1 once item i's last
   // P V is issued (or before its epilogue, when it has no kv tile), so the wait overlaps that work.
-  auto cons_full = [&] {
-    if (cw == 0) named_barrier_sync<kBarConsFull, kConsHopWg>();
-    else named_barrier_sync<kBarConsFull1, kConsHopWg>();
-  };
-  auto cons_empty = [&] {
-    if (cw == 0) named_barrier_arrive<kBarConsEmpty, kConsHopWg>();
-    else named_barrier_arrive<kBarConsEmpty1, kConsHopWg>();
-  };
   auto next_item = [&] {
-    cons_full();
+    warpgroup_bar_sync<kBarConsFull0, kConsHopWg>(cw);
     const ItemPlan ip = load_item(slot);
-    cons_empty();
+    warpgroup_bar_arrive<kBarConsEmpty0, kConsHopWg>(cw);
     return ip;
   };
-  cons_empty();  // the producer's first slot is free
+  warpgroup_bar_arrive<kBarConsEmpty0, kConsHopWg>(cw);  // the producer's first slot is free
   // This warpgroup's half of Q, and the phases of the stages' V-cleared barriers.
   const int q_full = q_full_bar(cw);
   const int q_empty = q_empty_bar(cw);

@@ -89,12 +89,12 @@ __device__ __forceinline__ void producer_warp(const Sm90Params& p, uint32_t sbas
     named_barrier_sync<kBarSchedFull, kSchedHop>();
     const ItemPlan ip = load_item(from_sched);
     // Each consumer warpgroup has read the previous item (long ago: at the start of that item).
-    named_barrier_sync<kBarConsEmpty, kConsHopWg>();
-    named_barrier_sync<kBarConsEmpty1, kConsHopWg>();
+    named_barrier_sync<kBarConsEmpty0, kConsHopWg>();
+    named_barrier_sync<kBarConsEmpty0 + 1, kConsHopWg>();
     if (lane == 0) store_item(to_cons, ip);
     __syncwarp();
-    named_barrier_arrive<kBarConsFull, kConsHopWg>();
-    named_barrier_arrive<kBarConsFull1, kConsHopWg>();
+    named_barrier_arrive<kBarConsFull0, kConsHopWg>();
+    named_barrier_arrive<kBarConsFull0 + 1, kConsHopWg>();
     if (!ip.valid) break;
     if (ip.n_tiles == 0) {  // rows with no key: nothing to load
       named_barrier_arrive<kBarSchedEmpty, kSchedHop>();  // the next item, please
@@ -107,84 +107,82 @@ __device__ __forceinline__ void producer_warp(const Sm90Params& p, uint32_t sbas
       __syncwarp();
       named_barrier_arrive<kBarSchedEmpty, kSchedHop>();
     };
-    {
-      // Consumer warpgroup h's 64 rows of Q, refilled once that warpgroup's last S of the previous
-      // item has read them (rows past the tensor's end arrive as zeros).
-      auto load_q_half = [&](int h) {
-        mbar_wait(bar(q_empty_bar(h)), (q_iter & 1) ^ 1);
-        mbar_arrive_expect_tx(bar(q_full_bar(h)), Shape::kQHalfBytes);
+    // Consumer warpgroup h's 64 rows of Q, refilled once that warpgroup's last S of the previous
+    // item has read them (rows past the tensor's end arrive as zeros).
+    auto load_q_half = [&](int h) {
+      mbar_wait(bar(q_empty_bar(h)), (q_iter & 1) ^ 1);
+      mbar_arrive_expect_tx(bar(q_full_bar(h)), Shape::kQHalfBytes);
 #pragma unroll
-        for (int c = 0; c < Shape::kQBoxes; ++c) {
-          tma_load_3d(sbase + Shape::kOffQ + c * Shape::kBoxBytesQ + h * Shape::kWgRows * 128, &gmaps[0],
-                      bar(q_full_bar(h)), c * 64, ip.it.head, ip.it.q_begin + ip.it.row0 + h * Shape::kWgRows);
-        }
-      };
-      // Kv tile t's first row, and whether the measurement oracles (MLAKIT_SM90_EXP_KV) skip its
-      // load: 1 reads the item's first tile every time, 2 loads nothing, 4 every other tile.
-      auto kv_row = [&](int t) { return ip.it.kv_begin + ip.n_begin + (MLAKIT_SM90_EXP_KV == 1 ? 0 : t * BN); };
-      auto oracle_skips = [](int t) { return MLAKIT_SM90_EXP_KV == 2 || (MLAKIT_SM90_EXP_KV == 4 && (t & 1)); };
-      auto load_k = [&](int t) {
-        const uint32_t i = kv_iter + t;
-        const int s = i & 1;
-        const int row = kv_row(t);
-        mbar_wait(bar(kBarKEmpty + s), ((i >> 1) & 1) ^ 1);
-        if (oracle_skips(t)) {
-          mbar_arrive(bar(kBarKFull + s));
-          return;
-        }
-        mbar_arrive_expect_tx(bar(kBarKFull + s), Shape::kKBytes);
-        const uint32_t sk = sbase + Shape::kOffK + s * Shape::kKBytes;
-#pragma unroll
-        for (int c = 0; c < Shape::kQBoxes; ++c) {
-          const int col = c * 64;
-          if (col < nope_cols) {
-            tma_load_3d(sk + c * Shape::kBoxBytesKV, &gmaps[1], bar(kBarKFull + s), col, kv_head, row);
-          } else if (p.kr_rank == 3) {
-            tma_load_3d(sk + c * Shape::kBoxBytesKV, &gmaps[2], bar(kBarKFull + s), col - nope_cols, kv_head, row);
-          } else {
-            tma_load_2d(sk + c * Shape::kBoxBytesKV, &gmaps[2], bar(kBarKFull + s), col - nope_cols, row);
-          }
-        }
-      };
-      auto load_v = [&](int t) {
-        const uint32_t i = kv_iter + t;
-        const int s = i & 1;
-        const int row = kv_row(t);
-        mbar_wait(bar(kBarVEmpty + s), ((i >> 1) & 1) ^ 1);
-        if (oracle_skips(t)) {
-          mbar_arrive(bar(kBarVFull + s));
-          return;
-        }
-        mbar_arrive_expect_tx(bar(kBarVFull + s), Shape::kVBytes);
-        const uint32_t sv = sbase + Shape::kOffV + s * Shape::kVBytes;
-#pragma unroll
-        for (int c = 0; c < Shape::kVBoxes; ++c) {
-          tma_load_3d(sv + c * Shape::kBoxBytesKV, &gmaps[3], bar(kBarVFull + s), c * 64, kv_head, row);
-        }
-      };
-      // Q, then K one tile ahead of V: the consumers issue S(t + 1) before P(t) V(t). The leading
-      // warpgroup's Q and the first K go before the other half of Q, which waits for the other
-      // warpgroup's last S of the previous item. The next item is asked for after the last K.
-      if (lane == 0) {
-        load_q_half(0);
-        load_k(0);
+      for (int c = 0; c < Shape::kQBoxes; ++c) {
+        tma_load_3d(sbase + Shape::kOffQ + c * Shape::kBoxBytesQ + h * Shape::kWgRows * 128, &gmaps[0],
+                    bar(q_full_bar(h)), c * 64, ip.it.head, ip.it.q_begin + ip.it.row0 + h * Shape::kWgRows);
       }
-      if (ip.n_tiles == 1) ask_next();
-      if (lane == 0) load_q_half(1);
-      for (int t = 0; t < ip.n_tiles; ++t) {
-        if (t + 1 < ip.n_tiles) {
-          if (lane == 0) load_k(t + 1);
-          if (t + 2 == ip.n_tiles) ask_next();
-        }
-        if (lane == 0) load_v(t);
+    };
+    // Kv tile t's first row, and whether the measurement oracles (MLAKIT_SM90_EXP_KV) skip its
+    // load: 1 reads the item's first tile every time, 2 loads nothing, 4 every other tile.
+    auto kv_row = [&](int t) { return ip.it.kv_begin + ip.n_begin + (MLAKIT_SM90_EXP_KV == 1 ? 0 : t * BN); };
+    auto oracle_skips = [](int t) { return MLAKIT_SM90_EXP_KV == 2 || (MLAKIT_SM90_EXP_KV == 4 && (t & 1)); };
+    auto load_k = [&](int t) {
+      const uint32_t i = kv_iter + t;
+      const int s = i & 1;
+      const int row = kv_row(t);
+      mbar_wait(bar(kBarKEmpty + s), ((i >> 1) & 1) ^ 1);
+      if (oracle_skips(t)) {
+        mbar_arrive(bar(kBarKFull + s));
+        return;
       }
+      mbar_arrive_expect_tx(bar(kBarKFull + s), Shape::kKBytes);
+      const uint32_t sk = sbase + Shape::kOffK + s * Shape::kKBytes;
+#pragma unroll
+      for (int c = 0; c < Shape::kQBoxes; ++c) {
+        const int col = c * 64;
+        if (col < nope_cols) {
+          tma_load_3d(sk + c * Shape::kBoxBytesKV, &gmaps[1], bar(kBarKFull + s), col, kv_head, row);
+        } else if (p.kr_rank == 3) {
+          tma_load_3d(sk + c * Shape::kBoxBytesKV, &gmaps[2], bar(kBarKFull + s), col - nope_cols, kv_head, row);
+        } else {
+          tma_load_2d(sk + c * Shape::kBoxBytesKV, &gmaps[2], bar(kBarKFull + s), col - nope_cols, row);
+        }
+      }
+    };
+    auto load_v = [&](int t) {
+      const uint32_t i = kv_iter + t;
+      const int s = i & 1;
+      const int row = kv_row(t);
+      mbar_wait(bar(kBarVEmpty + s), ((i >> 1) & 1) ^ 1);
+      if (oracle_skips(t)) {
+        mbar_arrive(bar(kBarVFull + s));
+        return;
+      }
+      mbar_arrive_expect_tx(bar(kBarVFull + s), Shape::kVBytes);
+      const uint32_t sv = sbase + Shape::kOffV + s * Shape::kVBytes;
+#pragma unroll
+      for (int c = 0; c < Shape::kVBoxes; ++c) {
+        tma_load_3d(sv + c * Shape::kBoxBytesKV, &gmaps[3], bar(kBarVFull + s), c * 64, kv_head, row);
+      }
+    };
+    // Q, then K one tile ahead of V: the consumers issue S(t + 1) before P(t) V(t). The leading
+    // warpgroup's Q and the first K go before the other half of Q, which waits for the other
+    // warpgroup's last S of the previous item. The next item is asked for after the last K.
+    if (lane == 0) {
+      load_q_half(0);
+      load_k(0);
+    }
+    if (ip.n_tiles == 1) ask_next();
+    if (lane == 0) load_q_half(1);
+    for (int t = 0; t < ip.n_tiles; ++t) {
+      if (t + 1 < ip.n_tiles) {
+        if (lane == 0) load_k(t + 1);
+        if (t + 2 == ip.n_tiles) ask_next();
+      }
+      if (lane == 0) load_v(t);
     }
     ++q_iter;
     kv_iter += ip.n_tiles;
   }
   // The consumers' last "read".
-  named_barrier_sync<kBarConsEmpty, kConsHopWg>();
-  named_barrier_sync<kBarConsEmpty1, kConsHopWg>();
+  named_barrier_sync<kBarConsEmpty0, kConsHopWg>();
+  named_barrier_sync<kBarConsEmpty0 + 1, kConsHopWg>();
 }
 
 }  // namespace sm90
