@@ -13,11 +13,50 @@
 # when that file exists: the device copy's .git can name an older HEAD than the files it runs.
 # Nothing here exits the calling script: a failed step prints the tail of its log and goes on, so
 # the script's later steps (and what they leave in $OUT) still run.
+#
+# Functions for the scripts' recurring blocks (defined whatever steps are asked for):
+#   ab_rounds FILE ROUNDS BIN... [-- ARGS...]
+#               an A/B of mlakit-bench binaries: ROUNDS rounds, each running every BIN once in its
+#               own process (so a drift of the host or the clock hits every build alike), with
+#               `--kernel sm90 --all --iters 20 --warmup-ms 0 --no-check` unless ARGS are given;
+#               rows "<bin name> r<round> <bench row>" in FILE, then per workload one line per
+#               build with its TFLOP/s over the rounds, sorted
+#   record DIR  the numbers of record beside the peers (scripts/gpu-check's flashinfer and
+#               compare steps on the binding in build-py; needs `binding` and a carried .peers),
+#               summary in DIR/summary.txt
 DEVICE_ENV_T0=$(date +%s)
 el() { echo "[$(( $(date +%s) - DEVICE_ENV_T0 )) s] $*"; }
 if [ -z "${MLAKIT_GIT_COMMIT:-}" ] && [ -s carry1/COMMIT ]; then
   export MLAKIT_GIT_COMMIT=$(tr -d '[:space:]' < carry1/COMMIT)
 fi
+ab_rounds() {
+  local file=$1 rounds=$2 bins=() args=() r b
+  shift 2
+  while [ $# -gt 0 ] && [ "$1" != "--" ]; do bins+=("$1"); shift; done
+  [ "${1:-}" = "--" ] && shift
+  args=("$@")
+  [ ${#args[@]} -eq 0 ] && args=(--kernel sm90 --all --iters 20 --warmup-ms 0 --no-check)
+  for r in $(seq 1 "$rounds"); do
+    for b in "${bins[@]}"; do
+      timeout 120 "$b" "${args[@]}" 2>&1 | grep "cuda:0/" | awk -v b="$(basename "$b")" -v r=$r '{print b, "r" r, $0}'
+    done
+  done > "$file"
+  # Column 8 of a row is the bench table's TFLOP/s (name, round, workload, device, batch, q/kv, ms, TFLOP/s).
+  for w in $(awk '{print $3}' "$file" | sort -u); do
+    for b in "${bins[@]}"; do
+      b=$(basename "$b")
+      echo "$w $b $(grep "^$b r[0-9]* $w " "$file" | awk '{print $8}' | sort -n | tr '\n' ' ')"
+    done
+  done
+}
+record() {
+  local dir=$1
+  MLAKIT_SKIP_BUILD=1 MLAKIT_BUILD_DIR=build-py GPU_CHECK_STEPS=flashinfer,compare COMPARE_ARGS="--overhead none" \
+    timeout 200 scripts/gpu-check "$dir" > /tmp/device_env_record.txt 2>&1; echo "record (gpu-check) rc=$?"
+  rm -f "$dir/tests.log" "$dir/build.log"
+  grep -E '^\s+compare ' "$dir/summary.txt"
+  sed -n '/^| workload | mlakit ms/,/^$/p' "$dir/summary.txt"
+}
 for device_env_step in "$@"; do
   case "$device_env_step" in
     binding)
