@@ -449,8 +449,31 @@ static int64_t host_int_at(const char* p, bool is_signed, int bits) {
 }
 
 
+// An exact torch int32 host tensor read through PyTorch's exchange table (one C call), the form
+// engines keep their lengths and block tables in; false for anything else (a CUDA tensor, int64,
+// a subclass, a table not in use): the DLPack import below then reads it or names the problem.
+static bool torch_int32_host_view(PyObject* obj, bool table, mlakit::TensorView* v) {
+  return Py_TYPE(obj) == g_torch.tensor && exchange_view(obj, v) && v->dtype == mlakit::DType::kInt32 &&
+         v->device.is_cpu() && (v->ndim == 1 || (table && v->ndim == 2));
+}
+
+static bool read_torch_int32(nb::handle obj, bool table, std::vector<int32_t>* values, int64_t* cols) {
+  mlakit::TensorView v;
+  if (!torch_int32_host_view(obj.ptr(), table, &v)) return false;
+  const bool two_d = v.ndim == 2;
+  const int64_t rows = two_d ? v.shape[0] : 1, n = two_d ? v.shape[1] : v.shape[0];
+  const int64_t s0 = two_d ? v.strides[0] : 0, s1 = v.strides[two_d ? 1 : 0];
+  if (two_d) *cols = n;
+  values->resize(static_cast<size_t>(rows * n));
+  const int32_t* base = static_cast<const int32_t*>(v.data);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t i = 0; i < n; ++i) (*values)[static_cast<size_t>(r * n + i)] = base[r * s0 + i * s1];
+  return true;
+}
+
 std::vector<int32_t> host_indptr(nb::handle obj, const char* name, int64_t* cols) {
   std::vector<int32_t> values;
+  if (!obj.is_none() && read_torch_int32(obj, cols != nullptr, &values, cols)) return values;
   nb::ndarray<nb::ro> a;
   if (!obj.is_none() && import_array(obj, &a)) {
     // A 2-D array (a block table) is read row-major through its strides, so the caller need not
@@ -576,6 +599,15 @@ void bind_tensor(nb::module_& m) {
       "cudaStream_t callable (None: no CUDA).");
   m.def("_torch_exchange_in_use", &torch_exchange_in_use,
         "Whether torch tensors are read through PyTorch's DLPack exchange table (torch_exchange.h).");
+  m.def(
+      "_reads_torch_int32",
+      [](nb::handle obj) {
+        mlakit::TensorView v;
+        return torch_int32_host_view(obj.ptr(), true, &v);
+      },
+      nb::arg("obj"),
+      "Whether plan()'s host arrays take `obj` as it is: an exact int32 CPU torch tensor of 1 or 2 "
+      "dimensions, read through PyTorch's exchange table (else MlaStep.plan passes a NumPy view).");
   m.def(
       "_read_torch_view",
       [](nb::handle obj, const std::string& path) -> nb::object {

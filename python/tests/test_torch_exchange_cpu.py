@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -129,3 +130,62 @@ def test_switched_off_by_environment_same_results():
     assert outs["0"][0] == 0
     assert outs["1"][0] == int(HAS_TABLE)
     assert outs["0"][1] == outs["1"][1] and len(outs["0"][1]) == 14 * 4 * 16 * 4
+
+
+@pytest.mark.parametrize("form", ["int32", "int32 strided", "int32 transposed", "int32 lengths", "int64"])
+def test_mla_plan_reads_torch_host_tables_as_numpy(rng, form):
+    """MlaStep.plan() takes torch CPU tensors (engines' block tables and lengths) as they are when
+    they are int32 (one read through the exchange table, no .numpy() in Python), any strides; int64
+    goes through NumPy. Every form plans the same step as the NumPy int32 table."""
+    from test_mla_cpu import BS, DN, DV, H, L, R, make_case
+
+    c = make_case(rng, [7, 4], [19, 33])
+    step = mlakit.MlaStep(H, L, DN, R, DV, dtype="fp16", device="cpu", block_size=BS,
+                          num_blocks=c["cache"].shape[0], max_batch=2, max_tokens=16, max_context_tokens=64)
+    step.plan(c["q_lens"], c["ctx_lens"], c["bt"])
+    want = step.run(c["q"], c["kv_c"], c["k_pe"], c["w"], c["cache"].copy())
+    bt = torch.from_numpy(c["bt"].copy())
+    q_lens, ctx_lens = c["q_lens"], c["ctx_lens"]
+    if form == "int32":
+        table = bt
+    elif form == "int32 strided":
+        table = bt.repeat_interleave(2, dim=1)[:, ::2]  # column stride 2
+    elif form == "int32 transposed":
+        table = bt.t().contiguous().t()  # column-major
+    elif form == "int32 lengths":
+        table = bt
+        q_lens = torch.tensor(q_lens, dtype=torch.int32)
+        ctx_lens = torch.tensor(ctx_lens, dtype=torch.int32)
+    else:
+        table = bt.to(torch.int64)
+    if HAS_TABLE:
+        assert _C._reads_torch_int32(table) == (form != "int64"), form
+    step.plan(q_lens, ctx_lens, table)
+    got = step.run(c["q"], c["kv_c"], c["k_pe"], c["w"], c["cache"].copy())
+    np.testing.assert_array_equal(got, want)
+
+
+def test_mla_plan_torch_tables_refused_by_name(rng):
+    """What the exchange read does not take still fails as before, naming the argument, and a
+    rejected plan keeps the previous one."""
+    from test_mla_cpu import BS, DN, DV, H, L, R, make_case
+
+    c = make_case(rng, [5, 3], [10, 0])
+    step = mlakit.MlaStep(H, L, DN, R, DV, dtype="fp16", device="cpu", block_size=BS,
+                          num_blocks=c["cache"].shape[0], max_batch=2, max_tokens=8, max_context_tokens=16)
+    step.plan(c["q_lens"], c["ctx_lens"], c["bt"])
+    want = step.run(c["q"], c["kv_c"], c["k_pe"], c["w"], c["cache"].copy())
+    bt = torch.from_numpy(c["bt"].copy())
+    assert not _C._reads_torch_int32(bt[:, None, :])
+    with pytest.raises(ValueError, match="block_table"):
+        step.plan(c["q_lens"], c["ctx_lens"], bt[:, None, :])  # 3-D
+    with pytest.raises(TypeError, match="block_table"):
+        step.plan(c["q_lens"], c["ctx_lens"], bt.to(torch.float32))
+    with pytest.raises((TypeError, ValueError), match="query_lens"):
+        step.plan(torch.tensor([[5, 3]], dtype=torch.int32), c["ctx_lens"], bt)  # 2-D lengths
+    bad = bt.clone()
+    bad[0, 0] = c["cache"].shape[0]
+    with pytest.raises(ValueError, match="block_table"):
+        step.plan(c["q_lens"], c["ctx_lens"], bad)
+    got = step.run(c["q"], c["kv_c"], c["k_pe"], c["w"], c["cache"].copy())
+    np.testing.assert_array_equal(got, want)
