@@ -29,15 +29,19 @@ MlaPlanInfo = _C.MlaPlanInfo
 
 def _flat_block_table(block_table: Any):
     """(host int array, cols) of a [batch, cols] block table given as a 2-D NumPy array or CPU torch
-    tensor (passed on as it is, any strides) or a list of equal-length rows (flattened)."""
+    tensor (passed on as it is, any strides) or a list of equal-length rows (flattened); cols 0:
+    the extension takes it from the array's shape."""
+    if _C._reads_torch_int32(block_table, 2):
+        # An int32 CPU torch tensor, the block table as engines hold it: the extension reads it
+        # through PyTorch's exchange table, shape and strides included (one C call; each Python
+        # attribute read of a torch tensor costs about as much).
+        return block_table, 0
     shape = getattr(block_table, "shape", None)
     if shape is not None:
-        if (type(block_table).__module__.startswith("torch") and not block_table.is_cuda
-                and not _C._reads_torch_int32(block_table)):
-            # A CPU tensor the extension does not read through PyTorch's exchange table (int64, a
-            # subclass, torch without the table) as a NumPy view (~0.7 us): the extension imports
-            # NumPy arrays several microseconds faster than torch's DLPack capsules. An int32 CPU
-            # tensor, the block table as engines hold it, goes as it is: one C call reads it.
+        if type(block_table).__module__.startswith("torch") and not block_table.is_cuda:
+            # Any other CPU tensor (int64, a subclass, torch without the exchange table) as a NumPy
+            # view (~0.7 us): the extension imports NumPy arrays several microseconds faster than
+            # torch's DLPack capsules.
             try:
                 block_table = block_table.numpy()
             except (TypeError, RuntimeError):  # a dtype NumPy lacks: let the extension name it

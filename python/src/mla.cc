@@ -83,6 +83,8 @@ void bind_mla(nb::module_& m) {
             const std::vector<int32_t> ctx = host_indptr(context_lens, "context_lens");
             int64_t table_cols = -1;  // set when block_table comes as a 2-D array
             const std::vector<int32_t> bt = host_indptr(block_table, "block_table", &table_cols);
+            // 0: the columns of the 2-D array (the wrapper passes a torch block table as it is).
+            if (block_table_cols == 0 && table_cols > 0) block_table_cols = static_cast<int>(table_cols);
             if (table_cols >= 0 && table_cols != block_table_cols)
               throw Error(ErrorKind::kInvalidArgument, "block_table",
                           "has " + std::to_string(table_cols) + " columns but block_table_cols is " +

@@ -601,13 +601,13 @@ void bind_tensor(nb::module_& m) {
         "Whether torch tensors are read through PyTorch's DLPack exchange table (torch_exchange.h).");
   m.def(
       "_reads_torch_int32",
-      [](nb::handle obj) {
+      [](nb::handle obj, int ndim) {
         mlakit::TensorView v;
-        return torch_int32_host_view(obj.ptr(), true, &v);
+        return torch_int32_host_view(obj.ptr(), ndim == 2, &v) && v.ndim == ndim;
       },
-      nb::arg("obj"),
-      "Whether plan()'s host arrays take `obj` as it is: an exact int32 CPU torch tensor of 1 or 2 "
-      "dimensions, read through PyTorch's exchange table (else MlaStep.plan passes a NumPy view).");
+      nb::arg("obj").none(), nb::arg("ndim"),
+      "Whether plan()'s host arrays read `obj` through PyTorch's exchange table: an exact int32 CPU "
+      "torch tensor of `ndim` (1 or 2) dimensions (MlaStep.plan passes such a block table as it is).");
   m.def(
       "_read_torch_view",
       [](nb::handle obj, const std::string& path) -> nb::object {

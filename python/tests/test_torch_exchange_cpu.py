@@ -159,7 +159,7 @@ def test_mla_plan_reads_torch_host_tables_as_numpy(rng, form):
     else:
         table = bt.to(torch.int64)
     if HAS_TABLE:
-        assert _C._reads_torch_int32(table) == (form != "int64"), form
+        assert _C._reads_torch_int32(table, 2) == (form != "int64"), form
     step.plan(q_lens, ctx_lens, table)
     got = step.run(c["q"], c["kv_c"], c["k_pe"], c["w"], c["cache"].copy())
     np.testing.assert_array_equal(got, want)
@@ -176,7 +176,7 @@ def test_mla_plan_torch_tables_refused_by_name(rng):
     step.plan(c["q_lens"], c["ctx_lens"], c["bt"])
     want = step.run(c["q"], c["kv_c"], c["k_pe"], c["w"], c["cache"].copy())
     bt = torch.from_numpy(c["bt"].copy())
-    assert not _C._reads_torch_int32(bt[:, None, :])
+    assert not _C._reads_torch_int32(bt[:, None, :], 2) and not _C._reads_torch_int32(bt, 1)
     with pytest.raises(ValueError, match="block_table"):
         step.plan(c["q_lens"], c["ctx_lens"], bt[:, None, :])  # 3-D
     with pytest.raises(TypeError, match="block_table"):
