@@ -17,6 +17,7 @@ RoPE key, returning ``out [T, H, v_head_dim]``. See ``include/mlakit/mla.h`` and
 from __future__ import annotations
 
 import itertools
+import sys
 from typing import Any, Optional
 
 from . import (_C, _device_name, _dtype_name, _empty, _handles, _launch_stream, _native, _registry, _shape,
@@ -25,16 +26,17 @@ from . import (_C, _device_name, _dtype_name, _empty, _handles, _launch_stream, 
 __all__ = ["MlaStep", "MlaPlanInfo"]
 
 MlaPlanInfo = _C.MlaPlanInfo
+_pkg = sys.modules[__package__]  # its _TorchTensor: torch.Tensor once registered with the extension
 
 
 def _flat_block_table(block_table: Any):
     """(host int array, cols) of a [batch, cols] block table given as a 2-D NumPy array or CPU torch
     tensor (passed on as it is, any strides) or a list of equal-length rows (flattened); cols 0:
     the extension takes it from the array's shape."""
-    if _C._reads_torch_int32(block_table, 2):
-        # An int32 CPU torch tensor, the block table as engines hold it: the extension reads it
-        # through PyTorch's exchange table, shape and strides included (one C call; each Python
-        # attribute read of a torch tensor costs about as much).
+    if type(block_table) is _pkg._TorchTensor:
+        # A torch tensor, the block table as engines hold it: the extension reads it itself
+        # (PyTorch's exchange table: shape, strides, int32 or int64, in one C call) and names
+        # what it cannot take. Each Python attribute read of a torch tensor costs about as much.
         return block_table, 0
     shape = getattr(block_table, "shape", None)
     if shape is not None:

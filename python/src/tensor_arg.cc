@@ -449,31 +449,42 @@ static int64_t host_int_at(const char* p, bool is_signed, int bits) {
 }
 
 
-// An exact torch int32 host tensor read through PyTorch's exchange table (one C call), the form
-// engines keep their lengths and block tables in; false for anything else (a CUDA tensor, int64,
-// a subclass, a table not in use): the DLPack import below then reads it or names the problem.
-static bool torch_int32_host_view(PyObject* obj, bool table, mlakit::TensorView* v) {
-  return Py_TYPE(obj) == g_torch.tensor && exchange_view(obj, v) && v->dtype == mlakit::DType::kInt32 &&
-         v->device.is_cpu() && (v->ndim == 1 || (table && v->ndim == 2));
-}
-
-static bool read_torch_int32(nb::handle obj, bool table, std::vector<int32_t>* values, int64_t* cols) {
-  mlakit::TensorView v;
-  if (!torch_int32_host_view(obj.ptr(), table, &v)) return false;
-  const bool two_d = v.ndim == 2;
-  const int64_t rows = two_d ? v.shape[0] : 1, n = two_d ? v.shape[1] : v.shape[0];
-  const int64_t s0 = two_d ? v.strides[0] : 0, s1 = v.strides[two_d ? 1 : 0];
-  if (two_d) *cols = n;
-  values->resize(static_cast<size_t>(rows * n));
-  const int32_t* base = static_cast<const int32_t*>(v.data);
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t i = 0; i < n; ++i) (*values)[static_cast<size_t>(r * n + i)] = base[r * s0 + i * s1];
-  return true;
+// Reads rows x n integers (row r, column i at base + r * s0 + i * s1 bytes) into int32 values,
+// each checked against int32's range.
+static void read_host_ints(const char* base, bool is_signed, int bits, int64_t rows, int64_t n, int64_t s0,
+                           int64_t s1, bool table, const char* name, std::vector<int32_t>* out) {
+  std::vector<int32_t>& values = *out;
+  values.resize(static_cast<size_t>(rows * n));
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t x = host_int_at(base + r * s0 + i * s1, is_signed, bits);
+      if (x < std::numeric_limits<int32_t>::min() || x > std::numeric_limits<int32_t>::max())
+        throw Error(ErrorKind::kInvalidArgument, name,
+                    (table ? "entry [" + std::to_string(r) + ", " + std::to_string(i) + "]"
+                           : "entry " + std::to_string(i)) +
+                        " = " + std::to_string(x) + " does not fit in int32");
+      values[static_cast<size_t>(r * n + i)] = static_cast<int32_t>(x);
+    }
+  }
 }
 
 std::vector<int32_t> host_indptr(nb::handle obj, const char* name, int64_t* cols) {
   std::vector<int32_t> values;
-  if (!obj.is_none() && read_torch_int32(obj, cols != nullptr, &values, cols)) return values;
+  HostInts h;
+  // An exact torch tensor (engines keep lengths and block tables in them) through PyTorch's
+  // exchange table: one C call, where the DLPack import costs several microseconds. Anything it
+  // does not take (a CUDA tensor, another dtype, more dimensions) goes to the import below, whose
+  // checks name the problem.
+  if (!obj.is_none() && Py_TYPE(obj.ptr()) == g_torch.tensor && exchange_host_ints(obj.ptr(), &h) &&
+      (h.ndim == 1 || cols != nullptr)) {
+    const bool table = h.ndim == 2;
+    const int64_t bytes = h.bits / 8;
+    if (table) *cols = h.shape[1];
+    read_host_ints(static_cast<const char*>(h.data), h.is_signed, h.bits, table ? h.shape[0] : 1,
+                   table ? h.shape[1] : h.shape[0], table ? h.strides[0] * bytes : 0,
+                   h.strides[table ? 1 : 0] * bytes, table, name, &values);
+    return values;
+  }
   nb::ndarray<nb::ro> a;
   if (!obj.is_none() && import_array(obj, &a)) {
     // A 2-D array (a block table) is read row-major through its strides, so the caller need not
@@ -488,19 +499,7 @@ std::vector<int32_t> host_indptr(nb::handle obj, const char* name, int64_t* cols
     const int64_t rows = table ? a.shape(0) : 1, n = table ? a.shape(1) : a.shape(0);
     const int64_t s0 = table ? a.stride(0) * (bits / 8) : 0, s1 = a.stride(table ? 1 : 0) * (bits / 8);
     if (table) *cols = n;
-    values.resize(static_cast<size_t>(rows * n));
-    const char* base = static_cast<const char*>(a.data());
-    for (int64_t r = 0; r < rows; ++r) {
-      for (int64_t i = 0; i < n; ++i) {
-        const int64_t x = host_int_at(base + r * s0 + i * s1, is_signed, bits);
-        if (x < std::numeric_limits<int32_t>::min() || x > std::numeric_limits<int32_t>::max())
-          throw Error(ErrorKind::kInvalidArgument, name,
-                      (table ? "entry [" + std::to_string(r) + ", " + std::to_string(i) + "]"
-                             : "entry " + std::to_string(i)) +
-                          " = " + std::to_string(x) + " does not fit in int32");
-        values[static_cast<size_t>(r * n + i)] = static_cast<int32_t>(x);
-      }
-    }
+    read_host_ints(static_cast<const char*>(a.data()), is_signed, bits, rows, n, s0, s1, table, name, &values);
     return values;
   }
   // Plain Python sequences of ints (lists, tuples, ranges).
@@ -599,15 +598,6 @@ void bind_tensor(nb::module_& m) {
       "cudaStream_t callable (None: no CUDA).");
   m.def("_torch_exchange_in_use", &torch_exchange_in_use,
         "Whether torch tensors are read through PyTorch's DLPack exchange table (torch_exchange.h).");
-  m.def(
-      "_reads_torch_int32",
-      [](nb::handle obj, int ndim) {
-        mlakit::TensorView v;
-        return torch_int32_host_view(obj.ptr(), ndim == 2, &v) && v.ndim == ndim;
-      },
-      nb::arg("obj").none(), nb::arg("ndim"),
-      "Whether plan()'s host arrays read `obj` through PyTorch's exchange table: an exact int32 CPU "
-      "torch tensor of `ndim` (1 or 2) dimensions (MlaStep.plan passes such a block table as it is).");
   m.def(
       "_read_torch_view",
       [](nb::handle obj, const std::string& path) -> nb::object {

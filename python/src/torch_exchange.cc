@@ -98,6 +98,32 @@ bool exchange_view(PyObject* obj, mlakit::TensorView* v) {
   return true;
 }
 
+bool exchange_host_ints(PyObject* obj, HostInts* v) {
+  if (g_api == nullptr) return false;
+  nb::dlpack::dltensor t;
+  if (g_api->dltensor_from_py_object_no_sync(obj, &t) != 0) {
+    PyErr_Clear();
+    return false;
+  }
+  const auto code = static_cast<nb::dlpack::dtype_code>(t.dtype.code);
+  const bool integral = code == nb::dlpack::dtype_code::Int || code == nb::dlpack::dtype_code::UInt;
+  const bool host = t.device.device_type == nb::device::cpu::value || t.device.device_type == nb::device::cuda_host::value;
+  if (!integral || (t.dtype.bits != 32 && t.dtype.bits != 64) || t.dtype.lanes != 1 || !host || t.ndim < 1 ||
+      t.ndim > 2)
+    return false;
+  v->data = static_cast<const char*>(t.data) + t.byte_offset;
+  v->bits = t.dtype.bits;
+  v->is_signed = code == nb::dlpack::dtype_code::Int;
+  v->ndim = t.ndim;
+  int64_t row_major = 1;
+  for (int d = t.ndim - 1; d >= 0; --d) {
+    v->shape[d] = t.shape[d];
+    v->strides[d] = t.strides != nullptr ? t.strides[d] : row_major;
+    row_major *= t.shape[d];
+  }
+  return true;
+}
+
 bool exchange_current_stream(int index, mlakit::Stream* stream) {
   if (g_api == nullptr) return false;
   void* s = nullptr;

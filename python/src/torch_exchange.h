@@ -10,6 +10,8 @@
 
 #include <Python.h>
 
+#include <cstdint>
+
 #include "mlakit/tensor.h"
 
 namespace mlakit_py {
@@ -25,6 +27,21 @@ bool torch_exchange_in_use();
 // or its dtype or device is not one mlakit takes (the caller then takes the attribute path, whose
 // errors name the problem). No Python error is left set on false.
 bool exchange_view(PyObject* obj, mlakit::TensorView* v);
+
+// `obj` (a torch tensor) as a host integer array: its data, element width (32 or 64) and
+// signedness, 1 or 2 dimensions with their strides in elements; false when the table is not in
+// use or cannot read it, or it is not an int32/int64 tensor of 1 or 2 dimensions in host (CPU or
+// pinned) memory (the caller then takes the DLPack import, whose errors name the problem). No
+// Python error is left set on false. plan()'s lengths and block tables are read through it.
+struct HostInts {
+  const void* data = nullptr;
+  int bits = 0;
+  bool is_signed = true;
+  int ndim = 0;
+  int64_t shape[2] = {0, 0};
+  int64_t strides[2] = {0, 0};
+};
+bool exchange_host_ints(PyObject* obj, HostInts* v);
 
 // PyTorch's current stream on CUDA device `index` (what torch.cuda.current_stream(index) is);
 // false when the table is not in use or the query failed (no Python error left set).

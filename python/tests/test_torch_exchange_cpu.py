@@ -132,11 +132,12 @@ def test_switched_off_by_environment_same_results():
     assert outs["0"][1] == outs["1"][1] and len(outs["0"][1]) == 14 * 4 * 16 * 4
 
 
-@pytest.mark.parametrize("form", ["int32", "int32 strided", "int32 transposed", "int32 lengths", "int64"])
+@pytest.mark.parametrize("form", ["int32", "int32 strided", "int32 transposed", "int32 lengths", "int64",
+                                  "int64 lengths", "subclass"])
 def test_mla_plan_reads_torch_host_tables_as_numpy(rng, form):
-    """MlaStep.plan() takes torch CPU tensors (engines' block tables and lengths) as they are when
-    they are int32 (one read through the exchange table, no .numpy() in Python), any strides; int64
-    goes through NumPy. Every form plans the same step as the NumPy int32 table."""
+    """MlaStep.plan() takes torch CPU tensors (engines' block tables and lengths) as they are: the
+    extension reads them itself (int32 or int64, any strides; a subclass through NumPy). Every form
+    plans the same step as the NumPy int32 table."""
     from test_mla_cpu import BS, DN, DV, H, L, R, make_case
 
     c = make_case(rng, [7, 4], [19, 33])
@@ -146,27 +147,25 @@ def test_mla_plan_reads_torch_host_tables_as_numpy(rng, form):
     want = step.run(c["q"], c["kv_c"], c["k_pe"], c["w"], c["cache"].copy())
     bt = torch.from_numpy(c["bt"].copy())
     q_lens, ctx_lens = c["q_lens"], c["ctx_lens"]
-    if form == "int32":
-        table = bt
-    elif form == "int32 strided":
-        table = bt.repeat_interleave(2, dim=1)[:, ::2]  # column stride 2
-    elif form == "int32 transposed":
-        table = bt.t().contiguous().t()  # column-major
-    elif form == "int32 lengths":
-        table = bt
-        q_lens = torch.tensor(q_lens, dtype=torch.int32)
-        ctx_lens = torch.tensor(ctx_lens, dtype=torch.int32)
-    else:
-        table = bt.to(torch.int64)
-    if HAS_TABLE:
-        assert _C._reads_torch_int32(table, 2) == (form != "int64"), form
+    table = {
+        "int32": bt,
+        "int32 strided": bt.repeat_interleave(2, dim=1)[:, ::2],  # column stride 2
+        "int32 transposed": bt.t().contiguous().t(),  # column-major
+        "int32 lengths": bt,
+        "int64": bt.to(torch.int64),
+        "int64 lengths": bt.to(torch.int64),
+        "subclass": torch.nn.Parameter(bt, requires_grad=False),
+    }[form]
+    if form.endswith("lengths"):
+        dt = torch.int32 if form.startswith("int32") else torch.int64
+        q_lens, ctx_lens = torch.tensor(q_lens, dtype=dt), torch.tensor(ctx_lens, dtype=dt)
     step.plan(q_lens, ctx_lens, table)
     got = step.run(c["q"], c["kv_c"], c["k_pe"], c["w"], c["cache"].copy())
     np.testing.assert_array_equal(got, want)
 
 
 def test_mla_plan_torch_tables_refused_by_name(rng):
-    """What the exchange read does not take still fails as before, naming the argument, and a
+    """What the extension cannot take from a torch tensor fails naming the argument, and a
     rejected plan keeps the previous one."""
     from test_mla_cpu import BS, DN, DV, H, L, R, make_case
 
@@ -176,12 +175,15 @@ def test_mla_plan_torch_tables_refused_by_name(rng):
     step.plan(c["q_lens"], c["ctx_lens"], c["bt"])
     want = step.run(c["q"], c["kv_c"], c["k_pe"], c["w"], c["cache"].copy())
     bt = torch.from_numpy(c["bt"].copy())
-    assert not _C._reads_torch_int32(bt[:, None, :], 2) and not _C._reads_torch_int32(bt, 1)
     with pytest.raises(ValueError, match="block_table"):
         step.plan(c["q_lens"], c["ctx_lens"], bt[:, None, :])  # 3-D
+    with pytest.raises(ValueError, match="block_table"):
+        step.plan(c["q_lens"], c["ctx_lens"], bt.reshape(-1))  # 1-D
     with pytest.raises(TypeError, match="block_table"):
         step.plan(c["q_lens"], c["ctx_lens"], bt.to(torch.float32))
-    with pytest.raises((TypeError, ValueError), match="query_lens"):
+    with pytest.raises(ValueError, match="block_table"):
+        step.plan(c["q_lens"], c["ctx_lens"], bt.to(torch.int64) + 2**33)  # past int32
+    with pytest.raises(ValueError, match="query_lens"):
         step.plan(torch.tensor([[5, 3]], dtype=torch.int32), c["ctx_lens"], bt)  # 2-D lengths
     bad = bt.clone()
     bad[0, 0] = c["cache"].shape[0]
