@@ -33,10 +33,13 @@ def _flat_block_table(block_table: Any):
     """(host int array, cols) of a [batch, cols] block table given as a 2-D NumPy array or CPU torch
     tensor (passed on as it is, any strides) or a list of equal-length rows (flattened); cols 0:
     the extension takes it from the array's shape."""
-    if type(block_table) is _pkg._TorchTensor:
+    kind = type(block_table)
+    if kind is _pkg._TorchTensor or (_pkg._TorchTensor is None and kind.__module__.startswith("torch")
+                                     and _pkg._register_torch() is kind):
         # A torch tensor, the block table as engines hold it: the extension reads it itself
         # (PyTorch's exchange table: shape, strides, int32 or int64, in one C call) and names
         # what it cannot take. Each Python attribute read of a torch tensor costs about as much.
+        # (The first torch tensor mlakit meets registers torch with the extension.)
         return block_table, 0
     shape = getattr(block_table, "shape", None)
     if shape is not None:

@@ -191,3 +191,21 @@ def test_mla_plan_torch_tables_refused_by_name(rng):
         step.plan(c["q_lens"], c["ctx_lens"], bad)
     got = step.run(c["q"], c["kv_c"], c["k_pe"], c["w"], c["cache"].copy())
     np.testing.assert_array_equal(got, want)
+
+
+def test_first_plan_with_a_torch_table_registers_torch():
+    """A process whose first mlakit call is plan() with a torch block table: that call registers
+    torch, so the table goes to the extension as it is from the first step on."""
+    code = (
+        "import torch, mlakit\n"
+        "assert mlakit._TorchTensor is None\n"
+        "s = mlakit.MlaStep(2, 64, 128, 64, 128, dtype='fp16', device='cpu', block_size=16, num_blocks=64,\n"
+        "                   max_batch=2, max_tokens=64, max_context_tokens=64)\n"
+        "s.plan([5, 3], [10, 0], torch.tensor([[0, 1], [2, 3]], dtype=torch.int32))\n"
+        "assert mlakit._TorchTensor is torch.Tensor\n"
+        "print(s.info.total_context, s.info.visible_pairs)\n")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    # 10 context rows; request 0 sees 10 + 1..5 keys, request 1 sees 1..3.
+    assert out.stdout.split() == ["10", str(sum(range(11, 16)) + sum(range(1, 4)))]
