@@ -30,6 +30,15 @@
 #ifndef MLAKIT_SM90_DEPHASE_NS
 #define MLAKIT_SM90_DEPHASE_NS 150
 #endif
+// PINGPONG: the two consumer warpgroups take turns issuing their matrix products, one turn per
+// kv tile (S_t with P_{t-1} V_{t-1}; an item's first S and last P V each a turn of their own),
+// passed through a pair of named barriers, as FlashAttention-3 orders them: the tensor pipe then
+// runs one warpgroup's products while the other's softmax runs. Measured level or slower at v2,
+// v5, v7 and v10, when the warpgroups also met at every item's end; since v19 they do not (session
+// 27 measures it again). 1 turns it on.
+#ifndef MLAKIT_SM90_PINGPONG
+#define MLAKIT_SM90_PINGPONG 0
+#endif
 // Measurement only (wrong results; they bound what hiding a cost could gain): EXP_NO_STORE skips
 // the epilogue's stores.
 #ifndef MLAKIT_SM90_EXP_NO_STORE
