@@ -114,7 +114,6 @@ enum : int {
   kBarSplit0 = 8,                         // + warpgroup: its 128 threads around a split arrival
   // 10: free (both warpgroups met there before their output staging until v19)
   kBarOWritten0 = 11,                     // + warpgroup: its O rows are (or its region is free) in shared memory
-  kBarTurn0 = 13,                         // + warpgroup: its issue turn (MLAKIT_SM90_PINGPONG; 256: both)
 };
 constexpr int kConsHopWg = 32 + 128;  // the producer warp and one consumer warpgroup
 constexpr int kSchedHop = 64;

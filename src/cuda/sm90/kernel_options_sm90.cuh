@@ -11,7 +11,8 @@
 // Q in boxes completing one by one and the Q-once oracle (in git before the v19 cleanup); the
 // consumer warpgroups meeting at each item's end and claiming the next item at the last V load
 // (the kernel before v19, 14e205b with MLAKIT_SM90_DECOUPLED=0 / CLAIM_AT_LAST_K=0); claiming one
-// or two K loads earlier than the last (session 26, level)).
+// or two K loads earlier than the last (session 26, level); ping-pong issue turns again on v19
+// (4875aa4, session 27: -1.7 to -3.1% on every workload but the context chunk)).
 #pragma once
 
 // TMA_STORE: the epilogue stages each consumer warpgroup's O rows in its own shared-memory
@@ -29,15 +30,6 @@
 // item the sleep measured 0.2-0.8% slower, session 26). 0 turns it off.
 #ifndef MLAKIT_SM90_DEPHASE_NS
 #define MLAKIT_SM90_DEPHASE_NS 150
-#endif
-// PINGPONG: the two consumer warpgroups take turns issuing their matrix products, one turn per
-// kv tile (S_t with P_{t-1} V_{t-1}; an item's first S and last P V each a turn of their own),
-// passed through a pair of named barriers, as FlashAttention-3 orders them: the tensor pipe then
-// runs one warpgroup's products while the other's softmax runs. Measured level or slower at v2,
-// v5, v7 and v10, when the warpgroups also met at every item's end; since v19 they do not (session
-// 27 measures it again). 1 turns it on.
-#ifndef MLAKIT_SM90_PINGPONG
-#define MLAKIT_SM90_PINGPONG 0
 #endif
 // Measurement only (wrong results; they bound what hiding a cost could gain): EXP_NO_STORE skips
 // the epilogue's stores.

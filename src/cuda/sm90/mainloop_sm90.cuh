@@ -66,16 +66,6 @@ __device__ __forceinline__ void clear_v_rows_past(unsigned char* smem, uint32_t 
   }
 }
 
-// The issue turn of consumer warpgroup `cw` (MLAKIT_SM90_PINGPONG): wait for it, then pass it to
-// the other warpgroup once this one's products of the turn are issued. Both warpgroups run the
-// same items, so they take the same number of turns.
-__device__ __forceinline__ void turn_wait(int cw) {
-  if (MLAKIT_SM90_PINGPONG) warpgroup_bar_sync<kBarTurn0, 256>(cw);
-}
-__device__ __forceinline__ void turn_pass(int cw) {
-  if (MLAKIT_SM90_PINGPONG) warpgroup_bar_arrive<kBarTurn0, 256>(1 - cw);
-}
-
 // Probabilities (fp32, in the S accumulator layout) -> the A-operand fragments of P V.
 template <typename T, int BN>
 __device__ __forceinline__ void pack_p(uint32_t (&p)[BN / 16][4], const float (&s)[BN / 8][4]) {

@@ -81,7 +81,6 @@ __device__ __forceinline__ void consumer(const Sm90Params& p, uint32_t sbase, un
     return ip;
   };
   warpgroup_bar_arrive<kBarConsEmpty0, kConsHopWg>(cw);  // the producer's first slot is free
-  if (cw == 1) turn_pass(1);                             // warpgroup 0 issues first
   // This warpgroup's half of Q, and the phases of the stages' V-cleared barriers.
   const int q_full = q_full_bar(cw);
   const int q_empty = q_empty_bar(cw);
@@ -149,11 +148,9 @@ __device__ __forceinline__ void consumer(const Sm90Params& p, uint32_t sbase, un
       if (tracer) trace_rec.t_qk = trace_now();
       if (tid == 0) trace_tile_stamp(trace_slot, 0, kTileIssue);
 #endif
-      turn_wait(cw);
       wgmma_fence();
       issue_qk<T, Shape>(s_flat, q_rows_base, sbase + Shape::kOffK + stage * Shape::kKBytes);
       wgmma_commit();
-      turn_pass(cw);
       wgmma_wait<0>();
       fence_regs(s_flat);
 #if MLAKIT_SM90_TRACE
@@ -181,7 +178,6 @@ __device__ __forceinline__ void consumer(const Sm90Params& p, uint32_t sbase, un
         wgmma_fence();  // O was just written by ordinary instructions
         issue_pv<T, Shape>(o_flat, pf, sbase + Shape::kOffV + prev_stage * Shape::kVBytes);
         wgmma_commit();
-        turn_pass(cw);  // the turn taken before S_t's issue
         wgmma_wait<1>();  // S_t
         fence_regs(s_flat);
 #if MLAKIT_SM90_TRACE
@@ -218,7 +214,6 @@ __device__ __forceinline__ void consumer(const Sm90Params& p, uint32_t sbase, un
 #if MLAKIT_SM90_TRACE
         if (tid == 0) trace_tile_stamp(trace_slot, t, kTileIssue);
 #endif
-        turn_wait(cw);
         wgmma_fence();
         issue_qk<T, Shape>(s_flat, q_rows_base, sbase + Shape::kOffK + stage * Shape::kKBytes);
         wgmma_commit();
@@ -239,11 +234,9 @@ __device__ __forceinline__ void consumer(const Sm90Params& p, uint32_t sbase, un
         cleared_phases ^= 1u << stage;
       }
       rescale_rows(o, alpha);
-      turn_wait(cw);
       wgmma_fence();
       issue_pv<T, Shape>(o_flat, pf, sbase + Shape::kOffV + stage * Shape::kVBytes);
       wgmma_commit();
-      turn_pass(cw);
       // The next item, with the last P V in flight: the producer hands it over once the scheduler
       // has claimed it (after this item's last K load was issued), so the wait for it and the slot's
       // L2 round trip run under the P V. Taken before the P V's issue, they delayed it by 0.3-0.6 us
@@ -298,7 +291,6 @@ __device__ __forceinline__ void consumer(const Sm90Params& p, uint32_t sbase, un
     ++trace_k;
 #endif
   }
-  if (cw == 0) turn_wait(0);  // takes warpgroup 1's last pass, so no barrier is left half-arrived
   if (tid == 0) tma_store_wait_all();  // the output is written before the block exits
 #if MLAKIT_SM90_TRACE
   if (tracer && blockIdx.x < kTraceBlocks) {
