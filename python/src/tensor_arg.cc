@@ -423,6 +423,12 @@ std::optional<TensorArg> optional_tensor_arg(nb::handle obj, const char* name, b
   return tensor_arg(obj, name, writable);
 }
 
+bool is_host_int_dtype(const nb::dlpack::dtype& t) {
+  const auto code = static_cast<nb::dlpack::dtype_code>(t.code);
+  const bool integral = code == nb::dlpack::dtype_code::Int || code == nb::dlpack::dtype_code::UInt;
+  return integral && (t.bits == 32 || t.bits == 64) && t.lanes == 1;
+}
+
 // A host int32/int64 (signed or unsigned) array's checks, and one entry widened to int64 (a
 // uint64 past int64's range saturates; the int32 range check then rejects it).
 static void check_host_int_array(const nb::ndarray<nb::ro>& a, const char* name) {
@@ -430,10 +436,7 @@ static void check_host_int_array(const nb::ndarray<nb::ro>& a, const char* name)
   if (type != kDLCPU && type != kDLCUDAHost)
     throw Error(ErrorKind::kTypeMismatch, name,
                 "must be a host (CPU) array: plan() reads it on the host and never synchronizes the device");
-  auto code = static_cast<nb::dlpack::dtype_code>(a.dtype().code);
-  int bits = a.dtype().bits;
-  bool integral = code == nb::dlpack::dtype_code::Int || code == nb::dlpack::dtype_code::UInt;
-  if (!integral || (bits != 32 && bits != 64) || a.dtype().lanes != 1)
+  if (!is_host_int_dtype(a.dtype()))
     throw Error(ErrorKind::kTypeMismatch, name, "must be an int32 or int64 array, got " + describe_dl_dtype(a.dtype()));
 }
 

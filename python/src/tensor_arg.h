@@ -60,6 +60,8 @@ bool is_torch_tensor(nb::handle obj);
 // DLPack imports and PyTorch's exchange table (torch_exchange.h) both read them through these.
 bool to_mlakit_dtype(const nb::dlpack::dtype& t, mlakit::DType* out);
 bool to_mlakit_device(int type, int id, mlakit::Device* out);
+// Whether a DLPack dtype is one plan()'s host arrays take: 32- or 64-bit integers, signed or not.
+bool is_host_int_dtype(const nb::dlpack::dtype& t);
 
 // like.new_empty(d0, d1, d2) for a torch tensor `like` (its dtype and device, contiguous), called
 // from C++ so a launch that allocates its output makes no Python-level call of its own.

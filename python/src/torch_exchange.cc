@@ -73,54 +73,60 @@ bool register_torch_exchange(PyObject* tensor_type) {
 
 bool torch_exchange_in_use() { return g_api != nullptr; }
 
-bool exchange_view(PyObject* obj, mlakit::TensorView* v) {
+namespace {
+
+// `obj`'s DLTensor as the table fills it (a non-owning view); false, with no Python error left
+// set, when the table is not in use or cannot read it (e.g. a layout DLPack cannot describe:
+// the callers' fallbacks report it).
+bool table_dltensor(PyObject* obj, nb::dlpack::dltensor* t) {
   if (g_api == nullptr) return false;
-  nb::dlpack::dltensor t;
-  if (g_api->dltensor_from_py_object_no_sync(obj, &t) != 0) {
-    PyErr_Clear();  // e.g. a layout DLPack cannot describe: the attribute path reports it
+  if (g_api->dltensor_from_py_object_no_sync(obj, t) != 0) {
+    PyErr_Clear();
     return false;
   }
+  return true;
+}
+
+// t's shape and strides in elements (row-major where DLPack leaves the strides out).
+void copy_dims(const nb::dlpack::dltensor& t, int64_t* shape, int64_t* strides) {
+  int64_t row_major = 1;
+  for (int d = t.ndim - 1; d >= 0; --d) {
+    shape[d] = t.shape[d];
+    strides[d] = t.strides != nullptr ? t.strides[d] : row_major;
+    row_major *= t.shape[d];
+  }
+}
+
+}  // namespace
+
+bool exchange_view(PyObject* obj, mlakit::TensorView* v) {
+  nb::dlpack::dltensor t;
   mlakit::DType dtype;
   mlakit::Device device;
-  if (!to_mlakit_dtype(t.dtype, &dtype) || !to_mlakit_device(t.device.device_type, t.device.device_id, &device) ||
-      t.ndim < 0 || t.ndim > mlakit::TensorView::kMaxDims)
+  if (!table_dltensor(obj, &t) || !to_mlakit_dtype(t.dtype, &dtype) ||
+      !to_mlakit_device(t.device.device_type, t.device.device_id, &device) || t.ndim < 0 ||
+      t.ndim > mlakit::TensorView::kMaxDims)
     return false;
   v->data = static_cast<char*>(t.data) + t.byte_offset;
   v->dtype = dtype;
   v->ndim = t.ndim;
-  int64_t row_major = 1;
-  for (int d = t.ndim - 1; d >= 0; --d) {
-    v->shape[d] = t.shape[d];
-    v->strides[d] = t.strides != nullptr ? t.strides[d] : row_major;
-    row_major *= t.shape[d];
-  }
+  copy_dims(t, v->shape, v->strides);
   v->device = device;
   return true;
 }
 
 bool exchange_host_ints(PyObject* obj, HostInts* v) {
-  if (g_api == nullptr) return false;
   nb::dlpack::dltensor t;
-  if (g_api->dltensor_from_py_object_no_sync(obj, &t) != 0) {
-    PyErr_Clear();
-    return false;
-  }
-  const auto code = static_cast<nb::dlpack::dtype_code>(t.dtype.code);
-  const bool integral = code == nb::dlpack::dtype_code::Int || code == nb::dlpack::dtype_code::UInt;
-  const bool host = t.device.device_type == nb::device::cpu::value || t.device.device_type == nb::device::cuda_host::value;
-  if (!integral || (t.dtype.bits != 32 && t.dtype.bits != 64) || t.dtype.lanes != 1 || !host || t.ndim < 1 ||
+  mlakit::Device device;
+  if (!table_dltensor(obj, &t) || !is_host_int_dtype(t.dtype) ||
+      !to_mlakit_device(t.device.device_type, t.device.device_id, &device) || !device.is_cpu() || t.ndim < 1 ||
       t.ndim > 2)
     return false;
   v->data = static_cast<const char*>(t.data) + t.byte_offset;
   v->bits = t.dtype.bits;
-  v->is_signed = code == nb::dlpack::dtype_code::Int;
+  v->is_signed = static_cast<nb::dlpack::dtype_code>(t.dtype.code) == nb::dlpack::dtype_code::Int;
   v->ndim = t.ndim;
-  int64_t row_major = 1;
-  for (int d = t.ndim - 1; d >= 0; --d) {
-    v->shape[d] = t.shape[d];
-    v->strides[d] = t.strides != nullptr ? t.strides[d] : row_major;
-    row_major *= t.shape[d];
-  }
+  copy_dims(t, v->shape, v->strides);
   return true;
 }
 
