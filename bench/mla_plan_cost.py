@@ -18,6 +18,34 @@ import numpy as np
 import mlakit
 
 
+def make_step(device):
+    """The step both plan() probes time (this one and mla_plan_split_probe.py): the reference
+    configuration's 16 heads, capacities of the seed's budget-8192 steps."""
+    return mlakit.MlaStep(16, dtype="bf16", device=device, block_size=16, num_blocks=8192, max_batch=256,
+                          max_tokens=8192, max_context_tokens=8192)
+
+
+def make_gpu_wait(torch, spin=False):
+    """A wait for ~1 ms of GPU work, as a serving step's host meets plan(): torch.cuda.synchronize()
+    (as compare_mla.py's steps end), or with spin the host polling an event (never blocking)."""
+    ev = torch.cuda.Event()
+
+    def wait_gpu():
+        torch.cuda._sleep(2_000_000)  # ~1 ms of GPU clock cycles
+        if not spin:
+            torch.cuda.synchronize()
+            return
+        ev.record()
+        while not ev.query():
+            pass
+    return wait_gpu
+
+
+def med_p90(xs):
+    """'median (p90)' of samples in seconds, in microseconds."""
+    return f"{statistics.median(xs) * 1e6:7.1f} ({sorted(xs)[int(0.9 * (len(xs) - 1))] * 1e6:6.1f})"
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--device", default="cuda")
@@ -28,8 +56,7 @@ def main():
         import torch
     except ImportError:
         torch = None
-    step = mlakit.MlaStep(16, dtype="bf16", device=args.device, block_size=16, num_blocks=8192, max_batch=256,
-                          max_tokens=8192, max_context_tokens=8192)
+    step = make_step(args.device)
     cases = {
         "N=1 (999 new)": ([999], [0]),
         "N=100 step 1 (8x999 + 200)": ([999] * 8 + [200], [0] * 9),
@@ -39,10 +66,7 @@ def main():
     if args.after_sync:
         if torch is None or args.device == "cpu" or not torch.cuda.is_available():
             raise SystemExit("--after-sync needs torch with CUDA")
-
-        def wait_gpu():
-            torch.cuda._sleep(2_000_000)  # ~1 ms of GPU clock cycles
-            torch.cuda.synchronize()
+        wait_gpu = make_gpu_wait(torch)
     mode = "after ~1 ms GPU wait + sync" if args.after_sync else "back to back"
     print(f"device {args.device}; {mode}; median (p90) of {args.iters} plan() calls, microseconds")
     for name, (q, ctx) in cases.items():
@@ -60,9 +84,7 @@ def main():
                     t0 = time.perf_counter()
                     step.plan(q, ctx, table, graph_rows=gr)
                     ts.append(time.perf_counter() - t0)
-                p90 = sorted(ts)[int(0.9 * (len(ts) - 1))]
-                print(f"  {name:48s} graph_rows={gr:5d} {fname:16s} {statistics.median(ts) * 1e6:8.1f} "
-                      f"({p90 * 1e6:.1f})")
+                print(f"  {name:48s} graph_rows={gr:5d} {fname:16s} {med_p90(ts)}")
 
 
 if __name__ == "__main__":

@@ -9,10 +9,14 @@ wait, and again back to back (hot). Medians in microseconds.
 event (the thread never blocks). The C++ side of the same plan: `mlakit-bench seed --host-probe`.
 """
 import argparse
-import statistics
+import os
+import sys
 import time
 
 import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from mla_plan_cost import make_gpu_wait, make_step, med_p90  # noqa: E402
 
 
 def main():
@@ -21,12 +25,10 @@ def main():
     ap.add_argument("--wait", choices=["sync", "spin"], default="sync")
     args = ap.parse_args()
     import torch
-    import mlakit
     from mlakit import _stream_handle
     from mlakit.mla import _flat_block_table
 
-    step = mlakit.MlaStep(16, dtype="bf16", device="cuda", block_size=16, num_blocks=8192, max_batch=256,
-                          max_tokens=8192, max_context_tokens=8192)
+    step = make_step("cuda")
     q, ctx = [999], [0]
     bt_np = np.arange(64, dtype=np.int32).reshape(1, 64)
     bt = torch.from_numpy(bt_np)
@@ -50,21 +52,12 @@ def main():
         "MlaStep.plan (numpy table)": lambda: step.plan(q, ctx, bt_np, graph_rows=graph_rows),
     }
 
-    ev = torch.cuda.Event()
-
-    def wait_gpu():
-        torch.cuda._sleep(2_000_000)  # ~1 ms of GPU clock cycles
-        if args.wait == "sync":
-            torch.cuda.synchronize()
-        else:
-            ev.record()
-            while not ev.query():
-                pass
+    wait_gpu = make_gpu_wait(torch, spin=args.wait == "spin")
 
     def timed(fn):
         t0 = time.perf_counter()
         fn()
-        return (time.perf_counter() - t0) * 1e6
+        return time.perf_counter() - t0
 
     rows = {name: ([], []) for name in pieces}
     for _ in range(args.iters):
@@ -76,9 +69,7 @@ def main():
           f"~1 ms GPU wait, 'hot' = the same call right after it")
     print(f"  {'piece':40s} {'after wait':>18s} {'hot':>18s}")
     for name, (cold, hot) in rows.items():
-        def fmt(xs):
-            return f"{statistics.median(xs):7.1f} ({sorted(xs)[int(0.9 * (len(xs) - 1))]:6.1f})"
-        print(f"  {name:40s} {fmt(cold):>18s} {fmt(hot):>18s}")
+        print(f"  {name:40s} {med_p90(cold):>18s} {med_p90(hot):>18s}")
 
 
 if __name__ == "__main__":
