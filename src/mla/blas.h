@@ -39,6 +39,19 @@ namespace blas {
 void gemm_nt(const mlakit::blas::GemmArgs& args, int device_index, Stream stream);
 // Creates the device's handle and workspace now (they allocate, which a graph capture forbids).
 void init(int device_index);
+// The GEMMs a caller will run: up to max_m rows of A (lda), B [n, k] (ldb), C (ldc); a and c are
+// the caller's buffers of max_m rows, which tuning overwrites. Times cuBLASLt's candidates that
+// compute the same bits as its first choice, per class of row counts (mla/gemm_tuning.h), and
+// keeps the fastest for every later gemm_nt of that shape. Synchronizes the device: call it
+// outside any capture (MlaStep does at creation). Classes already tuned are skipped;
+// MLAKIT_GEMM_TUNE=0 makes it do nothing (cuBLASLt's first choice everywhere).
+struct TuneArgs {
+  int64_t max_m, n, k, lda, ldb, ldc;
+  DType dtype;
+  void* a;
+  void* c;
+};
+void tune(const TuneArgs& args, int device_index);
 }  // namespace blas
 }  // namespace cuda
 }  // namespace mlakit

@@ -84,6 +84,24 @@ struct MlaStep::Impl {
     builder = std::make_unique<mla::PlanBuilder>(config, layout, choice);
     buffers = static_cast<uint8_t*>(backend->alloc_device(layout.buffer_bytes));
     plan.launches.reserve(static_cast<size_t>(1 + layout.max_chunks));
+    if (c.device.is_cuda()) tune_up_projection();
+  }
+
+  // The up-projection's GEMM algorithm per class of row counts, timed now on the step's own
+  // buffers (src/cuda/mla/blas_cublas.cc): at creation, never inside a capture. The weight is
+  // assumed contiguous ([H x 256, kv_lora_rank]); a strided one gets cuBLASLt's first choice.
+  void tune_up_projection() {
+    cuda::blas::TuneArgs t{};
+    t.max_m = layout.rows;
+    t.n = layout.kv_width;
+    t.k = config.kv_lora_rank;
+    t.lda = layout.latent_width;
+    t.ldb = config.kv_lora_rank;
+    t.ldc = layout.kv_width;
+    t.dtype = config.dtype;
+    t.a = buffers + layout.latent_offset;
+    t.c = buffers + layout.kv_offset;
+    cuda::blas::tune(t, config.device.index);
   }
   ~Impl() {
     backend->drain();

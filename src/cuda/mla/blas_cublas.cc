@@ -1,19 +1,23 @@
-// The CUDA side of the BLAS seam: cuBLAS GEMM (bf16/fp16 in and out, fp32 compute). One handle per
-// device with its own fixed workspace (none by default, see below), so the call allocates nothing
-// and can be captured into a CUDA graph; a mutex per handle serializes set-stream + GEMM for
-// concurrent callers.
-#include <cublas_v2.h>
+// The CUDA side of the BLAS seam: cuBLASLt GEMM (bf16/fp16 in and out, fp32 compute). One handle
+// per device with its own fixed workspace (none by default, see below), so the call allocates
+// nothing and can be captured into a CUDA graph. The algorithm of each shape comes from a cache:
+// tuned ones (tune(), per class of row counts, gemm_tuning.h) or, for a shape never tuned,
+// cuBLASLt's first heuristic candidate (what cublasGemmEx would run).
+#include <cublasLt.h>
 #include <cuda_runtime.h>
 
-#include <climits>
+#include <cstdio>
 #include <cstdlib>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <tuple>
 
 #include "cuda/common/cuda_check.h"
+#include "cuda/mla/gemm_algos.h"
 #include "mla/blas.h"
+#include "mla/gemm_tuning.h"
 #include "mlakit/error.h"
 
 namespace mlakit {
@@ -40,16 +44,43 @@ size_t workspace_bytes() {
   return bytes;
 }
 
-void check(cublasStatus_t s, const char* what) {
-  if (s != CUBLAS_STATUS_SUCCESS) {
-    throw Error(ErrorKind::kRuntime, "", std::string(what) + " failed: cuBLAS status " + std::to_string(static_cast<int>(s)));
-  }
+// MLAKIT_GEMM_TUNE=0 (read once) keeps cuBLASLt's first choice for every shape (no timing at
+// tune()): the A/B switch, and what a caller gets who wants no device work at creation.
+bool tuning_enabled() {
+  static const bool on = [] {
+    const char* v = std::getenv("MLAKIT_GEMM_TUNE");
+    return v == nullptr || std::string(v) != "0";
+  }();
+  return on;
 }
 
+// MLAKIT_GEMM_TUNE_LOG=1 (read once): tune() prints each class's candidate times and its pick to
+// stderr (which candidate a machine chose, when an A/B needs to know).
+bool tune_log() {
+  static const bool on = [] {
+    const char* v = std::getenv("MLAKIT_GEMM_TUNE_LOG");
+    return v != nullptr && std::string(v) == "1";
+  }();
+  return on;
+}
+
+// A shape as the algorithm cache keys it: everything that decides which algorithms apply, with
+// the row count as its class for tuned entries and exact for first-choice entries.
+using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int, bool>;
+Key key_of(const GemmShape& s, bool by_class) {
+  return Key{by_class ? mlakit::blas::gemm_m_class(s.m) : s.m, s.n, s.k, s.lda, s.ldb, s.ldc,
+             static_cast<int>(s.dtype), by_class};
+}
+
+// Untuned shapes seen at run time (eager steps with exact row counts) are bounded, so a long run
+// of distinct row counts cannot grow the cache without limit.
+constexpr size_t kMaxFirstChoiceEntries = 4096;
+
 struct Handle {
-  cublasHandle_t h = nullptr;
-  void* workspace = nullptr;
-  std::mutex mu;
+  GemmContext ctx;
+  std::mutex mu;  // the cache; cuBLASLt calls themselves are thread safe
+  std::map<Key, GemmAlgo> algos;
+  size_t first_choice_entries = 0;
 };
 
 Handle& handle_for(int device) {
@@ -62,17 +93,39 @@ Handle& handle_for(int device) {
     MLAKIT_CUDA_CHECK(cudaGetDevice(&prev));
     if (prev != device) MLAKIT_CUDA_CHECK(cudaSetDevice(device));
     auto h = std::make_unique<Handle>();
-    check(cublasCreate(&h->h), "cublasCreate");
-    if (workspace_bytes() > 0) MLAKIT_CUDA_CHECK(cudaMalloc(&h->workspace, workspace_bytes()));
+    h->ctx = create_gemm_context(workspace_bytes());
     if (prev != device) MLAKIT_CUDA_CHECK(cudaSetDevice(prev));
     slot = std::move(h);
   }
   return *slot;
 }
 
-int as_int(int64_t x, const char* what) {
-  if (x < 0 || x > INT_MAX) throw Error(ErrorKind::kInvalidArgument, what, "exceeds cuBLAS's int range");
-  return static_cast<int>(x);
+GemmShape shape_of(const mlakit::blas::GemmArgs& g) {
+  return GemmShape{g.m, g.n, g.k, g.lda, g.ldb, g.ldc, g.dtype};
+}
+
+// The algorithm for g: its class's tuned one, else the first choice for its exact shape (cached).
+GemmAlgo algo_for(Handle& hd, const GemmShape& s) {
+  std::lock_guard<std::mutex> lock(hd.mu);
+  auto it = hd.algos.find(key_of(s, true));
+  if (it != hd.algos.end()) return it->second;
+  it = hd.algos.find(key_of(s, false));
+  if (it != hd.algos.end()) return it->second;
+  std::vector<GemmAlgo> c = gemm_candidates(hd.ctx, s, 1);
+  if (c.empty()) {
+    throw Error(ErrorKind::kRuntime, "", "cuBLASLt offers no algorithm for the up-projection GEMM (m " +
+                                             std::to_string(s.m) + ", n " + std::to_string(s.n) + ", k " +
+                                             std::to_string(s.k) + ")");
+  }
+  if (hd.first_choice_entries >= kMaxFirstChoiceEntries) {
+    for (auto e = hd.algos.begin(); e != hd.algos.end();) {
+      e = std::get<7>(e->first) ? std::next(e) : hd.algos.erase(e);
+    }
+    hd.first_choice_entries = 0;
+  }
+  hd.algos.emplace(key_of(s, false), c[0]);
+  ++hd.first_choice_entries;
+  return c[0];
 }
 
 }  // namespace
@@ -82,18 +135,53 @@ void init(int device_index) { handle_for(device_index); }
 void gemm_nt(const mlakit::blas::GemmArgs& g, int device_index, Stream stream) {
   if (g.m == 0 || g.n == 0) return;
   Handle& hd = handle_for(device_index);
-  std::lock_guard<std::mutex> lock(hd.mu);
-  check(cublasSetStream(hd.h, static_cast<cudaStream_t>(stream)), "cublasSetStream");
-  // Setting the stream resets the workspace to cuBLAS's pool; a fixed one keeps graphs valid.
-  check(cublasSetWorkspace(hd.h, hd.workspace, workspace_bytes()), "cublasSetWorkspace");
-  const cudaDataType_t t = g.dtype == DType::kBF16 ? CUDA_R_16BF : CUDA_R_16F;
-  const float alpha = 1.0f, beta = 0.0f;
-  // Row-major C[m, n] = A[m, k] B[n, k]^T is column-major C^T[n, m] = op_T(B) op_N(A): B and A as
-  // stored, column-major with leading dims ldb and lda.
-  check(cublasGemmEx(hd.h, CUBLAS_OP_T, CUBLAS_OP_N, as_int(g.n, "n"), as_int(g.m, "m"), as_int(g.k, "k"),
-                     &alpha, g.b, t, as_int(g.ldb, "ldb"), g.a, t, as_int(g.lda, "lda"), &beta, g.c, t,
-                     as_int(g.ldc, "ldc"), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
-        "cublasGemmEx");
+  const GemmShape s = shape_of(g);
+  const GemmAlgo algo = algo_for(hd, s);
+  if (!run_gemm(hd.ctx, s, algo, g.a, g.b, g.c, static_cast<cudaStream_t>(stream))) {
+    // A class's algorithm that does not take this member of the class (cuBLASLt checks at
+    // enqueue, before anything runs): the exact shape's first choice instead.
+    std::vector<GemmAlgo> c = gemm_candidates(hd.ctx, s, 1);
+    if (c.empty() || !run_gemm(hd.ctx, s, c[0], g.a, g.b, g.c, static_cast<cudaStream_t>(stream))) {
+      throw Error(ErrorKind::kRuntime, "", "cuBLASLt matmul failed for the up-projection GEMM (m " +
+                                               std::to_string(s.m) + ", n " + std::to_string(s.n) + ")");
+    }
+  }
+}
+
+void tune(const TuneArgs& t, int device_index) {
+  if (!tuning_enabled() || t.max_m <= 0 || t.n <= 0) return;
+  Handle& hd = handle_for(device_index);
+  for (const mlakit::blas::GemmClass& cls : mlakit::blas::gemm_classes_up_to(t.max_m)) {
+    const GemmShape s{cls.timed_m, t.n, t.k, t.lda, t.ldb, t.ldc, t.dtype};
+    const Key key = key_of(s, true);
+    {
+      std::lock_guard<std::mutex> lock(hd.mu);
+      if (hd.algos.count(key) != 0) continue;
+    }
+    std::vector<GemmAlgo> cands = same_bits_candidates(hd.ctx, s);
+    if (cands.empty()) continue;  // run time asks for the first choice
+    const std::vector<double> ms = cands.size() > 1 ? time_candidates(hd.ctx, s, cands, t.a, t.c) : std::vector<double>{};
+    const size_t pick = mlakit::blas::pick_gemm_candidate(ms);
+    if (tune_log()) {
+      std::string line = "mlakit gemm tune: m class " + std::to_string(cls.m_class) + " timed at m " +
+                         std::to_string(s.m) + ", n " + std::to_string(s.n) + ", k " + std::to_string(s.k) + ":";
+      for (size_t i = 0; i < ms.size(); ++i) {
+        line += " " + std::to_string(i) + "=" + std::to_string(ms[i] * 1e3).substr(0, 7) + "us/tile" +
+                std::to_string(gemm_tile_id(cands[i]));
+      }
+      std::fprintf(stderr, "%s -> %zu\n", line.c_str(), pick);
+    }
+    std::lock_guard<std::mutex> lock(hd.mu);
+    hd.algos.emplace(key, cands[pick]);
+  }
+}
+
+std::vector<GemmAlgo> tuned_candidates_for_test(const mlakit::blas::GemmArgs& g, int device_index) {
+  return same_bits_candidates(handle_for(device_index).ctx, shape_of(g));
+}
+
+bool run_candidate_for_test(const mlakit::blas::GemmArgs& g, int device_index, const GemmAlgo& algo, Stream stream) {
+  return run_gemm(handle_for(device_index).ctx, shape_of(g), algo, g.a, g.b, g.c, static_cast<cudaStream_t>(stream));
 }
 
 }  // namespace blas

@@ -16,6 +16,7 @@ void launch_gather(const mlakit::mla::GatherArgs&, Stream) { no_cuda(); }
 namespace blas {
 void gemm_nt(const mlakit::blas::GemmArgs&, int, Stream) { no_cuda(); }
 void init(int) { no_cuda(); }
+void tune(const TuneArgs&, int) { no_cuda(); }
 }  // namespace blas
 }  // namespace cuda
 }  // namespace mlakit

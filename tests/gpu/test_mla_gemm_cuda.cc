@@ -1,0 +1,146 @@
+// The up-projection GEMM behind the BLAS seam (src/cuda/mla/blas_cublas.cc, gemm_algos.cc):
+// - every candidate that tune() may choose computes bit for bit what cuBLASLt's first choice
+//   computes, on the MLA step's shapes (lda = 576 latent rows, n = heads x 256, k = 512), so a
+//   tuned choice can never change a result (and the step stays deterministic across processes
+//   whose timings pick differently);
+// - after tune(), gemm_nt writes every output element, equal to the first choice's bits, and
+//   within rounding of a float64 product.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "mla/blas.h"
+#include "mlakit/mlakit.h"
+#include "util/test_util.h"
+#if MLAKIT_WITH_CUDA
+#include "cuda/mla/gemm_algos.h"
+#endif
+
+namespace mlakit {
+namespace test {
+namespace {
+
+#if !MLAKIT_WITH_CUDA
+// Built without CUDA: cuBLASLt's side does not exist; the skip says so.
+TEST(CudaMlaGemm, NeedsCuda) { GTEST_SKIP() << "mlakit was built without CUDA (no cuBLASLt GEMM to test)"; }
+#else
+
+struct GemmCase {
+  HostTensor a, b, c;  // a [m, lda], b [n, k], c [m, n]
+  blas::GemmArgs args{};
+};
+
+GemmCase make_case(int64_t m, int64_t heads, DType t, uint64_t seed) {
+  const int64_t k = 512, lda = 576, n = heads * 256;
+  std::mt19937_64 rng(seed);
+  GemmCase g{HostTensor(t, {m, lda}), HostTensor(t, {n, k}), HostTensor(t, {m, n})};
+  g.a.fill_normal(rng);
+  g.b.fill_normal(rng, 0.05);
+  g.args.m = m;
+  g.args.n = n;
+  g.args.k = k;
+  g.args.lda = lda;
+  g.args.ldb = k;
+  g.args.ldc = n;
+  g.args.dtype = t;
+  return g;
+}
+
+class CudaMlaGemm : public ::testing::TestWithParam<DType> {};
+
+TEST_P(CudaMlaGemm, EveryTunableCandidateComputesTheFirstChoicesBits) {
+  MLAKIT_SKIP_IF_NO_GPU();
+  const Device d = Device::cuda(0);
+  cuda::blas::init(0);
+  for (int64_t m : {1, 77, 1000, 4096, 8993}) {  // 8993: odd, its pool mixes other m's lists
+    SCOPED_TRACE("m = " + std::to_string(m));
+    GemmCase g = make_case(m, 16, GetParam(), 100 + static_cast<uint64_t>(m));
+    DeviceTensor a(g.a, d), b(g.b, d);
+    g.args.a = a.view().data;
+    g.args.b = b.view().data;
+    const std::vector<cuda::blas::GemmAlgo> cands = cuda::blas::tuned_candidates_for_test(g.args, 0);
+    ASSERT_FALSE(cands.empty());
+    std::vector<uint8_t> first;
+    for (size_t i = 0; i < cands.size(); ++i) {
+      SCOPED_TRACE("candidate " + std::to_string(i) + " of " + std::to_string(cands.size()));
+      g.c.fill_bytes(0xff);  // NaN in both dtypes: an unwritten element cannot match
+      DeviceTensor c(g.c, d);
+      g.args.c = c.view().data;
+      ASSERT_TRUE(cuda::blas::run_candidate_for_test(g.args, 0, cands[i], nullptr));
+      synchronize(d);
+      HostTensor got = g.c;
+      c.copy_to(got);
+      if (i == 0) {
+        first = got.bytes();
+        for (int64_t e = 0; e < got.numel(); ++e) ASSERT_TRUE(std::isfinite(got.get(e))) << "element " << e;
+      } else {
+        EXPECT_EQ(got.bytes(), first);
+      }
+    }
+  }
+}
+
+TEST_P(CudaMlaGemm, TunedGemmMatchesFirstChoiceAndReference) {
+  MLAKIT_SKIP_IF_NO_GPU();
+  const Device d = Device::cuda(0);
+  const int64_t max_m = 1500;
+  GemmCase big = make_case(max_m, 16, GetParam(), 7);
+  DeviceTensor scratch_a(big.a, d), scratch_c(big.c, d);
+  cuda::blas::TuneArgs t{};
+  t.max_m = max_m;
+  t.n = big.args.n;
+  t.k = big.args.k;
+  t.lda = big.args.lda;
+  t.ldb = big.args.ldb;
+  t.ldc = big.args.ldc;
+  t.dtype = GetParam();
+  t.a = scratch_a.view().data;
+  t.c = scratch_c.view().data;
+  cuda::blas::tune(t, 0);
+  cuda::blas::tune(t, 0);  // classes already tuned: nothing to do, nothing changes
+  for (int64_t m : {1, 300, 700, 1500}) {
+    SCOPED_TRACE("m = " + std::to_string(m));
+    GemmCase g = make_case(m, 16, GetParam(), 200 + static_cast<uint64_t>(m));
+    DeviceTensor a(g.a, d), b(g.b, d);
+    g.args.a = a.view().data;
+    g.args.b = b.view().data;
+    g.c.fill_bytes(0xff);
+    DeviceTensor c(g.c, d), c0(g.c, d);
+    g.args.c = c.view().data;
+    blas::gemm_nt(g.args, d, nullptr);
+    blas::GemmArgs first = g.args;
+    first.c = c0.view().data;
+    const std::vector<cuda::blas::GemmAlgo> cands = cuda::blas::tuned_candidates_for_test(g.args, 0);
+    ASSERT_FALSE(cands.empty());
+    ASSERT_TRUE(cuda::blas::run_candidate_for_test(first, 0, cands[0], nullptr));
+    synchronize(d);
+    HostTensor got = g.c, want = g.c;
+    c.copy_to(got);
+    c0.copy_to(want);
+    EXPECT_EQ(got.bytes(), want.bytes()) << "tuned algorithm vs cuBLASLt's first choice";
+    // float64 reference of C = A B^T on a sample of rows (every column).
+    std::vector<double> ref, out;
+    for (int64_t r : {int64_t{0}, m / 2, m - 1}) {
+      for (int64_t j = 0; j < g.args.n; ++j) {
+        double s = 0;
+        for (int64_t kk = 0; kk < g.args.k; ++kk) s += g.a.get(r * g.args.lda + kk) * g.b.get(j * g.args.k + kk);
+        ref.push_back(s);
+        out.push_back(got.get(r * g.args.n + j));
+      }
+    }
+    EXPECT_LE(relative_error(out, ref), 1e-2);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(DTypes, CudaMlaGemm, ::testing::Values(DType::kBF16, DType::kFP16),
+                         [](const ::testing::TestParamInfo<DType>& i) {
+                           return std::string(i.param == DType::kBF16 ? "bf16" : "fp16");
+                         });
+#endif  // MLAKIT_WITH_CUDA
+
+}  // namespace
+}  // namespace test
+}  // namespace mlakit
