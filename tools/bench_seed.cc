@@ -189,7 +189,10 @@ CaseResult run_case(const SeedArgs& a, Device dev, int n, int budget, const std:
   }
 
   Model model(cfg, layers, budget, rng);
+  // Creation allocates and, on CUDA, times the up-projection GEMM's candidates (docs/mla.md).
+  const Clock::time_point t_create = Clock::now();
   mlakit::MlaStep step(cfg);
+  cr.create_ms = ms_since(t_create);
   const bool cuda = dev.is_cuda();
   mlakit::Stream stream = cuda ? gpu::stream_create() : nullptr;
   void* e0 = cuda ? gpu::event_create() : nullptr;

@@ -66,6 +66,7 @@ void print_case(const CaseResult& c, int prompt, int heads, bool per_step, const
   print_line("Prompt tokens per request:", std::to_string(prompt));
   print_line("Token budget per step:", std::to_string(c.budget));
   print_line("Steps:", std::to_string(c.steps.size()));
+  print_line("MlaStep created in (ms):", fmt(c.create_ms, 1));
   print_line("Total input tokens:", std::to_string(tokens));
   if (c.mode == "graph") {
     std::string b;
@@ -125,6 +126,7 @@ std::string case_json(const CaseResult& c, int prompt, int heads) {
          return b;
        }() << "]"
     << ", \"graph_mem_mb\": " << json_num(c.graph_mem_mb) << ", \"capture_ms\": " << json_num(c.capture_ms)
+    << ", \"create_ms\": " << json_num(c.create_ms)
     << ", \"total_wall_ms\": " << json_num(std::accumulate(wall.begin(), wall.end(), 0.0))
     << ", \"total_device_ms\": " << json_num(std::accumulate(dev.begin(), dev.end(), 0.0))
     << ", \"total_host_ms\": " << json_num(std::accumulate(host.begin(), host.end(), 0.0))

@@ -31,6 +31,7 @@ struct CaseResult {
   std::vector<int64_t> graph_rows;
   std::vector<int64_t> graph_buckets;
   double graph_mem_mb = 0, capture_ms = 0;
+  double create_ms = 0;  // MlaStep's constructor (allocation; GEMM tuning on CUDA)
 };
 
 // Prints the case's block (and, with per_step, every step's timings).
