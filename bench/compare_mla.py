@@ -209,6 +209,35 @@ def med(xs):
     return statistics.median(xs) if xs else None
 
 
+def replay_only_pass(path, steps, bufs, clock, reps=3):
+    """Per step, the device time of its graph replayed `reps` times back to back after one plan
+    (ms per replay): the step's own device time with no host work between replays and no profiler.
+    1 - its sum / the timed passes' wall is a second reading of the host share, free of what the
+    profiled pass changes (CUPTI's host overhead leaves the GPU gaps, so its kernels can run at a
+    higher clock than the timed passes' under the power cap). None when the path has no graphs."""
+    if not clock.cuda or not hasattr(path, "graphs") or getattr(path, "emulated", False):
+        return None
+    n_host = len(getattr(path, "host_split", []))
+    out = []
+    for st in steps:
+        st.load(bufs)
+        path.run_step(st)  # plans this step (and replays it once)
+        g = path.graphs.get(path.bucket(st))
+        if g is None:
+            return None
+        clock.sync()
+        e0, e1 = clock.event(), clock.event()
+        e0.record()
+        for _ in range(reps):
+            g.replay()
+        e1.record()
+        clock.sync()
+        out.append(e0.elapsed_time(e1) / reps)
+    if hasattr(path, "host_split"):
+        del path.host_split[n_host:]
+    return out
+
+
 def measure_path(torch, M, path, steps, bufs, clock, model, args, refs):
     """Warm-up pass (captures graphs, checks outputs) and --reps timed passes; the profiled pass
     comes later (profile_path), after every path's timed passes: PyTorch's profiler leaves CUPTI
@@ -264,6 +293,13 @@ def measure_path(torch, M, path, steps, bufs, clock, model, args, refs):
     if getattr(path, "host_split", None):
         res["host_plan_us"] = med([h[0] for h in path.host_split])
         res["host_replay_us"] = med([h[1] for h in path.host_split])
+    ro = replay_only_pass(path, steps, bufs, clock)
+    if ro is not None:
+        for s_, d in zip(per_step, ro):
+            s_["replay_only_ms"] = d
+        res["total_replay_only_ms"] = sum(ro)
+        if total_wall:
+            res["host_share_replay_only"] = 1.0 - sum(ro) / total_wall
     if hasattr(path, "graphs"):
         # Captures happen in the warm-up pass (first sight of a bucket/key), outside the timing.
         res["graphs_captured"] = len(path.graphs)
@@ -534,7 +570,9 @@ def main(argv=None):
             profile_path(torch, p, steps, bufs, clock, args, r)
             log(f"  N={case['requests']} budget {case['budget']} {name:26s} total "
                 f"{fmt(r['total_wall_ms'], '9.2f')} ms wall, {fmt(r['total_busy_ms'], '9.2f')} busy, "
-                f"host share {fmt(100 * r['host_share'] if r.get('host_share') is not None else None, '.1f')}%")
+                f"host share {fmt(100 * r['host_share'] if r.get('host_share') is not None else None, '.1f')}%"
+                + (f" (replay-only device time {r['total_replay_only_ms']:.2f} ms: "
+                   f"{100 * r['host_share_replay_only']:.1f}%)" if r.get("host_share_replay_only") is not None else ""))
             clock.sync()
         try:
             report_case(case, cfg, args)
@@ -633,7 +671,8 @@ def report_targets(cases):
             if r.get("host_share") is not None and not (found and m == "mlakit_kernel_in_vllm_path_graph"):
                 rows.append({"case": f"N={c['requests']} budget {c['budget']}", "mlakit_path": m,
                              "vs": "host share", "speedup": r["host_share"], "target": HOST_SHARE_TARGET,
-                             "met": r["host_share"] < HOST_SHARE_TARGET})
+                             "met": r["host_share"] < HOST_SHARE_TARGET,
+                             "replay_only": r.get("host_share_replay_only")})
                 found = True
     if rows:
         log("")
@@ -641,7 +680,8 @@ def report_targets(cases):
         for r in rows:
             if r["vs"] == "host share":
                 log(f"  {r['case']:22s} {r['mlakit_path']:26s} host share {100 * r['speedup']:.1f}% "
-                    f"(target < {100 * r['target']:.0f}%): {'met' if r['met'] else 'MISSED'}")
+                    f"(target < {100 * r['target']:.0f}%): {'met' if r['met'] else 'MISSED'}"
+                    + (f"  [replay-only reading {100 * r['replay_only']:.1f}%]" if r.get("replay_only") is not None else ""))
             else:
                 log(f"  {r['case']:22s} {r['mlakit_path']:26s} vs {r['vs']:16s} x{r['speedup']:.2f} "
                     f"(target x{r['target']:.1f}): {'met' if r['met'] else 'MISSED'}")
