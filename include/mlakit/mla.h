@@ -126,6 +126,10 @@ class MlaStep {
   // Bytes the object allocates: host staging (pinned for CUDA) and device workspace.
   static WorkspaceSizes workspace_sizes(const MlaConfig& config);
 
+  // Allocates everything the step uses. On CUDA it also chooses the up-projection GEMM's
+  // algorithm per class of row counts by timing cuBLASLt's candidates on its own buffers
+  // (docs/mla.md; tens of ms, synchronizes the device; MLAKIT_GEMM_TUNE=0 skips it): create the
+  // step outside any graph capture, as its allocations already require.
   explicit MlaStep(const MlaConfig& config);
   ~MlaStep();
   MlaStep(const MlaStep&) = delete;
