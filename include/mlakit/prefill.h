@@ -56,10 +56,10 @@ const char* kernel_preference_name(KernelPreference p);  // "auto", "sm80", "sm9
 // Whether and where a sequence splits depends only on its own lengths (docs/sm90-kernel.md), so
 // outputs stay bitwise the same run to run and whether a sequence runs alone or inside any
 // batch. The halves' partial results need device workspace sized for the capacity: about
-// 136 KiB per split (q tile, head) slot; small sequences: at most min(max_batch x (SMs - 1),
+// 68 KiB per split (q tile, head) slot; small sequences: at most min(max_batch x (SMs - 1),
 // max tiles x heads) slots; the tail rule: heads slots per sequence of >= 4 x SMs / heads q
-// tiles the capacity holds (16 heads: 2.1 MiB at max_q_tokens 8192, 66 MiB at 131072; 32 heads:
-// 13 MiB at 8192, 268 MiB at 131072; kOff sizes none).
+// tiles the capacity holds (16 heads: 1.1 MiB at max_q_tokens 8192, 33 MiB at 131072; 32 heads:
+// 6.5 MiB at 8192, 134 MiB at 131072; kOff sizes none).
 //   kAuto: the library's choice: the tail rule only (the small-sequence rule measured slower
 //          on every workload tried: 1x999 0.033 ms split, 0.023 ms not; docs/perf-notes.md v9);
 //   kOn:   both rules (for measuring and for future kernels);   kOff: never.

@@ -13,11 +13,29 @@ namespace mlakit {
 namespace cuda {
 namespace sm90 {
 
-// The epilogue of one half of a split tile (plan/kv_split.h), for this warpgroup's 64 rows. Each
-// half publishes its unnormalized state (O, m, l: exact fp32) in its own part of the slot, then
-// counts its arrival; the second to arrive merges the two with half 0 always the first operand
-// (explicit roundings, no contraction), so the bits do not depend on which half finished first,
-// writes the output and LSE, and resets the counter for the next launch (or graph replay).
+// Spins until *flag != 0 (acquire, GPU scope). One PTX loop of three instructions: as a C++ loop,
+// ptxas kept the consumer's long-lived values across it and spilled (68-84 bytes).
+__device__ __forceinline__ void wait_flag_set(const int* flag) {
+  asm volatile(
+      "{\n"
+      ".reg .pred p;\n"
+      ".reg .b32 v;\n"
+      "WAIT_%=:\n"
+      "ld.acquire.gpu.global.b32 v, [%0];\n"
+      "setp.eq.s32 p, v, 0;\n"
+      "@p bra WAIT_%=;\n"
+      "}\n" ::"l"(flag)
+      : "memory");
+}
+
+// The epilogue of one half of a split tile (plan/kv_split.h), for this warpgroup's 64 rows. The
+// half that arrives first (an atomic counter per warpgroup) publishes its unnormalized state (O,
+// m, l: exact fp32) in the slot and raises the published flag; the half that arrives second waits
+// for the flag (its partner has claimed and is only writing: no other dependency, so no deadlock),
+// reads that state and merges it with its own, still in registers, with half 0 always the first
+// operand (explicit roundings, no contraction), so the bits do not depend on which half finished
+// first. It writes the output and LSE and resets counter and flag for the next launch (or graph
+// replay). One part per warpgroup: the slot is half the size of one holding both halves.
 template <typename Shape, typename T>
 __device__ __forceinline__ void split_epilogue(float (&o)[Shape::DVO / 8][4], const float (&m)[2],
                                                const float (&l)[2], const ItemPlan& ip, const PrefillArgs& a,
@@ -27,23 +45,26 @@ __device__ __forceinline__ void split_epilogue(float (&o)[Shape::DVO / 8][4], co
   unsigned char* slot = static_cast<unsigned char*>(a.scratch) +
                         split_region_offset(Shape::kScratchFixed, Shape::kScratchPerBlock, gridDim.x) +
                         static_cast<size_t>(ip.slot) * Shape::kSplitSlotBytes;
-  int* counter = reinterpret_cast<int*>(slot) + cw;
-  auto part = [&](int chunk) {
-    return reinterpret_cast<float4*>(slot + 128 + (chunk * 2 + cw) * Shape::kSplitPartBytes);
-  };
-  float4* mine = part(ip.chunk);
-#pragma unroll
-  for (int n = 0; n < NT; ++n) __stcg(mine + n * 128 + tid, make_float4(o[n][0], o[n][1], o[n][2], o[n][3]));
-  __stcg(mine + NT * 128 + tid, make_float4(m[0], m[1], l[0], l[1]));
-  __threadfence();  // the state is visible before the arrival is
-  warpgroup_bar_sync<kBarSplit0, 128>(cw);
+  int* counter = reinterpret_cast<int*>(slot) + cw;  // the published flag: counter + 2
   volatile int* flag = reinterpret_cast<volatile int*>(smem + Shape::kOffFlags) + cw;
   if (tid == 0) *flag = atomicAdd(counter, 1);
   warpgroup_bar_sync<kBarSplit0, 128>(cw);
-  if (*flag == 0) return;  // the other half is still running: it merges
-  __threadfence();  // acquire: the other half's state, published before its arrival
-  const float4* other = part(ip.chunk ^ 1);
-  const float4 oml = __ldcg(other + NT * 128 + tid);
+  float4* part = reinterpret_cast<float4*>(slot + 128 + cw * Shape::kSplitPartBytes);
+  if (*flag == 0) {  // first: publish, then leave the merge to the other half
+#pragma unroll
+    for (int n = 0; n < NT; ++n) __stcg(part + n * 128 + tid, make_float4(o[n][0], o[n][1], o[n][2], o[n][3]));
+    __stcg(part + NT * 128 + tid, make_float4(m[0], m[1], l[0], l[1]));
+    __threadfence();  // the state is visible before the flag is
+    warpgroup_bar_sync<kBarSplit0, 128>(cw);
+    if (tid == 0) atomicExch(counter + 2, 1);
+    return;
+  }
+  // Second: wait until the first has published (it has claimed and is only writing). Every
+  // thread polls (a single poller inside `tid == 0` made ptxas spill), and all are past the wait
+  // before thread 0 resets the flag below.
+  wait_flag_set(counter + 2);
+  warpgroup_bar_sync<kBarSplit0, 128>(cw);
+  const float4 oml = __ldcg(part + NT * 128 + tid);
   const bool first = ip.chunk == 0;  // this thread holds half 0
   const float m0[2] = {first ? m[0] : oml.x, first ? m[1] : oml.y};
   const float m1[2] = {first ? oml.x : m[0], first ? oml.y : m[1]};
@@ -60,7 +81,7 @@ __device__ __forceinline__ void split_epilogue(float (&o)[Shape::DVO / 8][4], co
   }
 #pragma unroll
   for (int n = 0; n < NT; ++n) {
-    const float4 v = __ldcg(other + n * 128 + tid);
+    const float4 v = __ldcg(part + n * 128 + tid);
     const float x[4] = {v.x, v.y, v.z, v.w};
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
@@ -70,7 +91,10 @@ __device__ __forceinline__ void split_epilogue(float (&o)[Shape::DVO / 8][4], co
     }
   }
   store_rows<Shape::DVO>(o, mm, ll, out_tile, o_stride, lse_tile, lse_stride, warp_row0, ip.rows, lane);
-  if (tid == 0) atomicExch(counter, 0);
+  if (tid == 0) {
+    atomicExch(counter, 0);
+    atomicExch(counter + 2, 0);
+  }
 }
 
 // The TMA-store epilogue of this warpgroup's 64 rows (all inside the sequence). pack_o normalizes

@@ -57,11 +57,13 @@ struct Sm90Shape {
   static constexpr size_t kScratchFixed = 128;
   static constexpr size_t kSlotBytes = 64;
   static constexpr size_t kScratchPerBlock = kNumMaps * 128 + 2 * kSlotBytes;
-  // Split key ranges (plan/kv_split.h): per split (q tile, head) slot, one arrival counter per
-  // consumer warpgroup (128 bytes), then per half and warpgroup its partial state in fragment
-  // order: 16 float4 of unnormalized O per thread ([n][thread]), then (m0, m1, l0, l1) per thread.
+  // Split key ranges (plan/kv_split.h): per split (q tile, head) slot, per consumer warpgroup an
+  // arrival counter and a published flag (128 bytes for all), then per warpgroup the partial state
+  // of the half that arrived first, in fragment order: 16 float4 of unnormalized O per thread
+  // ([n][thread]), then (m0, m1, l0, l1) per thread. The half that arrives second keeps its own
+  // state in registers (split_epilogue), so one part per warpgroup suffices.
   static constexpr size_t kSplitPartBytes = (DVO / 8) * 128 * 16 + 128 * 16;
-  static constexpr size_t kSplitSlotBytes = 128 + 2 * 2 * kSplitPartBytes;
+  static constexpr size_t kSplitSlotBytes = 128 + 2 * kSplitPartBytes;
   static_assert(DQK % 64 == 0 && DVO == 128, "the sm90 kernel covers Dqk in {128, 192}, Dvo = 128");
   static_assert(kSmemBytes <= 227 * 1024, "shared memory budget");
   static_assert(kOffFlags + 8 <= kOffMaps, "flags before the tensor maps");
