@@ -215,7 +215,10 @@ def replay_only_pass(path, steps, bufs, clock, reps=3):
     1 - its sum / the timed passes' wall is a second reading of the host share, free of what the
     profiled pass changes (CUPTI's host overhead leaves the GPU gaps, so its kernels can run at a
     higher clock than the timed passes' under the power cap). None when the path has no graphs."""
-    if not clock.cuda or not hasattr(path, "graphs") or getattr(path, "emulated", False):
+    # Only the MLA step's graph paths: one graph per bucket (path.bucket), replayable on its own.
+    # (GraphedPath, mlakit's kernel in vLLM's path, keeps (graph, output) pairs under other keys.)
+    if (not clock.cuda or not hasattr(path, "graphs") or not hasattr(path, "bucket")
+            or getattr(path, "emulated", False)):
         return None
     n_host = len(getattr(path, "host_split", []))
     out = []
@@ -293,7 +296,11 @@ def measure_path(torch, M, path, steps, bufs, clock, model, args, refs):
     if getattr(path, "host_split", None):
         res["host_plan_us"] = med([h[0] for h in path.host_split])
         res["host_replay_us"] = med([h[1] for h in path.host_split])
-    ro = replay_only_pass(path, steps, bufs, clock)
+    try:  # a second reading only: its failure must not cost the path its timed results
+        ro = replay_only_pass(path, steps, bufs, clock)
+    except Exception as ex:  # noqa: BLE001
+        log(f"    (replay-only pass failed: {short(ex)})")
+        ro = None
     if ro is not None:
         for s_, d in zip(per_step, ro):
             s_["replay_only_ms"] = d
