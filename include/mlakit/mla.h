@@ -127,9 +127,9 @@ class MlaStep {
   static WorkspaceSizes workspace_sizes(const MlaConfig& config);
 
   // Allocates everything the step uses. On CUDA it also chooses the up-projection GEMM's
-  // algorithm per class of row counts by timing cuBLASLt's candidates on its own buffers
-  // (docs/mla.md; tens of ms, synchronizes the device; MLAKIT_GEMM_TUNE=0 skips it): create the
-  // step outside any graph capture, as its allocations already require.
+  // algorithm per class of row counts by timing cuBLASLt's candidates on its own buffers, on a
+  // stream of its own that it waits for (docs/mla.md; tens of ms; MLAKIT_GEMM_TUNE=0 skips it):
+  // create the step outside any graph capture, as its allocations already require.
   explicit MlaStep(const MlaConfig& config);
   ~MlaStep();
   MlaStep(const MlaStep&) = delete;

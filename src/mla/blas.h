@@ -1,7 +1,7 @@
 // The BLAS seam of the MLA up-projection: C = A * B^T (a linear layer, B in the checkpoint
 // layout [out_features, in_features]) on 16-bit matrices with fp32 accumulation. The CPU side
 // runs through the system BLAS (OpenBLAS; a plain blocked fallback when mlakit was built
-// without one), the CUDA side through cuBLAS (stubbed in builds without CUDA).
+// without one), the CUDA side through cuBLASLt (stubbed in builds without CUDA).
 #pragma once
 
 #include <cstdint>
@@ -35,15 +35,16 @@ const char* cpu_blas_name();
 
 namespace cuda {
 namespace blas {
-// cuBLAS on `device_index`, ordered on `stream` (graph-capturable: a fixed workspace per handle).
+// cuBLASLt on `device_index`, ordered on `stream` (graph-capturable: a fixed workspace per handle).
 void gemm_nt(const mlakit::blas::GemmArgs& args, int device_index, Stream stream);
 // Creates the device's handle and workspace now (they allocate, which a graph capture forbids).
 void init(int device_index);
 // The GEMMs a caller will run: up to max_m rows of A (lda), B [n, k] (ldb), C (ldc); a and c are
 // the caller's buffers of max_m rows, which tuning overwrites. Times cuBLASLt's candidates that
 // compute the same bits as its first choice, per class of row counts (mla/gemm_tuning.h), and
-// keeps the fastest for every later gemm_nt of that shape. Synchronizes the device: call it
-// outside any capture (MlaStep does at creation). Classes already tuned are skipped;
+// keeps the fastest for every later gemm_nt of that shape. It runs on a stream of its own and
+// waits for it, so nothing may be using a and c, and it must be called outside any capture
+// (MlaStep does at creation). Classes already tuned are skipped;
 // MLAKIT_GEMM_TUNE=0 makes it do nothing (cuBLASLt's first choice everywhere).
 struct TuneArgs {
   int64_t max_m, n, k, lda, ldb, ldc;

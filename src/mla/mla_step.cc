@@ -76,7 +76,7 @@ struct MlaStep::Impl {
   Impl(const MlaConfig& c, Setup s)
       : config(c), backend(std::move(s.backend)), choice(s.choice), layout(s.layout) {
     ops = mla::make_ops(c.device);
-    // cuBLAS allocates its handle on first use; do it here, never inside a graph capture.
+    // cuBLASLt's handle is created on first use; do it here, never inside a graph capture.
     if (c.device.is_cuda()) cuda::blas::init(c.device.index);
     staging = std::make_unique<backend::PlanStaging>(
         *backend, layout.plan_bytes, choice.scratch_bytes,
@@ -84,7 +84,15 @@ struct MlaStep::Impl {
     builder = std::make_unique<mla::PlanBuilder>(config, layout, choice);
     buffers = static_cast<uint8_t*>(backend->alloc_device(layout.buffer_bytes));
     plan.launches.reserve(static_cast<size_t>(1 + layout.max_chunks));
-    if (c.device.is_cuda()) tune_up_projection();
+    if (c.device.is_cuda()) {
+      try {
+        tune_up_projection();
+      } catch (...) {  // the members clean up after themselves; the raw buffer does not
+        backend->drain();
+        backend->free_device(buffers);
+        throw;
+      }
+    }
   }
 
   // The up-projection's GEMM algorithm per class of row counts, timed now on the step's own

@@ -38,7 +38,7 @@ namespace mlakit {
 namespace plan {
 
 constexpr int kMinChunkTiles = 2;  // a half of fewer kv tiles does not pay for its merge
-// Tail rule bounds. Heads: each split sequence takes `heads` slots (~136 KiB each), and the
+// Tail rule bounds. Heads: each split sequence takes `heads` slots (~68 KiB each), and the
 // workspace is sized for the most such sequences the capacity allows; rounds: a sequence of
 // fewer rounds alone is short enough that its tail is the batch's business, not its own.
 constexpr int kTailMaxHeads = 32;

@@ -6,6 +6,7 @@
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
@@ -25,7 +26,8 @@ namespace cuda {
 namespace blas {
 namespace {
 
-// No cuBLAS workspace by default. With one (32 MiB is cuBLAS's recommendation on Hopper) it picks,
+// No cuBLAS workspace by default (measured with cublasGemmEx, before cuBLASLt and the tuning; the
+// tuned candidates need none). With one (32 MiB is cuBLAS's recommendation on Hopper) it picks,
 // for the MLA step's large up-projections (8192+ rows), kernels that zero part of it first: a
 // memset node and ~4 us of idle device time per layer. Without, it picks variants of the same
 // kernels at the same speed. Measured on the H200 (docs/perf-notes.md, fifth session of
@@ -65,11 +67,20 @@ bool tune_log() {
 }
 
 // A shape as the algorithm cache keys it: everything that decides which algorithms apply, with
-// the row count as its class for tuned entries and exact for first-choice entries.
+// the row count as its class for tuned entries and exact for first-choice entries (the last
+// field, kKeyByClass, tells them apart).
 using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int, bool>;
+constexpr size_t kKeyByClass = 7;
 Key key_of(const GemmShape& s, bool by_class) {
   return Key{by_class ? mlakit::blas::gemm_m_class(s.m) : s.m, s.n, s.k, s.lda, s.ldb, s.ldc,
              static_cast<int>(s.dtype), by_class};
+}
+
+// The alignment (bytes, at most 256: what cuBLASLt assumes unless told) all three pointers share.
+uint32_t common_alignment(const void* a, const void* b, const void* c) {
+  const uintptr_t bits = reinterpret_cast<uintptr_t>(a) | reinterpret_cast<uintptr_t>(b) |
+                         reinterpret_cast<uintptr_t>(c) | uintptr_t{256};
+  return static_cast<uint32_t>(bits & (~bits + 1));  // the lowest set bit
 }
 
 // Untuned shapes seen at run time (eager steps with exact row counts) are bounded, so a long run
@@ -119,7 +130,7 @@ GemmAlgo algo_for(Handle& hd, const GemmShape& s) {
   }
   if (hd.first_choice_entries >= kMaxFirstChoiceEntries) {
     for (auto e = hd.algos.begin(); e != hd.algos.end();) {
-      e = std::get<7>(e->first) ? std::next(e) : hd.algos.erase(e);
+      e = std::get<kKeyByClass>(e->first) ? std::next(e) : hd.algos.erase(e);
     }
     hd.first_choice_entries = 0;
   }
@@ -138,9 +149,12 @@ void gemm_nt(const mlakit::blas::GemmArgs& g, int device_index, Stream stream) {
   const GemmShape s = shape_of(g);
   const GemmAlgo algo = algo_for(hd, s);
   if (!run_gemm(hd.ctx, s, algo, g.a, g.b, g.c, static_cast<cudaStream_t>(stream))) {
-    // A class's algorithm that does not take this member of the class (cuBLASLt checks at
-    // enqueue, before anything runs): the exact shape's first choice instead.
-    std::vector<GemmAlgo> c = gemm_candidates(hd.ctx, s, 1);
+    // Rejected by cuBLASLt (it checks at enqueue, before anything runs): a class's algorithm that
+    // does not take this member of the class, or pointers less aligned than the 256 bytes the
+    // cached choices assume (a weight that is a view into a larger tensor). The exact shape's
+    // first choice for the pointers' real alignment instead (not cached: a rare path).
+    const uint32_t align = common_alignment(g.a, g.b, g.c);
+    std::vector<GemmAlgo> c = gemm_candidates(hd.ctx, s, 1, align);
     if (c.empty() || !run_gemm(hd.ctx, s, c[0], g.a, g.b, g.c, static_cast<cudaStream_t>(stream))) {
       throw Error(ErrorKind::kRuntime, "", "cuBLASLt matmul failed for the up-projection GEMM (m " +
                                                std::to_string(s.m) + ", n " + std::to_string(s.n) + ")");

@@ -54,18 +54,33 @@ T config(const cublasLtMatmulAlgo_t& a, cublasLtMatmulAlgoConfigAttributes_t att
 GemmContext create_gemm_context(size_t workspace_bytes) {
   GemmContext ctx;
   check(cublasLtCreate(&ctx.lt), "cublasLtCreate");
-  if (workspace_bytes > 0) MLAKIT_CUDA_CHECK(cudaMalloc(&ctx.workspace, workspace_bytes));
+  if (workspace_bytes > 0) {
+    const cudaError_t e = cudaMalloc(&ctx.workspace, workspace_bytes);
+    if (e != cudaSuccess) {
+      cublasLtDestroy(ctx.lt);
+      MLAKIT_CUDA_CHECK(e);
+    }
+  }
   ctx.workspace_bytes = workspace_bytes;
   return ctx;
 }
 
-std::vector<GemmAlgo> gemm_candidates(const GemmContext& ctx, const GemmShape& s, int max_count) {
+std::vector<GemmAlgo> gemm_candidates(const GemmContext& ctx, const GemmShape& s, int max_count,
+                                      uint32_t min_align_bytes) {
   Descs d(s);
   cublasLtMatmulPreferenceOpaque_t pref;
   check(cublasLtMatmulPreferenceInit(&pref), "cublasLtMatmulPreferenceInit");
   const size_t ws = ctx.workspace_bytes;
   check(cublasLtMatmulPreferenceSetAttribute(&pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)),
         "MAX_WORKSPACE_BYTES");
+  if (min_align_bytes < 256) {
+    for (cublasLtMatmulPreferenceAttributes_t at :
+         {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+          CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES}) {
+      check(cublasLtMatmulPreferenceSetAttribute(&pref, at, &min_align_bytes, sizeof(min_align_bytes)),
+            "MIN_ALIGNMENT");
+    }
+  }
   std::vector<cublasLtMatmulHeuristicResult_t> res(static_cast<size_t>(std::max(1, max_count)));
   int got = 0;
   const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(ctx.lt, &d.op, &d.b, &d.a, &d.c, &d.c, &pref,
@@ -74,7 +89,7 @@ std::vector<GemmAlgo> gemm_candidates(const GemmContext& ctx, const GemmShape& s
   if (st != CUBLAS_STATUS_SUCCESS) return out;
   for (int i = 0; i < got; ++i) {
     if (res[i].state == CUBLAS_STATUS_SUCCESS && res[i].workspaceSize <= ws) {
-      out.push_back(GemmAlgo{res[i].algo, res[i].workspaceSize});
+      out.push_back(GemmAlgo{res[i].algo});
     }
   }
   return out;
@@ -94,13 +109,16 @@ std::vector<GemmAlgo> same_bits_candidates(const GemmContext& ctx, const GemmSha
     s2.m = m2;
     for (const GemmAlgo& a : gemm_candidates(ctx, s2, 16)) pool.push_back(a);
   }
+  const auto splits = [](const cublasLtMatmulAlgo_t& a) {
+    return config<uint32_t>(a, CUBLASLT_ALGO_CONFIG_SPLITK_NUM) > 1 ||
+           config<uint32_t>(a, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME) != CUBLASLT_REDUCTION_SCHEME_NONE;
+  };
+  if (splits(first[0].algo)) return {first[0]};  // its k order is its own: nothing compares to it
   const int family = config<int>(first[0].algo, CUBLASLT_ALGO_CONFIG_ID);
   std::vector<GemmAlgo> out;
   for (size_t i = 0; i < pool.size(); ++i) {
     const cublasLtMatmulAlgo_t& a = pool[i].algo;
-    const bool same = config<int>(a, CUBLASLT_ALGO_CONFIG_ID) == family &&
-                      config<uint32_t>(a, CUBLASLT_ALGO_CONFIG_SPLITK_NUM) <= 1 &&
-                      config<uint32_t>(a, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME) == CUBLASLT_REDUCTION_SCHEME_NONE;
+    const bool same = config<int>(a, CUBLASLT_ALGO_CONFIG_ID) == family && !splits(a);
     bool seen = false;
     for (const GemmAlgo& o : out) seen = seen || std::memcmp(&o.algo, &a, sizeof(a)) == 0;
     if ((i == 0 || same) && !seen) out.push_back(pool[i]);
@@ -151,11 +169,18 @@ std::vector<double> time_candidates(const GemmContext& ctx, const GemmShape& s, 
       if (round > 0 && best[i] < 0) continue;
       bool ok = true;
       for (int w = 0; w < kWarmup && ok; ++w) ok = run_gemm(ctx, s, cands[i], a, b, c, st);
-      if (!ok) continue;
+      if (!ok) {
+        best[i] = -1.0;
+        continue;
+      }
       MLAKIT_CUDA_CHECK(cudaEventRecord(e0, st));
-      for (int r = 0; r < kTimed; ++r) run_gemm(ctx, s, cands[i], a, b, c, st);
+      for (int r = 0; r < kTimed && ok; ++r) ok = run_gemm(ctx, s, cands[i], a, b, c, st);
       MLAKIT_CUDA_CHECK(cudaEventRecord(e1, st));
       MLAKIT_CUDA_CHECK(cudaEventSynchronize(e1));
+      if (!ok) {  // a call that was not enqueued must not make the candidate look fast
+        best[i] = -1.0;
+        continue;
+      }
       float ms = 0;
       MLAKIT_CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
       const double per = static_cast<double>(ms) / kTimed;

@@ -25,7 +25,6 @@ struct GemmShape {
 
 struct GemmAlgo {
   cublasLtMatmulAlgo_t algo;
-  size_t workspace_bytes;
 };
 
 struct GemmContext {
@@ -38,14 +37,18 @@ struct GemmContext {
 GemmContext create_gemm_context(size_t workspace_bytes);
 
 // cuBLASLt's heuristic candidates for s, best first by its own ranking (at most max_count), that
-// fit the context's workspace.
-std::vector<GemmAlgo> gemm_candidates(const GemmContext& ctx, const GemmShape& s, int max_count);
+// fit the context's workspace. min_align_bytes: the alignment the pointers are known to have
+// (cuBLASLt assumes 256 unless told; a smaller value excludes algorithms that need more).
+std::vector<GemmAlgo> gemm_candidates(const GemmContext& ctx, const GemmShape& s, int max_count,
+                                      uint32_t min_align_bytes = 256);
 
 // The first candidate for s, then those of its kernel family (CUBLASLT_ALGO_CONFIG_ID) without
 // split K that the heuristic offers for s, for s with m rounded up to 256 and for m's class
 // (deduplicated): they differ in tile shape, stages and cluster only, and compute every output
-// element with the same k order, so the same bits (checked by tests/gpu/test_mla_gemm_cuda.cc).
-// Only these are timed, so a tuned choice never changes a result.
+// element with the same k order, so the same bits (checked on the H200 by
+// tests/gpu/test_mla_gemm_cuda.cc). A first candidate that splits K or reduces is returned alone:
+// nothing is timed against it. Only these are timed, so on the shapes checked a tuned choice does
+// not change a result.
 std::vector<GemmAlgo> same_bits_candidates(const GemmContext& ctx, const GemmShape& s);
 
 // cuBLASLt's tile id of a candidate (CUBLASLT_MATMUL_TILE_*), for logs.
@@ -58,13 +61,15 @@ bool run_gemm(const GemmContext& ctx, const GemmShape& s, const GemmAlgo& algo, 
 
 // Milliseconds per call of each candidate on s (best of two rounds of ten back-to-back calls,
 // the candidates interleaved), -1 for one that does not run. a (s.m rows of s.lda) and c (s.m
-// rows of s.ldc) are overwritten; B is a temporary of the context's own. Synchronizes the device:
-// for creation time only.
+// rows of s.ldc) are overwritten, on a stream of its own that is not ordered after the caller's:
+// nothing may be using them. B is a temporary of its own. Waits for that stream: for creation
+// time only.
 std::vector<double> time_candidates(const GemmContext& ctx, const GemmShape& s, const std::vector<GemmAlgo>& cands,
                                     void* a, void* c);
 
 // For tests: the candidates tune() may choose among for g's shape (index 0: cuBLASLt's first
-// choice), and one of them run on g through the device's context.
+// choice), and one of them run on g through the device's context. Defined in blas_cublas.cc,
+// which owns the per-device contexts.
 std::vector<GemmAlgo> tuned_candidates_for_test(const mlakit::blas::GemmArgs& g, int device_index);
 bool run_candidate_for_test(const mlakit::blas::GemmArgs& g, int device_index, const GemmAlgo& algo, Stream stream);
 
