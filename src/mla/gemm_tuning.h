@@ -52,18 +52,13 @@ inline std::vector<GemmClass> gemm_classes_up_to(int64_t max_m) {
 // must not flip the choice between near-equal candidates). Negative or missing times (a candidate
 // that failed to run) never win. Returns 0 when nothing was timed.
 inline size_t pick_gemm_candidate(const std::vector<double>& ms, double margin = 0.02) {
-  if (ms.empty() || !(ms[0] > 0)) {
-    size_t best = 0;
-    for (size_t i = 1; i < ms.size(); ++i) {
-      if (ms[i] > 0 && (!(ms[best] > 0) || ms[i] < ms[best])) best = i;
-    }
-    return best;
+  size_t best = ms.size();  // none timed yet
+  for (size_t i = 0; i < ms.size(); ++i) {
+    if (ms[i] > 0 && (best == ms.size() || ms[i] < ms[best])) best = i;
   }
-  size_t best = 0;
-  for (size_t i = 1; i < ms.size(); ++i) {
-    if (ms[i] > 0 && ms[i] < ms[best]) best = i;
-  }
-  return (best != 0 && ms[best] * (1.0 + margin) < ms[0]) ? best : 0;
+  if (best == ms.size()) return 0;
+  const bool first_ran = ms[0] > 0;
+  return (first_ran && !(ms[best] * (1.0 + margin) < ms[0])) ? 0 : best;
 }
 
 }  // namespace blas
