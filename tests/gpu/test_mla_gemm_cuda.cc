@@ -9,6 +9,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <initializer_list>
 #include <random>
 #include <vector>
 
@@ -47,6 +48,36 @@ GemmCase make_case(int64_t m, int64_t heads, DType t, uint64_t seed) {
   g.args.ldc = n;
   g.args.dtype = t;
   return g;
+}
+
+// Tunes the classes up to `max_m` rows of g's shape, on scratch buffers a and c of max_m rows.
+void tune_for(const GemmCase& g, int64_t max_m, void* a, void* c) {
+  cuda::blas::TuneArgs t{};
+  t.max_m = max_m;
+  t.n = g.args.n;
+  t.k = g.args.k;
+  t.lda = g.args.lda;
+  t.ldb = g.args.ldb;
+  t.ldc = g.args.ldc;
+  t.dtype = g.args.dtype;
+  t.a = a;
+  t.c = c;
+  cuda::blas::tune(t, 0);
+}
+
+// Relative error of `got` (g's C, as copied back) against a float64 C = A B^T on `rows` (every
+// column).
+double sampled_error(const GemmCase& g, const HostTensor& got, std::initializer_list<int64_t> rows) {
+  std::vector<double> ref, out;
+  for (int64_t r : rows) {
+    for (int64_t j = 0; j < g.args.n; ++j) {
+      double s = 0;
+      for (int64_t kk = 0; kk < g.args.k; ++kk) s += g.a.get(r * g.args.lda + kk) * g.b.get(j * g.args.k + kk);
+      ref.push_back(s);
+      out.push_back(got.get(r * g.args.n + j));
+    }
+  }
+  return relative_error(out, ref);
 }
 
 class CudaMlaGemm : public ::testing::TestWithParam<DType> {};
@@ -89,18 +120,8 @@ TEST_P(CudaMlaGemm, TunedGemmMatchesFirstChoiceAndReference) {
   const int64_t max_m = 1500;
   GemmCase big = make_case(max_m, 16, GetParam(), 7);
   DeviceTensor scratch_a(big.a, d), scratch_c(big.c, d);
-  cuda::blas::TuneArgs t{};
-  t.max_m = max_m;
-  t.n = big.args.n;
-  t.k = big.args.k;
-  t.lda = big.args.lda;
-  t.ldb = big.args.ldb;
-  t.ldc = big.args.ldc;
-  t.dtype = GetParam();
-  t.a = scratch_a.view().data;
-  t.c = scratch_c.view().data;
-  cuda::blas::tune(t, 0);
-  cuda::blas::tune(t, 0);  // classes already tuned: nothing to do, nothing changes
+  tune_for(big, max_m, scratch_a.view().data, scratch_c.view().data);
+  tune_for(big, max_m, scratch_a.view().data, scratch_c.view().data);  // already tuned: nothing changes
   for (int64_t m : {1, 300, 700, 1500}) {
     SCOPED_TRACE("m = " + std::to_string(m));
     GemmCase g = make_case(m, 16, GetParam(), 200 + static_cast<uint64_t>(m));
@@ -121,17 +142,7 @@ TEST_P(CudaMlaGemm, TunedGemmMatchesFirstChoiceAndReference) {
     c.copy_to(got);
     c0.copy_to(want);
     EXPECT_EQ(got.bytes(), want.bytes()) << "tuned algorithm vs cuBLASLt's first choice";
-    // float64 reference of C = A B^T on a sample of rows (every column).
-    std::vector<double> ref, out;
-    for (int64_t r : {int64_t{0}, m / 2, m - 1}) {
-      for (int64_t j = 0; j < g.args.n; ++j) {
-        double s = 0;
-        for (int64_t kk = 0; kk < g.args.k; ++kk) s += g.a.get(r * g.args.lda + kk) * g.b.get(j * g.args.k + kk);
-        ref.push_back(s);
-        out.push_back(got.get(r * g.args.n + j));
-      }
-    }
-    EXPECT_LE(relative_error(out, ref), 1e-2);
+    EXPECT_LE(sampled_error(g, got, {0, m / 2, m - 1}), 1e-2);
   }
 }
 
@@ -147,19 +158,9 @@ TEST_P(CudaMlaGemm, WeightViewLessAlignedThanTheTunedChoices) {
   HostTensor b_off(GetParam(), {g.args.n * g.args.k + 8});  // the weight starts 8 elements in
   std::memcpy(static_cast<unsigned char*>(b_off.data()) + 16, g.b.data(), g.b.nbytes());
   DeviceTensor a(g.a, d), b(b_off, d);
-  cuda::blas::TuneArgs t{};
-  t.max_m = m;
-  t.n = g.args.n;
-  t.k = g.args.k;
-  t.lda = g.args.lda;
-  t.ldb = g.args.ldb;
-  t.ldc = g.args.ldc;
-  t.dtype = GetParam();
   GemmCase scratch = make_case(m, 16, GetParam(), 32);
   DeviceTensor sa(scratch.a, d), sc(scratch.c, d);
-  t.a = sa.view().data;
-  t.c = sc.view().data;
-  cuda::blas::tune(t, 0);
+  tune_for(g, m, sa.view().data, sc.view().data);
   g.c.fill_bytes(0xff);
   DeviceTensor c(g.c, d);
   g.args.a = a.view().data;
@@ -169,16 +170,7 @@ TEST_P(CudaMlaGemm, WeightViewLessAlignedThanTheTunedChoices) {
   synchronize(d);
   HostTensor got = g.c;
   c.copy_to(got);
-  std::vector<double> ref, out;
-  for (int64_t r : {int64_t{0}, m / 3, m - 1}) {
-    for (int64_t j = 0; j < g.args.n; ++j) {
-      double s = 0;
-      for (int64_t kk = 0; kk < g.args.k; ++kk) s += g.a.get(r * g.args.lda + kk) * g.b.get(j * g.args.k + kk);
-      ref.push_back(s);
-      out.push_back(got.get(r * g.args.n + j));
-    }
-  }
-  EXPECT_LE(relative_error(out, ref), 1e-2);
+  EXPECT_LE(sampled_error(g, got, {0, m / 3, m - 1}), 1e-2);
   for (int64_t e = 0; e < got.numel(); ++e) ASSERT_TRUE(std::isfinite(got.get(e))) << "element " << e;
 }
 
