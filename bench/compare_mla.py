@@ -13,12 +13,14 @@ in the warm-up pass). On request (--paths), also mlakit's kernel dropped into vL
 
 Cases (default): N=1 budget 8192, N=100 budget 8192, N=100 budget 2048.
 
-Per step, median of --reps passes after a warm-up pass (caches zeroed before each path):
+Per step, median of --reps passes after a warm-up pass (caches zeroed before each path's); the
+timed passes of a case's paths are taken in turns (time_paths), so drift over the run (the GPU's
+temperature under its power cap, the host) does not favour the path that runs first:
   wall_ms     synchronize, plan + 27 layers, synchronize: host wall time (what the engine waits)
   device_ms   CUDA events around the same (includes the device's idle gaps while the host works)
   host_ms     time until the host has issued the whole step (before the final synchronize)
   busy_ms     GPU time actually busy in the step (kernels + copies, torch.profiler, one extra pass,
-              run after every path of every case has been timed: see measure_path)
+              run after every path of every case has been timed: see warm_path)
   host_share  1 - busy/wall: the part of the step the GPU waits for the host
 Per request: the prefill-attention share of its time to first token = sum of the wall times of
 the steps up to the one that finishes its prompt; mean, median, P99 printed like the seed's
@@ -241,11 +243,12 @@ def replay_only_pass(path, steps, bufs, clock, reps=3):
     return out
 
 
-def measure_path(torch, M, path, steps, bufs, clock, model, args, refs):
-    """Warm-up pass (captures graphs, checks outputs) and --reps timed passes; the profiled pass
-    comes later (profile_path), after every path's timed passes: PyTorch's profiler leaves CUPTI
-    loaded once it has run (pytorch/pytorch#144455), which slows the CUDA calls of whatever is
-    timed after it, so no timed pass may follow a profiled one."""
+def warm_path(M, path, steps, bufs, clock, model, args, refs):
+    """A path's warm-up pass (captures graphs, checks outputs against the reference):
+    (relative errors, seconds). The timed passes come later (time_paths), for every path of the
+    case in turns, and the profiled pass after every case (profile_path): PyTorch's profiler
+    leaves CUPTI loaded once it has run (pytorch/pytorch#144455), which slows the CUDA calls of
+    whatever is timed after it, so no timed pass may follow a profiled one."""
     cfg = model.cfg
     for L in model.layers:  # a path must read back only what it wrote itself
         L.cache.zero_()
@@ -265,7 +268,34 @@ def measure_path(torch, M, path, steps, bufs, clock, model, args, refs):
     warm_s = time.perf_counter() - t0
     if hasattr(path, "host_split"):
         path.host_split.clear()
-    passes = [run_pass(path, steps, bufs, clock) for _ in range(args.reps)]
+    return errs, warm_s
+
+
+def time_paths(paths, steps, bufs, clock, reps):
+    """{name: [pass, ...]}: --reps timed passes of every path, taken in turns (round r starts at
+    path r mod n), so that whatever drifts over the run (the GPU's temperature and with it its
+    clock under the power cap, the host's state) falls on every path alike. Run one path's passes
+    after another's instead and the second reads slower: session 29 measured mlakit's two graph
+    paths 1.6-4.9% apart at N=100, the slower one always the one run second. A path whose pass
+    raises is dropped: {name: exception}."""
+    names = list(paths)
+    passes, failed = {n: [] for n in names}, {}
+    for r in range(reps):
+        for k in range(len(names)):
+            name = names[(r + k) % len(names)]
+            if name in failed:
+                continue
+            try:
+                passes[name].append(run_pass(paths[name], steps, bufs, clock))
+            except Exception as ex:  # noqa: BLE001
+                failed[name] = ex
+                clock.sync()
+    return passes, failed
+
+
+def summarize_path(path, steps, passes, errs, warm_s, bufs, clock, args):
+    """Per-step medians of a path's timed passes, its totals, TTFT shares and check, and the
+    replay-only reading of its graphs."""
     if getattr(path, "host_split", None):
         hs = path.host_split
         if getattr(path, "one_call", False):
@@ -546,9 +576,25 @@ def main(argv=None):
                 "schedule": [{"tokens": st.T, "batch": st.B, "context": st.ctx_total,
                               "chunks": [[c.req, c.ctx, c.new] for c in st.chunks]} for st in steps],
                 "paths": {k: {"skipped": v} for k, v in skipped.items()}}
+        warm = {}
         for name, p in paths.items():
             try:
-                r = measure_path(torch, M, p, steps, bufs, clock, model, args, refs)
+                warm[name] = warm_path(M, p, steps, bufs, clock, model, args, refs)
+            except Exception as ex:  # noqa: BLE001
+                case["paths"][name] = {"skipped": f"error: {short(ex)}"}
+                log(f"  {name:26s} failed: {short(ex)}")
+                traceback.print_exc(limit=4)
+            clock.sync()
+        passes, failed = time_paths({k: paths[k] for k in warm}, steps, bufs, clock, args.reps)
+        for name, ex in failed.items():
+            case["paths"][name] = {"skipped": f"error: {short(ex)}"}
+            log(f"  {name:26s} failed: {short(ex)}")
+        for name in warm:
+            if name in failed:
+                continue
+            p = paths[name]
+            try:
+                r = summarize_path(p, steps, passes[name], *warm[name], bufs, clock, args)
                 case["paths"][name] = r
                 chk = r["check"]
                 log(f"  {name:26s} total {fmt(r['total_wall_ms'], '9.2f')} ms wall, "
@@ -566,7 +612,7 @@ def main(argv=None):
             torch.cuda.empty_cache()
         measured.append((case, steps))
 
-    # The profiled passes, once every path of every case has been timed (see measure_path).
+    # The profiled passes, once every path of every case has been timed (see warm_path).
     if not args.no_profile and clock.cuda:
         log("\n=== profiled passes (GPU busy time per step; host share = 1 - busy / wall)")
     for case, steps in measured:
