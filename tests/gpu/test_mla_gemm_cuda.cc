@@ -7,6 +7,7 @@
 //   within rounding of a float64 product.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <initializer_list>
@@ -172,6 +173,35 @@ TEST_P(CudaMlaGemm, WeightViewLessAlignedThanTheTunedChoices) {
   c.copy_to(got);
   EXPECT_LE(sampled_error(g, got, {0, m / 3, m - 1}), 1e-2);
   for (int64_t e = 0; e < got.numel(); ++e) ASSERT_TRUE(std::isfinite(got.get(e))) << "element " << e;
+}
+
+// The values candidates are timed on: every one finite and normal, magnitudes in [1/16, 1), both
+// signs, and varied (not a constant, whose low power draw could rank candidates differently).
+TEST_P(CudaMlaGemm, TuningValuesAreFiniteAndVaried) {
+  MLAKIT_SKIP_IF_NO_GPU();
+  const Device d = Device::cuda(0);
+  const int64_t n = 100003;  // odd: the grid-stride loop's last partial block
+  HostTensor h(GetParam(), {n});
+  h.fill_bytes(0xff);
+  DeviceTensor t(h, d);
+  cuda::blas::fill_tuning_values(t.view().data, n - 1, GetParam(), 7, nullptr);  // the last stays
+  synchronize(d);
+  t.copy_to(h);
+  int64_t negative = 0;
+  std::vector<double> seen;
+  for (int64_t e = 0; e < n - 1; ++e) {
+    const double v = h.get(e);
+    ASSERT_TRUE(std::isfinite(v)) << "element " << e;
+    ASSERT_GE(std::fabs(v), 1.0 / 16) << "element " << e;
+    ASSERT_LT(std::fabs(v), 1.0) << "element " << e;
+    negative += v < 0;
+    if (e < 4096) seen.push_back(v);
+  }
+  EXPECT_TRUE(std::isnan(h.get(n - 1))) << "wrote past count";
+  EXPECT_GT(negative, n / 3);
+  EXPECT_LT(negative, 2 * n / 3);
+  std::sort(seen.begin(), seen.end());
+  EXPECT_GT(std::unique(seen.begin(), seen.end()) - seen.begin(), 400);  // bf16 has 512 such values
 }
 
 INSTANTIATE_TEST_SUITE_P(DTypes, CudaMlaGemm, ::testing::Values(DType::kBF16, DType::kFP16),

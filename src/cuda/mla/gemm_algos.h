@@ -60,12 +60,16 @@ bool run_gemm(const GemmContext& ctx, const GemmShape& s, const GemmAlgo& algo, 
               cudaStream_t stream);
 
 // Milliseconds per call of each candidate on s (best of two rounds of ten back-to-back calls,
-// the candidates interleaved), -1 for one that does not run. a (s.m rows of s.lda) and c (s.m
-// rows of s.ldc) are overwritten, on a stream of its own that is not ordered after the caller's:
-// nothing may be using them. B is a temporary of its own. Waits for that stream: for creation
-// time only.
+// the candidates interleaved, on random values: fill_tuning_values), -1 for one that does not
+// run. a (s.m rows of s.lda) and c (s.m rows of s.ldc) are overwritten, on a stream of its own
+// that is not ordered after the caller's: nothing may be using them. B is a temporary of its
+// own. Waits for that stream: for creation time only.
 std::vector<double> time_candidates(const GemmContext& ctx, const GemmShape& s, const std::vector<GemmAlgo>& cands,
                                     void* a, void* c);
+
+// Fills `count` bf16 / fp16 values at p with pseudo-random finite normal numbers (random signs and
+// mantissas, magnitudes in [1/16, 1)) on stream: what candidates are timed on (tuning_fill.cu).
+void fill_tuning_values(void* p, int64_t count, DType dtype, uint32_t seed, cudaStream_t stream);
 
 // For tests: the candidates tune() may choose among for g's shape (index 0: cuBLASLt's first
 // choice), and one of them run on g through the device's context. Defined in blas_cublas.cc,
