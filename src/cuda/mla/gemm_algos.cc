@@ -160,10 +160,11 @@ std::vector<double> time_candidates(const GemmContext& ctx, const GemmShape& s, 
   MLAKIT_CUDA_CHECK(cudaEventCreate(&e0));
   MLAKIT_CUDA_CHECK(cudaEventCreate(&e1));
   // Data like real latents and weights, not a constant: the candidates' ranking depends on the
-  // power their inputs draw (tuning_fill.cu).
+  // power their inputs draw (tuning_kernels.cu).
   fill_tuning_values(b, s.n * s.ldb, s.dtype, 0x5eed0001u, st);
   fill_tuning_values(a, s.m * s.lda, s.dtype, 0x5eed0002u, st);
   constexpr int kWarmup = 2, kTimed = 10, kRounds = 2;
+  constexpr uint32_t kHoldUs = 150;  // > the host's time to enqueue kTimed calls (~3-10 us each)
   for (int round = 0; round < kRounds; ++round) {
     for (size_t i = 0; i < cands.size(); ++i) {
       if (round > 0 && best[i] < 0) continue;
@@ -173,6 +174,9 @@ std::vector<double> time_candidates(const GemmContext& ctx, const GemmShape& s, 
         best[i] = -1.0;
         continue;
       }
+      // The timed calls start back to back behind the hold: a small GEMM (~10 us at m 256) runs
+      // faster than the host enqueues it, and timed as enqueued it would measure the host.
+      hold_stream(kHoldUs, st);
       MLAKIT_CUDA_CHECK(cudaEventRecord(e0, st));
       for (int r = 0; r < kTimed && ok; ++r) ok = run_gemm(ctx, s, cands[i], a, b, c, st);
       MLAKIT_CUDA_CHECK(cudaEventRecord(e1, st));

@@ -68,8 +68,11 @@ std::vector<double> time_candidates(const GemmContext& ctx, const GemmShape& s, 
                                     void* a, void* c);
 
 // Fills `count` bf16 / fp16 values at p with pseudo-random finite normal numbers (random signs and
-// mantissas, magnitudes in [1/16, 1)) on stream: what candidates are timed on (tuning_fill.cu).
+// mantissas, magnitudes in [1/16, 1)) on stream: what candidates are timed on (tuning_kernels.cu).
 void fill_tuning_values(void* p, int64_t count, DType dtype, uint32_t seed, cudaStream_t stream);
+// Enqueues one thread that waits `microseconds` on the GPU: calls enqueued behind it start back to
+// back, however long the host takes to enqueue them (tuning_kernels.cu).
+void hold_stream(uint32_t microseconds, cudaStream_t stream);
 
 // For tests: the candidates tune() may choose among for g's shape (index 0: cuBLASLt's first
 // choice), and one of them run on g through the device's context. Defined in blas_cublas.cc,

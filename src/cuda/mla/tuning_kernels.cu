@@ -1,6 +1,7 @@
-// The values the up-projection's GEMM candidates are timed on (gemm_algos.cc, time_candidates).
+// Device helpers of the up-projection GEMM's timing (gemm_algos.cc, time_candidates): the values
+// candidates are timed on, and a kernel that holds the stream while the timed calls are enqueued.
 //
-// Why not a constant: a tensor core's power draw depends on how many input bits toggle, and the
+// The values, why not a constant: a tensor core's power draw depends on how many input bits toggle, and the
 // GPU runs long GEMMs under its power cap (docs/perf-notes.md, session 21), so a constant input
 // (few toggling bits, low power) can rank candidates differently from the real latents and
 // weights. Random signs and mantissas over a few octaves toggle like real data; every value is a
@@ -14,6 +15,12 @@ namespace mlakit {
 namespace cuda {
 namespace blas {
 namespace {
+
+__device__ __forceinline__ uint64_t clock64_ns() {
+  uint64_t t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
 
 __device__ __forceinline__ uint32_t mix32(uint32_t x) {  // an integer hash (murmur3's finalizer)
   x ^= x >> 16;
@@ -37,7 +44,17 @@ __global__ void fill_kernel(uint16_t* p, int64_t n, uint32_t seed, int mant_bits
   }
 }
 
+__global__ void hold_kernel(uint32_t ns) {
+  const uint64_t start = clock64_ns();
+  while (clock64_ns() - start < ns) __nanosleep(1000);
+}
+
 }  // namespace
+
+void hold_stream(uint32_t microseconds, cudaStream_t stream) {
+  hold_kernel<<<1, 1, 0, stream>>>(microseconds * 1000u);
+  MLAKIT_CUDA_CHECK(cudaGetLastError());
+}
 
 void fill_tuning_values(void* p, int64_t count, DType dtype, uint32_t seed, cudaStream_t stream) {
   if (count <= 0) return;
