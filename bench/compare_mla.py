@@ -289,8 +289,17 @@ def time_paths(paths, steps, bufs, clock, reps):
                 passes[name].append(run_pass(paths[name], steps, bufs, clock))
             except Exception as ex:  # noqa: BLE001
                 failed[name] = ex
+                traceback.print_exc(limit=4)
                 clock.sync()
     return passes, failed
+
+
+def path_failed(case, name, ex, trace=True):
+    """A path that raised is reported as skipped in the case, with the error."""
+    case["paths"][name] = {"skipped": f"error: {short(ex)}"}
+    log(f"  {name:26s} failed: {short(ex)}")
+    if trace:
+        traceback.print_exc(limit=4)
 
 
 def summarize_path(path, steps, passes, errs, warm_s, bufs, clock, args):
@@ -581,14 +590,11 @@ def main(argv=None):
             try:
                 warm[name] = warm_path(M, p, steps, bufs, clock, model, args, refs)
             except Exception as ex:  # noqa: BLE001
-                case["paths"][name] = {"skipped": f"error: {short(ex)}"}
-                log(f"  {name:26s} failed: {short(ex)}")
-                traceback.print_exc(limit=4)
+                path_failed(case, name, ex)
             clock.sync()
         passes, failed = time_paths({k: paths[k] for k in warm}, steps, bufs, clock, args.reps)
         for name, ex in failed.items():
-            case["paths"][name] = {"skipped": f"error: {short(ex)}"}
-            log(f"  {name:26s} failed: {short(ex)}")
+            path_failed(case, name, ex, trace=False)  # time_paths printed its traceback
         for name in warm:
             if name in failed:
                 continue
@@ -604,9 +610,7 @@ def main(argv=None):
                     + (f", {r['graphs_captured']} graphs so far ({r['graph_mem_mb']:.0f} MB)"
                        if "graphs_captured" in r else ""))
             except Exception as ex:  # noqa: BLE001
-                case["paths"][name] = {"skipped": f"error: {short(ex)}"}
-                log(f"  {name:26s} failed: {short(ex)}")
-                traceback.print_exc(limit=4)
+                path_failed(case, name, ex)
             clock.sync()
         if dev.type == "cuda":
             torch.cuda.empty_cache()
