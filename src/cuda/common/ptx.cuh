@@ -1,6 +1,6 @@
 // Thin wrappers over the sm80 PTX instructions the tensor-core kernels use: cp.async (global ->
 // shared, 16 bytes, zero-filling out-of-range rows), ldmatrix (shared -> mma fragments) and
-// mma.sync m16n8k16 with fp32 accumulation.
+// mma.sync m16n8k16 with fp32 accumulation; and the GPU's global timer.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -10,6 +10,13 @@
 
 namespace mlakit {
 namespace cuda {
+
+// Nanoseconds of the GPU's global timer (%globaltimer), the same clock on every SM.
+__device__ __forceinline__ uint64_t global_timer_ns() {
+  uint64_t t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
 
 __device__ __forceinline__ uint32_t smem_addr(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));

@@ -11,18 +11,13 @@
 #include <cstdint>
 
 #include "cuda/common/cuda_check.h"
+#include "cuda/common/ptx.cuh"
 #include "cuda/mla/gemm_algos.h"
 
 namespace mlakit {
 namespace cuda {
 namespace blas {
 namespace {
-
-__device__ __forceinline__ uint64_t global_timer_ns() {
-  uint64_t t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  return t;
-}
 
 __device__ __forceinline__ uint32_t mix32(uint32_t x) {  // an integer hash (murmur3's finalizer)
   x ^= x >> 16;

@@ -42,6 +42,7 @@
 
 #include "common/mask_rule.h"
 #include "cuda/common/online_softmax.cuh"
+#include "cuda/common/ptx.cuh"
 #include "cuda/common/score_transform.cuh"
 #include "cuda/common/tile_store.cuh"
 #include "cuda/sm90/epilogue_sm90.cuh"
@@ -104,7 +105,7 @@ __device__ __forceinline__ void consumer(const Sm90Params& p, uint32_t sbase, un
 #if MLAKIT_SM90_TRACE
     if (tracer) {
       trace_rec = TraceRec{};
-      trace_rec.t_begin = trace_now();
+      trace_rec.t_begin = global_timer_ns();
       trace_rec.n_tiles = ip.n_tiles;
       trace_rec.head = it.head;
       trace_rec.row0 = it.row0;
@@ -145,7 +146,7 @@ __device__ __forceinline__ void consumer(const Sm90Params& p, uint32_t sbase, un
       // they interleave and both softmaxes start late). Timing only: no result depends on it.
       if (dephase) __nanosleep(MLAKIT_SM90_DEPHASE_NS);
 #if MLAKIT_SM90_TRACE
-      if (tracer) trace_rec.t_qk = trace_now();
+      if (tracer) trace_rec.t_qk = global_timer_ns();
       if (tid == 0) trace_tile_stamp(trace_slot, 0, kTileIssue);
 #endif
       wgmma_fence();
@@ -154,7 +155,7 @@ __device__ __forceinline__ void consumer(const Sm90Params& p, uint32_t sbase, un
       wgmma_wait<0>();
       fence_regs(s_flat);
 #if MLAKIT_SM90_TRACE
-      if (tracer) trace_rec.t_s0 = trace_now();
+      if (tracer) trace_rec.t_s0 = global_timer_ns();
       if (tid == 0) trace_tile_stamp(trace_slot, 0, kTileSDone);
 #endif
       if (lane == 0) {
@@ -226,7 +227,7 @@ __device__ __forceinline__ void consumer(const Sm90Params& p, uint32_t sbase, un
       // them and signals warpgroup 1 through the stage's V-cleared mbarrier).
       mbar_wait(bar(kBarVFull + stage), parity);
 #if MLAKIT_SM90_TRACE
-      if (tracer) trace_rec.t_vlast = trace_now();
+      if (tracer) trace_rec.t_vlast = global_timer_ns();
 #endif
       if (it.lk - n0 < BN) {
         clear_v_rows_past<Shape>(smem, stage, it.lk - n0, cw, tid, bar(kBarVCleared + stage),
@@ -244,13 +245,13 @@ __device__ __forceinline__ void consumer(const Sm90Params& p, uint32_t sbase, un
       upcoming = next_item();
       fetched = true;
 #if MLAKIT_SM90_TRACE
-      if (tracer) trace_rec.t_next = trace_now();
+      if (tracer) trace_rec.t_next = global_timer_ns();
 #endif
       wgmma_wait<0>();
       fence_regs(o_flat);
       fence_regs(pf_flat);
 #if MLAKIT_SM90_TRACE
-      if (tracer) trace_rec.t_pv = trace_now();
+      if (tracer) trace_rec.t_pv = global_timer_ns();
 #endif
       if (lane == 0) mbar_arrive(bar(kBarVEmpty + stage));
       ++kv_iter;
@@ -284,7 +285,7 @@ __device__ __forceinline__ void consumer(const Sm90Params& p, uint32_t sbase, un
     }
 #if MLAKIT_SM90_TRACE
     if (tracer) {
-      trace_rec.t_end = trace_now();
+      trace_rec.t_end = global_timer_ns();
       if (blockIdx.x < kTraceBlocks && trace_k < kTracePerBlock)
         g_sm90_trace[blockIdx.x * kTracePerBlock + trace_k] = trace_rec;
     }
@@ -294,7 +295,7 @@ __device__ __forceinline__ void consumer(const Sm90Params& p, uint32_t sbase, un
   if (tid == 0) tma_store_wait_all();  // the output is written before the block exits
 #if MLAKIT_SM90_TRACE
   if (tracer && blockIdx.x < kTraceBlocks) {
-    g_sm90_block_t[2 * blockIdx.x + 1] = trace_now();
+    g_sm90_block_t[2 * blockIdx.x + 1] = global_timer_ns();
     g_sm90_trace_n[blockIdx.x] = trace_k;
   }
 #endif
@@ -319,7 +320,7 @@ __global__ void __launch_bounds__(Shape::kThreads, 1) prefill_sm90_kernel(const 
   const int wg = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x / 128), 0);
 
 #if MLAKIT_SM90_TRACE
-  if (threadIdx.x == 128 && blockIdx.x < kTraceBlocks) g_sm90_block_t[2 * blockIdx.x] = trace_now();
+  if (threadIdx.x == 128 && blockIdx.x < kTraceBlocks) g_sm90_block_t[2 * blockIdx.x] = global_timer_ns();
 #endif
   if (threadIdx.x == 0) {
     // The plan must have been built for this kernel's tile, or rows would be skipped or repeated.

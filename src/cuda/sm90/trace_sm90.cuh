@@ -59,12 +59,6 @@ __device__ __forceinline__ void trace_tile_stamp(uint32_t slot, int t, TileStamp
   if (t < kTraceTiles) g_sm90_tile_t[(slot + t) * kTileStamps + which] = clock64();
 }
 
-__device__ __forceinline__ unsigned long long trace_now() {
-  unsigned long long t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  return t;
-}
-
 static void trace_dump(const char* tag) {
   static TraceRec rec[kTraceBlocks * kTracePerBlock];
   static unsigned long long bt[kTraceBlocks * 2];
