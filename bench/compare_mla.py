@@ -17,7 +17,8 @@ Per step, median of --reps passes after a warm-up pass (caches zeroed before eac
 timed passes of a case's paths are taken in turns (time_paths), so drift over the run (the GPU's
 temperature under its power cap, the host) does not favour the path that runs first:
   wall_ms     synchronize, plan + 27 layers, synchronize: host wall time (what the engine waits)
-  device_ms   CUDA events around the same (includes the device's idle gaps while the host works)
+  device_ms   CUDA events around the same (includes the device's idle gaps while the host works;
+              the first event is recorded just before the wall clock starts)
   host_ms     time until the host has issued the whole step (before the final synchronize)
   busy_ms     GPU time actually busy in the step (kernels + copies, torch.profiler, one extra pass,
               run after every path of every case has been timed: see warm_path)
@@ -103,9 +104,12 @@ def run_pass(path, steps, bufs, clock, on_out=None):
         st.load(bufs)
         clock.sync()
         e0, e1 = clock.event(), clock.event()
-        t0 = time.perf_counter()
+        # e0 is recorded before the wall clock starts: an engine records no event before its
+        # step, and on a slow host one record from Python took 10-30 us, which the GPU (idle until
+        # the step's first launch) would have waited for inside every path's wall time.
         if e0 is not None:
             e0.record()
+        t0 = time.perf_counter()
         out0 = path.run_step(st)
         if e1 is not None:
             e1.record()
