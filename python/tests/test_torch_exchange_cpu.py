@@ -123,7 +123,9 @@ def test_switched_off_by_environment_same_results():
         "sys.stdout.buffer.write(a.run(q, k, v).float().numpy().tobytes())\n")
     outs = {}
     for flag in ("0", "1"):
-        env = dict(os.environ, MLAKIT_TORCH_EXCHANGE=flag)
+        # The child imports mlakit from where this process found it (conftest's sys.path), as the
+        # test further down does, not only when PYTHONPATH happens to be set.
+        env = dict(os.environ, MLAKIT_TORCH_EXCHANGE=flag, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
         r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, check=True)
         first, rest = r.stdout.split(b"\n", 1)
         outs[flag] = (int(first), rest)
