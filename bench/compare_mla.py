@@ -105,8 +105,8 @@ def run_pass(path, steps, bufs, clock, on_out=None):
         clock.sync()
         e0, e1 = clock.event(), clock.event()
         # e0 is recorded before the wall clock starts: an engine records no event before its
-        # step, and on a slow host one record from Python took 10-30 us, which the GPU (idle until
-        # the step's first launch) would have waited for inside every path's wall time.
+        # step, and one record from Python took 7.6-11.6 us on the H200's host (session 30), which
+        # the GPU (idle until the step's first launch) waited for inside every path's wall time.
         if e0 is not None:
             e0.record()
         t0 = time.perf_counter()
