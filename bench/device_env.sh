@@ -24,6 +24,9 @@
 #   record DIR  the numbers of record beside the peers (scripts/gpu-check's flashinfer and
 #               compare steps on the binding in build-py; needs `binding` and a carried .peers),
 #               summary in DIR/summary.txt
+#   mla_record DIR [ARGS...]
+#               bench/compare_mla.py ARGS (cases, paths) into DIR: compare_mla.log and
+#               compare_mla.json.gz; prints its exit status and the per-path totals and target lines
 DEVICE_ENV_T0=$(date +%s)
 el() { echo "[$(( $(date +%s) - DEVICE_ENV_T0 )) s] $*"; }
 if [ -z "${MLAKIT_GIT_COMMIT:-}" ] && [ -s carry1/COMMIT ]; then
@@ -56,6 +59,18 @@ record() {
   rm -f "$dir/tests.log" "$dir/build.log"
   grep -E '^\s+compare ' "$dir/summary.txt"
   sed -n '/^| workload | mlakit ms/,/^$/p' "$dir/summary.txt"
+}
+mla_record() {
+  local dir=$1 rc
+  shift
+  mkdir -p "$dir"
+  timeout "${MLA_RECORD_TIMEOUT:-240}" python3 bench/compare_mla.py --json "$dir/compare_mla.json" "$@" \
+    > "$dir/compare_mla.log" 2>&1
+  rc=$?
+  echo "compare_mla rc=$rc"
+  grep -E ": met|: MISSED|total .* ms wall" "$dir/compare_mla.log" | tail -24
+  [ -f "$dir/compare_mla.json" ] && gzip -f "$dir/compare_mla.json"
+  return 0
 }
 for device_env_step in "$@"; do
   case "$device_env_step" in

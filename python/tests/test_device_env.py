@@ -1,10 +1,14 @@
-"""bench/device_env.sh's ab_rounds: the A/B block the device scripts share. Run here with stand-in
-binaries that print mlakit-bench table rows, so the rows it keeps, the build it names each row
-by, the round order and the per-workload summary are checked without a GPU."""
+"""bench/device_env.sh's ab_rounds and mla_record: the blocks the device scripts share. ab_rounds
+runs here with stand-in binaries that print mlakit-bench table rows, so the rows it keeps, the
+build it names each row by, the round order and the per-workload summary are checked without a
+GPU; mla_record runs compare_mla.py's CPU smoke mode."""
+import gzip
+import json
 import os
 import shutil
 import stat
 import subprocess
+import sys
 
 import pytest
 
@@ -66,3 +70,26 @@ def test_arguments_after_the_separator_replace_the_defaults(fakes):
     summary, rows = run_ab(tmp_path, ["1", a, "--", "--workload", "1x999", "--iters", "5"])
     assert len(rows) == 2 and summary[0].startswith("100x999 mb-a ")
     assert open(a + ".args").read().strip() == "--workload 1x999 --iters 5"
+
+
+def test_mla_record_keeps_the_log_and_the_gzipped_json(tmp_path):
+    if shutil.which("bash") is None:
+        pytest.skip("no bash")
+    pytest.importorskip("torch")
+    out_dir = tmp_path / "mla"
+    script = (f"source bench/device_env.sh > /dev/null; mla_record {out_dir} --smoke --device cpu "
+              "--cases 1:8192 --paths fa2_vllm,mlakit_step --no-profile")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+    out = subprocess.run(["bash", "-c", script], cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[0] == "compare_mla rc=0", (out.stdout, (out_dir / "compare_mla.log").read_text()[-2000:])
+    # The per-path totals and the target lines, from the log it kept.
+    assert any("mlakit_step" in ln and " ms wall" in ln for ln in lines[1:])
+    assert any(ln.rstrip().endswith(": met") or ": MISSED" in ln for ln in lines[1:])
+    assert (out_dir / "compare_mla.log").stat().st_size > 0
+    assert not (out_dir / "compare_mla.json").exists()
+    with gzip.open(out_dir / "compare_mla.json.gz", "rt") as f:
+        cases = json.load(f)["cases"]
+    assert [(c["requests"], c["budget"]) for c in cases] == [(1, 8192)]
+    assert set(cases[0]["paths"]) == {"fa2_vllm", "mlakit_step"}

@@ -13,10 +13,7 @@ grep -m1 "PDL launches" /tmp/device_env_pybuild.txt
 nvidia-smi --query-gpu=clocks.sm,power.draw,temperature.gpu --format=csv,noheader
 record $OUT/record
 el record
-timeout 240 python3 bench/compare_mla.py --cases 1:8192,100:8192,100:2048 \
-  --paths fa2_vllm,flashinfer_fa3,mlakit_step_graph,mlakit_step_graph_native \
-  --json $OUT/compare_mla.json > $OUT/compare_mla.log 2>&1; echo "compare_mla rc=$?"
-grep -E ": met|: MISSED|total .* ms wall" $OUT/compare_mla.log | tail -24
+mla_record $OUT --cases 1:8192,100:8192,100:2048 \
+  --paths fa2_vllm,flashinfer_fa3,mlakit_step_graph,mlakit_step_graph_native
 el compare_mla
-gzip -f $OUT/compare_mla.json
 tar czf $OUT/record.tgz -C $OUT record && cp $OUT/record/summary.txt $OUT/record_summary.txt && rm -rf $OUT/record
