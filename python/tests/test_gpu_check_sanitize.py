@@ -1,0 +1,88 @@
+"""scripts/gpu-check's sanitize step, run here with a stand-in compute-sanitizer on PATH: which
+gtest filter each tool gets in which process (racecheck without the tests that run a cuBLASLt
+GEMM; the merge kernel's tests in a second process per tool, SANITIZE_SOLO_FILTER), that the
+passed counts and every process's summary reach the summary, and that one failing process fails
+the step."""
+import os
+import shutil
+import stat
+import subprocess
+
+import pytest
+
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+
+# Logs "<tool> <filter>" per call, prints gtest's closing line and a sanitizer summary; exits 9
+# (with one error) when FAIL_ON names the tool and the filter holds FAIL_IF.
+FAKE_SANITIZER = r"""#!/bin/bash
+tool=; filter=
+for a in "$@"; do
+  case "$a" in --gtest_filter=*) filter=${a#--gtest_filter=} ;; esac
+done
+while [ $# -gt 0 ]; do [ "$1" = --tool ] && tool=$2; shift; done
+echo "$tool $filter" >> "$SAN_LOG"
+n=$(tr ':' '\n' <<< "$filter" | wc -l)
+echo "[  PASSED  ] $n tests."
+if [ "$tool" = "${FAIL_ON:-}" ] && [[ "$filter" == *"${FAIL_IF:-@}"* ]]; then
+  echo "========= ERROR SUMMARY: 1 error"; exit 9
+fi
+echo "========= ERROR SUMMARY: 0 errors"
+"""
+
+
+def run_sanitize(tmp_path, **env_extra):
+    if shutil.which("bash") is None:
+        pytest.skip("no bash")
+    bin_dir = tmp_path / "bin"
+    build = tmp_path / "build"
+    bin_dir.mkdir()
+    build.mkdir()
+    for path, text in ((bin_dir / "compute-sanitizer", FAKE_SANITIZER),
+                       (build / "mlakit_gpu_tests", "#!/bin/sh\nexit 1\n")):
+        path.write_text(text)
+        path.chmod(path.stat().st_mode | stat.S_IXUSR)
+    log = tmp_path / "san.log"
+    env = dict(os.environ, PATH=f"{bin_dir}:{os.environ['PATH']}", SAN_LOG=str(log),
+               MLAKIT_SKIP_BUILD="1", MLAKIT_BUILD_DIR=str(build), GPU_CHECK_STEPS="sanitize",
+               MLAKIT_GIT_COMMIT="test", **env_extra)
+    out = tmp_path / "out"
+    proc = subprocess.run(["bash", os.path.join(REPO, "scripts", "gpu-check"), str(out)], env=env,
+                          capture_output=True, text=True, timeout=120)
+    calls = [line.split(" ", 1) for line in log.read_text().splitlines()]
+    return proc, calls, (out / "summary.txt").read_text()
+
+
+def test_each_tool_runs_the_filter_then_the_merge_tests_in_a_second_process(tmp_path):
+    proc, calls, summary = run_sanitize(tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert [tool for tool, _ in calls] == ["memcheck", "memcheck", "racecheck", "racecheck",
+                                           "synccheck", "synccheck"]
+    for i in (1, 3, 5):
+        assert calls[i][1] == "Types/CudaMerge.*"
+    for tool, filt in (calls[0], calls[4]):
+        assert "CudaMlaGemm" in filt and "CudaMlaStep" in filt and "CudaPrefill" in filt, tool
+        assert "CudaMerge" not in filt
+    race = calls[2][1]
+    assert "CudaPrefill" in race and "CudaMlaGatherOp" in race
+    for name in ("CudaMlaGemm", "CudaMlaStep", "CudaMlaGraph"):
+        assert name not in race
+    main_tests = calls[0][1].count(":") + 1
+    line = next(l for l in summary.splitlines() if "sanitize memcheck:" in l)
+    assert f"{main_tests + 1} tests passed" in line
+    assert line.endswith("ERROR SUMMARY: 0 errors; ERROR SUMMARY: 0 errors")
+    assert "sanitize: ok" in summary
+
+
+def test_a_failing_second_process_fails_the_step(tmp_path):
+    proc, calls, summary = run_sanitize(tmp_path, FAIL_ON="synccheck", FAIL_IF="CudaMerge")
+    assert proc.returncode != 0
+    assert len(calls) == 6  # the tools after a failure still run
+    line = next(l for l in summary.splitlines() if "sanitize synccheck:" in l)
+    assert "exit 9" in line and "1 error" in line
+    assert "sanitize: FAILED (exit 9)" in summary
+
+
+def test_an_empty_solo_filter_runs_one_process_per_tool(tmp_path):
+    proc, calls, _ = run_sanitize(tmp_path, SANITIZE_SOLO_FILTER="", SANITIZE_TOOLS="memcheck")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert len(calls) == 1 and calls[0][0] == "memcheck"
