@@ -486,6 +486,8 @@ def main(argv=None):
     ap.add_argument("--layers", type=int, default=None, help="default 27 (--smoke 2)")
     ap.add_argument("--heads", type=int, default=16)
     ap.add_argument("--block-size", type=int, default=16)
+    ap.add_argument("--bucket-step", type=int, default=S.GRAPH_BUCKET_COARSE,
+                    help="graph paths: rows per CUDA-graph bucket above 1024 (mlakit-bench seed --bucket-step)")
     ap.add_argument("--paths", default=None,
                     help="comma-separated (default: fa2_vllm, flashinfer_fa3, flashinfer_fa2, mlakit_step, "
                     "mlakit_step_graph; also mlakit_kernel_in_vllm_path[_graph])")
@@ -555,11 +557,12 @@ def main(argv=None):
     model = M.ModelData(cfg, cap_tokens, tables.num_blocks, dev, seed=args.seed)
     caps = P.Capacity(max(st.batch for sc in scheds.values() for st in sc), cap_tokens,
                       max(1, max(st.context_tokens for sc in scheds.values() for st in sc)),
-                      tables.max_blocks, tables.num_blocks)
+                      tables.max_blocks, tables.num_blocks, bucket_step=args.bucket_step)
     bufs = M.CommonBuffers(caps.max_batch, cap_tokens, tables.max_blocks, dev)
     log(f"model: {cfg.layers} layers, H={cfg.heads}, latent {cfg.latent}, block size {cfg.block_size}, "
         f"{tables.num_blocks} cache blocks/layer, input buffers for {cap_tokens} tokens "
-        f"({time.perf_counter() - t0:.1f} s to allocate)")
+        f"({time.perf_counter() - t0:.1f} s to allocate); graph buckets: 256-row steps to 1024, "
+        f"then {args.bucket_step}")
     clock = Clock(torch, dev)
 
     # Paths are built once and reused across cases (graphs keyed by shape carry over).
@@ -655,7 +658,8 @@ def main(argv=None):
                "config": {"layers": cfg.layers, "heads": cfg.heads, "kv_lora_rank": cfg.kv_lora_rank,
                           "qk_nope": cfg.qk_nope, "qk_rope": cfg.qk_rope, "v_head": cfg.v_head,
                           "block_size": cfg.block_size, "sm_scale": cfg.sm_scale, "merge": merge_kind,
-                          "fi_indptr": args.fi_indptr, "reps": args.reps, "warmup_reps": args.warmup_reps},
+                          "fi_indptr": args.fi_indptr, "reps": args.reps, "warmup_reps": args.warmup_reps,
+                          "bucket_step": args.bucket_step},
                "method": __doc__.split("Per step,", 1)[1].split("    python3", 1)[0].strip(),
                "small_check": small, "cases": out_cases, "targets": targets}
         os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)

@@ -55,9 +55,12 @@ class Skip(Exception):
 
 
 class Capacity:
-    def __init__(self, max_batch, max_tokens, max_ctx_tokens, max_blocks, num_blocks):
+    # bucket_step: the graph paths' rows per bucket above 1024 (seed_schedule.graph_bucket).
+    def __init__(self, max_batch, max_tokens, max_ctx_tokens, max_blocks, num_blocks,
+                 bucket_step=S.GRAPH_BUCKET_COARSE):
         self.max_batch, self.max_tokens = max_batch, max_tokens
         self.max_ctx_tokens, self.max_blocks, self.num_blocks = max_ctx_tokens, max_blocks, num_blocks
+        self.bucket_step = bucket_step
 
 
 class Path:
@@ -364,8 +367,8 @@ class MlakitStepGraphPath(MlakitStepPath):
     """mlakit's MLA step, re-planned per step, all layers replayed from one CUDA graph per token bucket."""
     name = "mlakit_step_graph"
 
-    # The bucket of a step is seed_schedule.graph_bucket(context + new tokens, workspace rows), the
-    # rule mlakit-bench seed uses. A step is planned with graph_rows = its bucket, which sizes the
+    # The bucket of a step is seed_schedule.graph_bucket(context + new tokens, workspace rows,
+    # caps.bucket_step), the rule mlakit-bench seed uses. A step is planned with graph_rows = its bucket, which sizes the
     # host-sized launches (gather, up-projection GEMM) for that many rows; the inputs are views of
     # the first min(bucket, capacity) rows of the fixed input buffers (the cache write's grid is
     # sized by them). Graphs are captured lazily, the first time a bucket is seen: in
@@ -383,7 +386,7 @@ class MlakitStepGraphPath(MlakitStepPath):
         self.host_split = []    # per run_step: (plan us, replay us)
 
     def bucket(self, st):
-        return S.graph_bucket(st.T + st.ctx_total, self.rows_cap)
+        return S.graph_bucket(st.T + st.ctx_total, self.rows_cap, self.caps.bucket_step)
 
     def plan(self, st):
         self._plan(st, self.bucket(st))

@@ -45,6 +45,8 @@ graph-replayed. Defaults: DeepSeek-Coder-V2-Lite (27 layers, 16 heads, latent 51
                         per bucket of context + new rows (256-row steps to 1024, then 1024-row
                         steps, capped at budget + largest context), captured before the timed
                         passes; each step re-planned with graph_rows = its bucket, then replayed
+  --bucket-step S       graph mode: rows per bucket above 1024 (default 1024); the padding up to a
+                        bucket is up-projection and gather work on rows nothing reads
   --reps R              timed passes over the whole schedule, median per step (default 3 cuda, 1 cpu)
   --device cpu|cuda|auto
   --per-step            also print every step's timings
@@ -61,6 +63,7 @@ graph-replayed. Defaults: DeepSeek-Coder-V2-Lite (27 layers, 16 heads, latent 51
 struct SeedArgs {
   std::vector<int> requests, budgets;
   int prompt = 999, layers = -1, heads = 16, block_size = 16, reps = -1;
+  int64_t bucket_step = kGraphBucketStepAbove;
   std::vector<std::string> modes;
   std::string device = "auto", json;
   bool per_step = false, check = true, host_probe = false, upload_in_run = false;
@@ -109,6 +112,7 @@ SeedArgs parse(int argc, char** argv) {
     else if (o == "--layers") a.layers = to_int(need(i), "--layers");
     else if (o == "--heads") a.heads = to_int(need(i), "--heads");
     else if (o == "--block-size") a.block_size = to_int(need(i), "--block-size");
+    else if (o == "--bucket-step") a.bucket_step = to_int(need(i), "--bucket-step");
     else if (o == "--modes") a.modes = split(need(i));
     else if (o == "--reps") a.reps = to_int(need(i), "--reps");
     else if (o == "--device") a.device = need(i);
@@ -153,6 +157,7 @@ CaseResult run_case(const SeedArgs& a, Device dev, int n, int budget, const std:
   cr.budget = budget;
   cr.mode = mode;
   cr.upload_in_run = a.upload_in_run;
+  cr.bucket_step = mode == "graph" ? a.bucket_step : 0;
   cr.layers = layers;
   cr.steps = seed_schedule(n, a.prompt, budget);
   int64_t max_ctx = 0;
@@ -202,7 +207,7 @@ CaseResult run_case(const SeedArgs& a, Device dev, int n, int budget, const std:
   std::vector<int64_t> bucket(inputs.size(), 0), rows(inputs.size(), 0);
   for (size_t i = 0; i < inputs.size(); ++i) {
     const SeedStep& s = cr.steps[i];
-    bucket[i] = graph ? graph_bucket(s.tokens + s.context, cfg.workspace_rows) : 0;
+    bucket[i] = graph ? graph_bucket(s.tokens + s.context, cfg.workspace_rows, a.bucket_step) : 0;
     rows[i] = graph ? std::min<int64_t>(bucket[i], budget) : s.tokens;
   }
   auto options = [&](size_t i) {

@@ -72,6 +72,7 @@ void print_case(const CaseResult& c, int prompt, int heads, bool per_step, const
     std::string b;
     for (size_t i = 0; i < c.graph_buckets.size(); ++i) b += (i ? "," : "") + std::to_string(c.graph_buckets[i]);
     print_line("CUDA graphs (one per bucket of rows):", std::to_string(c.graph_buckets.size()) + " [" + b + "]");
+    print_line("  rows per bucket above 1024:", std::to_string(c.bucket_step));
     print_line("  captured in (ms) / device memory (MB):", fmt(c.capture_ms, 1) + " / " + fmt(c.graph_mem_mb, 1));
   }
   print_line("Total step time, wall (ms):", fmt(total_wall));
@@ -125,6 +126,7 @@ std::string case_json(const CaseResult& c, int prompt, int heads) {
          for (size_t i = 0; i < c.graph_buckets.size(); ++i) b += (i ? ", " : "") + std::to_string(c.graph_buckets[i]);
          return b;
        }() << "]"
+    << ", \"bucket_step\": " << c.bucket_step
     << ", \"graph_mem_mb\": " << json_num(c.graph_mem_mb) << ", \"capture_ms\": " << json_num(c.capture_ms)
     << ", \"create_ms\": " << json_num(c.create_ms)
     << ", \"total_wall_ms\": " << json_num(std::accumulate(wall.begin(), wall.end(), 0.0))
