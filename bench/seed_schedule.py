@@ -114,14 +114,13 @@ class BlockTables:
 # (N=1 at budget 8192 planned with G = budget + context ran 2x slower than eager on the H200).
 # Engines therefore capture one graph per bucket of token counts (vLLM: 1, 2, 4, multiples of 8 to
 # 256, then of 16 to 512, for decode; larger steps run eagerly). Prefill steps are large, so the
-# buckets here are coarser: multiples of 256 rows up to 1024, then multiples of `step_above`
-# (1024 by default), never above the cap (the step's workspace rows = budget + largest context,
-# where every step fits). Padding is < 256 rows below 1024 and < step_above above; with 1024 a
-# budget-8192 schedule needs at most ~13 graphs. The padding is up-projection and gather work on
-# rows nothing reads (attention runs the plan's lengths): at N=100 4.5% of the rows at budget
-# 8192 and 20% at 2048 with 1024-row steps, 1.2% and 4.5% with 256.
+# buckets here are coarser: multiples of 256 rows, up to 1024 and then of `step_above` (256 by
+# default), never above the cap (the step's workspace rows = budget + largest context, where
+# every step fits). The padding is up-projection and gather work on rows nothing reads (attention
+# runs the plan's lengths): at N=100 1.2% of the rows at budget 8192 and 4.5% at 2048 with
+# 256-row steps (6 and 5 graphs); with 1024-row steps (until session 32) 4.5% and 20% (3 and 2).
 # The same rule is in tools/seed_schedule.cc (graph_bucket), so C++ and Python replay alike.
-GRAPH_BUCKET_FINE, GRAPH_BUCKET_FINE_UNTIL, GRAPH_BUCKET_COARSE = 256, 1024, 1024
+GRAPH_BUCKET_FINE, GRAPH_BUCKET_FINE_UNTIL, GRAPH_BUCKET_COARSE = 256, 1024, 256
 
 
 def graph_bucket(rows: int, cap: int, step_above: int = GRAPH_BUCKET_COARSE) -> int:

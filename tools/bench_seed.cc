@@ -42,10 +42,10 @@ graph-replayed. Defaults: DeepSeek-Coder-V2-Lite (27 layers, 16 heads, latent 51
   --heads H             attention heads (16; DeepSeek-V3: 128)
   --block-size S        paged cache block size (default 16)
   --modes M[,M...]      eager, graph (default both on cuda; eager on cpu). graph: one CUDA graph
-                        per bucket of context + new rows (256-row steps to 1024, then 1024-row
-                        steps, capped at budget + largest context), captured before the timed
+                        per bucket of context + new rows (256-row steps, capped at budget +
+                        largest context; see --bucket-step), captured before the timed
                         passes; each step re-planned with graph_rows = its bucket, then replayed
-  --bucket-step S       graph mode: rows per bucket above 1024 (default 1024); the padding up to a
+  --bucket-step S       graph mode: rows per bucket above 1024 (default 256); the padding up to a
                         bucket is up-projection and gather work on rows nothing reads
   --reps R              timed passes over the whole schedule, median per step (default 3 cuda, 1 cpu)
   --device cpu|cuda|auto

@@ -32,15 +32,15 @@ std::vector<SeedStep> seed_schedule(int requests, int prompt_tokens, int budget,
 // budget 8192 planned with G = budget + context took 2.63 ms per step on the H200, eager 1.31).
 // Engines capture one graph per bucket of token counts (vLLM: 1, 2, 4, multiples of 8 to 256,
 // then of 16 to 512, for decode). Prefill steps are large, so these buckets are coarser:
-// multiples of 256 rows up to 1024, then multiples of `step_above` (1024 by default), never above
-// `cap` (the workspace rows, budget + largest context, where every step fits as one launch).
-// Padding stays under 256 rows below 1024 and under `step_above` above; with 1024 a budget-8192
-// schedule needs at most 13 graphs. The padding is up-projection and gather work on rows nothing
-// reads (the attention runs the plan's lengths): 4.5% of the rows at N = 100, budget 8192, and
-// 20% at budget 2048 with 1024-row steps; 1.2% and 4.5% with 256.
+// multiples of 256 rows, up to 1024 and then of `step_above` (256 by default), never above `cap`
+// (the workspace rows, budget + largest context, where every step fits as one launch). The
+// padding is up-projection and gather work on rows nothing reads (the attention runs the plan's
+// lengths): at N = 100, 1.2% of the rows at budget 8192 and 4.5% at 2048 with 256-row steps, which
+// take 6 and 5 graphs; with 1024-row steps (the rule until session 32) 4.5% and 20% in 3 and 2
+// graphs, and the graph-replayed step measured 1.0% and 2.9% slower (C++, docs/perf-notes.md).
 // bench/seed_schedule.py (graph_bucket) has the same rule, so bench/compare_mla.py replays alike.
 // Throws std::invalid_argument when rows > cap or step_above < 1.
-constexpr int64_t kGraphBucketStepAbove = 1024;
+constexpr int64_t kGraphBucketStepAbove = 256;
 int64_t graph_bucket(int64_t rows, int64_t cap, int64_t step_above = kGraphBucketStepAbove);
 
 }  // namespace mlakit_bench

@@ -71,23 +71,23 @@ TEST(SeedSchedule, CutRequestContinuesWithContext) {
 }
 
 // Graph buckets (the rule bench/seed_schedule.py's graph_bucket repeats): 256-row steps to 1024,
-// then steps of `step_above` rows (1024 by default), capped; every step of the seed's schedules
+// then steps of `step_above` rows (256 by default), capped; every step of the seed's schedules
 // fits its bucket.
 TEST(SeedSchedule, GraphBuckets) {
   EXPECT_EQ(graph_bucket(1, 8192), 256);
   EXPECT_EQ(graph_bucket(256, 8192), 256);
   EXPECT_EQ(graph_bucket(257, 8192), 512);
   EXPECT_EQ(graph_bucket(999, 8192), 1024);
-  EXPECT_EQ(graph_bucket(1025, 8192), 2048);
+  EXPECT_EQ(graph_bucket(1025, 8192), 1280);
   EXPECT_EQ(graph_bucket(8192, 8993), 8192);
-  EXPECT_EQ(graph_bucket(8193, 8993), 8993);  // capped at the workspace rows
+  EXPECT_EQ(graph_bucket(8392, 8993), 8448);
+  EXPECT_EQ(graph_bucket(8961, 8993), 8993);  // capped at the workspace rows
   EXPECT_EQ(graph_bucket(100, 200), 200);
   EXPECT_THROW(graph_bucket(9000, 8993), std::invalid_argument);
-  // Finer steps above 1024 (--bucket-step): the fine region below 1024 is unchanged.
-  EXPECT_EQ(graph_bucket(999, 8192, 256), 1024);
-  EXPECT_EQ(graph_bucket(1025, 8192, 256), 1280);
-  EXPECT_EQ(graph_bucket(8392, 8993, 256), 8448);
-  EXPECT_EQ(graph_bucket(8993, 8993, 256), 8993);
+  // Other steps above 1024 (--bucket-step): the region up to 1024 keeps 256-row steps.
+  EXPECT_EQ(graph_bucket(999, 8192, 1024), 1024);
+  EXPECT_EQ(graph_bucket(1025, 8192, 1024), 2048);
+  EXPECT_EQ(graph_bucket(8193, 8993, 1024), 8993);
   EXPECT_EQ(graph_bucket(2049, 8192, 100), 2100);
   EXPECT_THROW(graph_bucket(2049, 8192, 0), std::invalid_argument);
   struct Case {
@@ -95,9 +95,9 @@ TEST(SeedSchedule, GraphBuckets) {
     std::set<int64_t> want;  // as `python3 bench/seed_schedule.py [--bucket-step S]` prints them
     int64_t step = kGraphBucketStepAbove;
   };
-  for (const Case& c : {Case{1, 8192, {1024}}, Case{100, 8192, {2048, 8192, 8993}}, Case{100, 2048, {2048, 2999}},
-                        Case{100, 8192, {2048, 8192, 8448, 8704, 8960, 8993}, 256},
-                        Case{100, 2048, {2048, 2304, 2560, 2816, 2999}, 256}}) {
+  for (const Case& c : {Case{1, 8192, {1024}}, Case{100, 8192, {2048, 8192, 8448, 8704, 8960, 8993}},
+                        Case{100, 2048, {2048, 2304, 2560, 2816, 2999}},
+                        Case{100, 8192, {2048, 8192, 8993}, 1024}, Case{100, 2048, {2048, 2999}, 1024}}) {
     const auto steps = seed_schedule(c.n, 999, c.budget);
     int64_t max_ctx = 0;
     for (const SeedStep& s : steps) max_ctx = std::max(max_ctx, s.context);
