@@ -275,13 +275,14 @@ def warm_path(M, path, steps, bufs, clock, model, args, refs):
     return errs, warm_s
 
 
-def time_paths(paths, steps, bufs, clock, reps):
+def time_paths(paths, steps, bufs, clock, reps, rest_s=0.0):
     """{name: [pass, ...]}: --reps timed passes of every path, taken in turns (round r starts at
     path r mod n), so that whatever drifts over the run (the GPU's temperature and with it its
     clock under the power cap, the host's state) falls on every path alike. Run one path's passes
     after another's instead and the second reads slower: session 29 measured mlakit's two graph
     paths 1.6-4.9% apart at N=100, the slower one always the one run second. A path whose pass
-    raises is dropped: {name: exception}."""
+    raises is dropped: {name: exception}. rest_s > 0: the GPU idles that long before every pass
+    (after a sync), so each pass starts from a rested GPU, as after a host-bound path's pass."""
     names = list(paths)
     passes, failed = {n: [] for n in names}, {}
     for r in range(reps):
@@ -290,6 +291,9 @@ def time_paths(paths, steps, bufs, clock, reps):
             if name in failed:
                 continue
             try:
+                if rest_s > 0:
+                    clock.sync()
+                    time.sleep(rest_s)
                 passes[name].append(run_pass(paths[name], steps, bufs, clock))
             except Exception as ex:  # noqa: BLE001
                 failed[name] = ex
@@ -493,6 +497,9 @@ def main(argv=None):
                     "mlakit_step_graph; also mlakit_kernel_in_vllm_path[_graph])")
     ap.add_argument("--reps", type=int, default=None, help="timed passes over the schedule (default 5; --smoke 1)")
     ap.add_argument("--warmup-reps", type=int, default=1)
+    ap.add_argument("--rest-ms", type=float, default=0.0,
+                    help="the GPU idles this long before every timed pass (0: passes back to back, "
+                    "each path after another's)")
     ap.add_argument("--no-profile", action="store_true", help="skip the profiled pass (no busy time)")
     ap.add_argument("--merge", choices=["compiled", "eager"], default="compiled",
                     help="LSE merge of the PyTorch paths: torch.compile'd (fused, like vLLM's kernel) or eager")
@@ -599,7 +606,8 @@ def main(argv=None):
             except Exception as ex:  # noqa: BLE001
                 path_failed(case, name, ex)
             clock.sync()
-        passes, failed = time_paths({k: paths[k] for k in warm}, steps, bufs, clock, args.reps)
+        passes, failed = time_paths({k: paths[k] for k in warm}, steps, bufs, clock, args.reps,
+                                    args.rest_ms / 1e3)
         for name, ex in failed.items():
             path_failed(case, name, ex, trace=False)  # time_paths printed its traceback
         for name in warm:
@@ -659,6 +667,7 @@ def main(argv=None):
                           "qk_nope": cfg.qk_nope, "qk_rope": cfg.qk_rope, "v_head": cfg.v_head,
                           "block_size": cfg.block_size, "sm_scale": cfg.sm_scale, "merge": merge_kind,
                           "fi_indptr": args.fi_indptr, "reps": args.reps, "warmup_reps": args.warmup_reps,
+                          "rest_ms": args.rest_ms,
                           "bucket_step": args.bucket_step},
                "method": __doc__.split("Per step,", 1)[1].split("    python3", 1)[0].strip(),
                "small_check": small, "cases": out_cases, "targets": targets}
