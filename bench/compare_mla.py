@@ -97,9 +97,10 @@ class Clock:
         return self.torch.cuda.Event(enable_timing=True) if self.cuda else None
 
     def heat(self, seconds):
-        """Keeps the GPU busy with bf16 matrix products for about `seconds`, then syncs: the next
-        pass starts under the power cap, as inside an engine's forward pass, whose other layers
-        keep the GPU busy (session 32: mlakit's N=100 step reads ~5% faster from a rested GPU)."""
+        """Keeps the GPU busy with bf16 matrix products for about `seconds`, then syncs, so the
+        next pass starts under the power cap (an engine's other layers keep the GPU busy; mlakit's
+        N=100 step reads ~5% faster from a rested GPU). A stress reading, not a steady state: after
+        200 ms of it the clock was still low and the host's calls slow (session 32, call 8)."""
         if not self.cuda or seconds <= 0:
             return
         t = self.torch
@@ -511,7 +512,7 @@ def main(argv=None):
     ap.add_argument("--layers", type=int, default=None, help="default 27 (--smoke 2)")
     ap.add_argument("--heads", type=int, default=16)
     ap.add_argument("--block-size", type=int, default=16)
-    ap.add_argument("--bucket-step", type=int, default=S.GRAPH_BUCKET_COARSE,
+    ap.add_argument("--bucket-step", type=int, default=S.GRAPH_BUCKET_STEP_ABOVE,
                     help="graph paths: rows per CUDA-graph bucket above 1024 (mlakit-bench seed --bucket-step)")
     ap.add_argument("--paths", default=None,
                     help="comma-separated (default: fa2_vllm, flashinfer_fa3, flashinfer_fa2, mlakit_step, "

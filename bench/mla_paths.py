@@ -57,7 +57,7 @@ class Skip(Exception):
 class Capacity:
     # bucket_step: the graph paths' rows per bucket above 1024 (seed_schedule.graph_bucket).
     def __init__(self, max_batch, max_tokens, max_ctx_tokens, max_blocks, num_blocks,
-                 bucket_step=S.GRAPH_BUCKET_COARSE):
+                 bucket_step=S.GRAPH_BUCKET_STEP_ABOVE):
         self.max_batch, self.max_tokens = max_batch, max_tokens
         self.max_ctx_tokens, self.max_blocks, self.num_blocks = max_ctx_tokens, max_blocks, num_blocks
         self.bucket_step = bucket_step
@@ -368,10 +368,10 @@ class MlakitStepGraphPath(MlakitStepPath):
     name = "mlakit_step_graph"
 
     # The bucket of a step is seed_schedule.graph_bucket(context + new tokens, workspace rows,
-    # caps.bucket_step), the rule mlakit-bench seed uses. A step is planned with graph_rows = its bucket, which sizes the
-    # host-sized launches (gather, up-projection GEMM) for that many rows; the inputs are views of
-    # the first min(bucket, capacity) rows of the fixed input buffers (the cache write's grid is
-    # sized by them). Graphs are captured lazily, the first time a bucket is seen: in
+    # caps.bucket_step), the rule mlakit-bench seed uses. A step is planned with graph_rows = its
+    # bucket, which sizes the host-sized launches (gather, up-projection GEMM) for that many rows;
+    # the inputs are views of the first min(bucket, capacity) rows of the fixed input buffers (the
+    # cache write's grid is sized by them). Graphs are captured lazily, the first time a bucket is seen: in
     # bench/compare_mla.py that is the warm-up pass, so the timed passes only plan and replay.
 
     def setup(self):

@@ -120,10 +120,10 @@ class BlockTables:
 # runs the plan's lengths): at N=100 1.2% of the rows at budget 8192 and 4.5% at 2048 with
 # 256-row steps (6 and 5 graphs); with 1024-row steps (until session 32) 4.5% and 20% (3 and 2).
 # The same rule is in tools/seed_schedule.cc (graph_bucket), so C++ and Python replay alike.
-GRAPH_BUCKET_FINE, GRAPH_BUCKET_FINE_UNTIL, GRAPH_BUCKET_COARSE = 256, 1024, 256
+GRAPH_BUCKET_FINE, GRAPH_BUCKET_FINE_UNTIL, GRAPH_BUCKET_STEP_ABOVE = 256, 1024, 256
 
 
-def graph_bucket(rows: int, cap: int, step_above: int = GRAPH_BUCKET_COARSE) -> int:
+def graph_bucket(rows: int, cap: int, step_above: int = GRAPH_BUCKET_STEP_ABOVE) -> int:
     """The graph_rows bucket of a step attending `rows` rows (context + new tokens), <= cap."""
     if rows > cap:
         raise ValueError(f"step rows {rows} exceed the graph cap {cap}")
@@ -177,7 +177,7 @@ def main():
     ap.add_argument("--requests", type=int, default=100)
     ap.add_argument("--prompt", type=int, default=999)
     ap.add_argument("--budget", type=int, default=8192)
-    ap.add_argument("--bucket-step", type=int, default=GRAPH_BUCKET_COARSE,
+    ap.add_argument("--bucket-step", type=int, default=GRAPH_BUCKET_STEP_ABOVE,
                     help="rows per CUDA-graph bucket above 1024")
     args = ap.parse_args()
     steps = build_schedule([args.prompt] * args.requests, args.budget)
