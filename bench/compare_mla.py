@@ -315,7 +315,8 @@ def time_paths(paths, steps, bufs, clock, reps, rest_s=0.0, heat_s=0.0):
                 if rest_s > 0:
                     clock.sync()
                     time.sleep(rest_s)
-                clock.heat(heat_s)
+                if heat_s > 0:
+                    clock.heat(heat_s)
                 passes[name].append(run_pass(paths[name], steps, bufs, clock))
             except Exception as ex:  # noqa: BLE001
                 failed[name] = ex

@@ -1,6 +1,6 @@
 """bench/compare_mla.py's timed passes: taken in turns across the paths (a path run after another's
-passes reads slower under the GPU's power cap, session 29), and a path that raises is dropped
-without costing the others their passes."""
+passes reads slower under the GPU's power cap, session 29), a path that raises is dropped
+without costing the others their passes, and --rest-ms / --heat-ms precede every pass."""
 import os
 import sys
 
@@ -56,3 +56,28 @@ def test_a_failing_path_is_dropped_and_the_others_keep_their_passes():
     case = {"paths": {}}
     C.path_failed(case, "b", failed["b"], trace=False)
     assert case["paths"]["b"] == {"skipped": "error: RuntimeError: boom"}
+
+
+
+def test_rest_and_heat_precede_every_pass(monkeypatch):
+    order = []
+
+    class _HeatClock(_Clock):
+        def sync(self):
+            order.append("sync")
+
+        def heat(self, seconds):
+            order.append(("heat", seconds))
+
+    monkeypatch.setattr(C.time, "sleep", lambda s: order.append(("sleep", s)))
+    paths = {n: _Path(n, order) for n in "ab"}
+    C.time_paths(paths, [_Step()], None, _HeatClock(), 2, rest_s=0.3, heat_s=0.2)
+    # Per pass: the rest (after a sync), then the heat, then run_pass's sync, the step, its sync.
+    want = []
+    for name in "abba":
+        want += ["sync", ("sleep", 0.3), ("heat", 0.2), "sync", name, "sync"]
+    assert order == want
+    # Neither (the default): no sleep and no heat (the plain stand-in has no heat() at all).
+    order.clear()
+    C.time_paths(paths, [_Step()], None, _Clock(), 1)
+    assert order == list("ab")
