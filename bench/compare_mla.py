@@ -594,8 +594,8 @@ def main(argv=None):
     bufs = M.CommonBuffers(caps.max_batch, cap_tokens, tables.max_blocks, dev)
     log(f"model: {cfg.layers} layers, H={cfg.heads}, latent {cfg.latent}, block size {cfg.block_size}, "
         f"{tables.num_blocks} cache blocks/layer, input buffers for {cap_tokens} tokens "
-        f"({time.perf_counter() - t0:.1f} s to allocate); graph buckets: 256-row steps to 1024, "
-        f"then {args.bucket_step}")
+        f"({time.perf_counter() - t0:.1f} s to allocate); graph buckets: {S.GRAPH_BUCKET_FINE}-row steps "
+        f"to {S.GRAPH_BUCKET_FINE_UNTIL}, then {args.bucket_step}")
     clock = Clock(torch, dev)
 
     # Paths are built once and reused across cases (graphs keyed by shape carry over).

@@ -117,8 +117,7 @@ class BlockTables:
 # buckets here are coarser: multiples of 256 rows, up to 1024 and then of `step_above` (256 by
 # default), never above the cap (the step's workspace rows = budget + largest context, where
 # every step fits). The padding is up-projection and gather work on rows nothing reads (attention
-# runs the plan's lengths): at N=100 1.2% of the rows at budget 8192 and 4.5% at 2048 with
-# 256-row steps (6 and 5 graphs); with 1024-row steps (until session 32) 4.5% and 20% (3 and 2).
+# runs the plan's lengths); tools/seed_schedule.h gives what it costs at each step size.
 # The same rule is in tools/seed_schedule.cc (graph_bucket), so C++ and Python replay alike.
 GRAPH_BUCKET_FINE, GRAPH_BUCKET_FINE_UNTIL, GRAPH_BUCKET_STEP_ABOVE = 256, 1024, 256
 
