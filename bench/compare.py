@@ -62,6 +62,7 @@ import run_record as R  # noqa: E402
 import workloads as W  # noqa: E402
 
 import overhead as OH  # noqa: E402
+from ceilings import ceilings  # noqa: E402
 import peers  # noqa: E402
 
 ALL_METHODS = ["mlakit", "flashinfer_fa3", "flashinfer_fa2", "fa2_varlen_padV", "sdpa_cudnn",
@@ -124,48 +125,6 @@ def time_cuda(torch, fn, nsets, warmup, iters, gap_ms=0.0):
         torch.cuda.synchronize()
         walls.append((time.perf_counter() - t0) * 1e3)
     return ms, statistics.median(walls)
-
-
-def ceilings(torch, dev):
-    out = {}
-    try:
-        n = 8192
-        a = torch.randn(n, n, device=dev, dtype=torch.bfloat16)
-        b = torch.randn(n, n, device=dev, dtype=torch.bfloat16)
-        for _ in range(3):
-            torch.matmul(a, b)
-        torch.cuda.synchronize()
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        for _ in range(10):
-            torch.matmul(a, b)
-        e.record()
-        torch.cuda.synchronize()
-        ms = s.elapsed_time(e) / 10
-        out["gemm_bf16_8192_tflops"] = 2 * n ** 3 / (ms * 1e-3) / 1e12
-        del a, b
-    except Exception as ex:  # noqa: BLE001
-        out["gemm_error"] = repr(ex)
-    try:
-        nbytes = 1 << 31
-        x = torch.empty(nbytes // 2, device=dev, dtype=torch.bfloat16).normal_()
-        y = torch.empty_like(x)
-        for _ in range(3):
-            y.copy_(x)
-        torch.cuda.synchronize()
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        for _ in range(10):
-            y.copy_(x)
-        e.record()
-        torch.cuda.synchronize()
-        ms = s.elapsed_time(e) / 10
-        out["d2d_copy_GBps_rw"] = 2 * nbytes / (ms * 1e-3) / 1e9
-        del x, y
-    except Exception as ex:  # noqa: BLE001
-        out["copy_error"] = repr(ex)
-    torch.cuda.empty_cache()
-    return out
 
 
 # ----------------------------------------------------------------------------------------------

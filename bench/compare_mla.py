@@ -51,6 +51,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import run_record as R  # noqa: E402
 import seed_schedule as S  # noqa: E402
+from ceilings import ceilings  # noqa: E402
 
 # The seed's measured TTFT (whole engine, H200-class GPU, shared/seed/000_*.txt), for scale.
 SEED_TTFT = {  # (N, budget) -> {path: (mean, median, p99) ms}
@@ -527,6 +528,8 @@ def main(argv=None):
                     help="bf16 matrix products keep the GPU busy this long before every timed pass, so "
                     "each starts under the power cap (after --rest-ms)")
     ap.add_argument("--no-profile", action="store_true", help="skip the profiled pass (no busy time)")
+    ap.add_argument("--no-ceilings", action="store_true",
+                    help="skip the matrix-product ceiling (measured after every timed and profiled pass)")
     ap.add_argument("--merge", choices=["compiled", "eager"], default="compiled",
                     help="LSE merge of the PyTorch paths: torch.compile'd (fused, like vLLM's kernel) or eager")
     ap.add_argument("--fi-indptr", choices=["device", "host"], default="device",
@@ -672,6 +675,14 @@ def main(argv=None):
                 + (f" (replay-only device time {r['total_replay_only_ms']:.2f} ms: "
                    f"{100 * r['host_share_replay_only']:.1f}%)" if r.get("host_share_replay_only") is not None else ""))
             clock.sync()
+    # Last, so it changes no timed or profiled pass's power state.
+    ceil = {}
+    if clock.cuda and not args.no_ceilings:
+        ceil = ceilings(torch, dev)
+        log(f"\nceilings this run (after the passes): {ceil}")
+    for case, steps in measured:
+        case["work"] = work_of(scheds[(case["requests"], case["budget"])], cfg,
+                               ceil.get("gemm_bf16_8192_tflops"))
         try:
             report_case(case, cfg, args)
         except Exception as ex:  # noqa: BLE001  (the JSON must still be written)
@@ -687,7 +698,7 @@ def main(argv=None):
     if args.json:
         doc = {"tool": "bench/compare_mla.py",
                "time_utc": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-               "command_line": " ".join(sys.argv), "env": env, "smoke": args.smoke,
+               "command_line": " ".join(sys.argv), "env": env, "smoke": args.smoke, "ceilings": ceil,
                "git_commit": R.git_commit(), "source_digest": R.source_digest(),
                "config": {"layers": cfg.layers, "heads": cfg.heads, "kv_lora_rank": cfg.kv_lora_rank,
                           "qk_nope": cfg.qk_nope, "qk_rope": cfg.qk_rope, "v_head": cfg.v_head,
@@ -714,6 +725,26 @@ def main(argv=None):
     return 1 if failed else 0
 
 
+def work_of(sched, cfg, ceiling_tflops=None):
+    """The schedule's useful work through all layers (seed_schedule.step_flops: visible attention
+    pairs, up-projection of real rows), the same for every path, and the time it takes at the
+    run's matrix-product ceiling when that was measured."""
+    dims = S.MlaDims(heads=cfg.heads, latent=cfg.kv_lora_rank, nope=cfg.qk_nope, rope=cfg.qk_rope, v=cfg.v_head)
+    f = S.schedule_flops(sched, cfg.layers, dims)
+    w = {k + "_tflop": v / 1e12 for k, v in f.items()}
+    w["ceiling_tflops"] = ceiling_tflops
+    w["ms_at_ceiling"] = f["total"] / ceiling_tflops / 1e9 if ceiling_tflops else None
+    return w
+
+
+def rate_of(work, wall_ms):
+    """(TFLOP/s, % of the ceiling or None) of the schedule's useful work done in wall_ms."""
+    if not wall_ms:
+        return None, None
+    tf = work["total_tflop"] / (wall_ms * 1e-3)
+    return tf, (100.0 * tf / work["ceiling_tflops"] if work.get("ceiling_tflops") else None)
+
+
 def report_case(case, cfg, args):
     paths = {k: v for k, v in case["paths"].items() if "steps" in v}
     if not paths:
@@ -728,6 +759,18 @@ def report_case(case, cfg, args):
     log(f"  {'':4s} {'host share':>17s} " + " ".join(
         f"{fmt(100 * paths[n]['host_share'] if paths[n].get('host_share') is not None else None, '25.0f'):>25s}%"
         for n in names))
+    w = case.get("work")
+    if w:
+        log("")
+        log(f"useful work, {cfg.layers} layers: attention {w['attention_tflop']:.2f} + up-projection "
+            f"{w['up_projection_tflop']:.2f} = {w['total_tflop']:.2f} TFLOP"
+            + (f"; at this run's matrix-product ceiling ({w['ceiling_tflops']:.0f} TFLOP/s) "
+               f"{w['ms_at_ceiling']:.2f} ms" if w.get("ms_at_ceiling") else ""))
+        for n in names:
+            tf, pct = rate_of(w, paths[n]["total_wall_ms"])
+            paths[n]["work_tflops"], paths[n]["work_pct_ceiling"] = tf, pct
+            log(f"  {n:26s} {fmt(tf, '7.1f')} TFLOP/s over the wall time"
+                + (f" ({pct:.1f}% of the ceiling)" if pct is not None else ""))
     seeds = SEED_TTFT.get((case["requests"], case["budget"])) if args.prompt == 999 else None
     for n in names:
         log("")
@@ -758,8 +801,13 @@ def report_targets(cases):
         for m in MLAKIT_PATHS_PREF:
             v = (c.get("speedups") or {}).get(m, {}).get("vs_" + peer)
             if v is not None:
+                # What the target asks of mlakit's step in this run: the peer's time / the ratio,
+                # as a rate of the useful work.
+                need_ms = c["paths"][peer]["total_wall_ms"] / want
+                tf, pct = rate_of(c["work"], need_ms) if c.get("work") else (None, None)
                 rows.append({"case": f"N={key[0]} budget {key[1]}", "mlakit_path": m, "vs": peer,
-                             "speedup": v, "target": want, "met": v >= want})
+                             "speedup": v, "target": want, "met": v >= want, "needs_ms": need_ms,
+                             "needs_tflops": tf, "needs_pct_ceiling": pct})
                 break
     for c in cases:
         # Every graph-replayed mlakit step path measured (both plan uploads when both ran); the
@@ -784,7 +832,10 @@ def report_targets(cases):
                     + (f"  [replay-only reading {100 * r['replay_only']:.1f}%]" if r.get("replay_only") is not None else ""))
             else:
                 log(f"  {r['case']:22s} {r['mlakit_path']:26s} vs {r['vs']:16s} x{r['speedup']:.2f} "
-                    f"(target x{r['target']:.1f}): {'met' if r['met'] else 'MISSED'}")
+                    f"(target x{r['target']:.1f}): {'met' if r['met'] else 'MISSED'}"
+                    + (f"  [needs <= {r['needs_ms']:.2f} ms: {r['needs_tflops']:.0f} TFLOP/s"
+                       + (f", {r['needs_pct_ceiling']:.0f}% of the ceiling" if r.get("needs_pct_ceiling") else "")
+                       + "]" if r.get("needs_tflops") else ""))
     return rows
 
 

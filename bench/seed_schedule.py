@@ -132,6 +132,39 @@ def graph_bucket(rows: int, cap: int, step_above: int = GRAPH_BUCKET_STEP_ABOVE)
     return min(cap, max(unit, -(-rows // unit) * unit))
 
 
+@dataclasses.dataclass(frozen=True)
+class MlaDims:
+    """Per-head widths of the MLA step (DeepSeek-Coder-V2-Lite and -V3 share them)."""
+    heads: int = 16
+    latent: int = 512   # kv_lora_rank
+    nope: int = 128     # qk_nope_head_dim
+    rope: int = 64      # qk_rope_head_dim
+    v: int = 128        # v_head_dim
+
+
+def step_flops(step: Step, dims: MlaDims = MlaDims()) -> Dict[str, int]:
+    """The useful work of one layer of a step, in FLOP, the same for every path that computes it:
+    attention counts visible (query, key) pairs only (a new token at position p of its request
+    sees p + 1 keys: its context and the new tokens up to itself), 2 x (nope + rope) for Q K^T and
+    2 x v for P V per pair and head; the up-projection counts the real rows (context + new tokens,
+    no bucket padding), 2 x latent x heads x (nope + v) each. tools/seed_schedule.cc
+    (seed_step_flops) counts the same."""
+    pairs = sum(c.new * c.ctx + c.new * (c.new + 1) // 2 for c in step.chunks)
+    rows = step.tokens + step.context_tokens
+    return {"attention": 2 * pairs * dims.heads * (dims.nope + dims.rope + dims.v),
+            "up_projection": 2 * rows * dims.latent * dims.heads * (dims.nope + dims.v)}
+
+
+def schedule_flops(steps: Sequence[Step], layers: int, dims: MlaDims = MlaDims()) -> Dict[str, int]:
+    """step_flops summed over the schedule and `layers` layers, with their total."""
+    out = {"attention": 0, "up_projection": 0}
+    for st in steps:
+        for k, v in step_flops(st, dims).items():
+            out[k] += layers * v
+    out["total"] = out["attention"] + out["up_projection"]
+    return out
+
+
 def percentile(values: Sequence[float], q: float) -> float:
     """Linear interpolation between closest ranks (NumPy's default), as vLLM's benchmark."""
     v = sorted(values)

@@ -28,6 +28,19 @@ std::vector<SeedStep> seed_schedule(int requests, int prompt, int budget, int ma
   return steps;
 }
 
+StepFlops seed_step_flops(const SeedStep& step, const MlaDims& d) {
+  int64_t pairs = 0, rows = 0;
+  for (const SeedEntry& e : step.entries) {
+    const int64_t n = e.new_tokens;
+    pairs += n * e.context + n * (n + 1) / 2;
+    rows += e.context + n;
+  }
+  StepFlops f;
+  f.attention = 2.0 * static_cast<double>(pairs) * d.heads * (d.nope + d.rope + d.v);
+  f.up_projection = 2.0 * static_cast<double>(rows) * d.latent * d.heads * (d.nope + d.v);
+  return f;
+}
+
 int64_t graph_bucket(int64_t rows, int64_t cap, int64_t step_above) {
   if (rows < 0 || rows > cap) throw std::invalid_argument("graph_bucket: step rows exceed the graph cap");
   if (step_above < 1) throw std::invalid_argument("graph_bucket: step_above must be positive");

@@ -26,6 +26,20 @@ struct SeedStep {
 std::vector<SeedStep> seed_schedule(int requests, int prompt_tokens, int budget,
                                     int max_requests_per_step = 0);
 
+// The useful work of one layer of a step, in FLOP, the same for every path that computes it:
+// attention counts visible (query, key) pairs (a new token at position p of its request sees
+// p + 1 keys), 2 x (nope + rope + v) per pair and head; the up-projection counts the real rows
+// (context + new tokens, no graph-bucket padding), 2 x latent x heads x (nope + v) each.
+// bench/seed_schedule.py (step_flops) counts the same, so both tools report one rate.
+struct MlaDims {
+  int heads = 16, latent = 512, nope = 128, rope = 64, v = 128;
+};
+struct StepFlops {
+  double attention = 0, up_projection = 0;
+  double total() const { return attention + up_projection; }
+};
+StepFlops seed_step_flops(const SeedStep& step, const MlaDims& dims);
+
 // CUDA-graph buckets. A graph-replayed MlaStep (MlaPlanOptions::graph_rows = G) sizes its gather
 // and up-projection launches for G rows on the host, so one captured graph serves every step with
 // context + new tokens <= G, and a G far above the step's rows wastes up-projection work (N = 1 at

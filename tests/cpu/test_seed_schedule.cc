@@ -111,5 +111,42 @@ TEST(SeedSchedule, GraphBuckets) {
   }
 }
 
+// The step's useful work: visible pairs counted by enumerating every (query, key) position of
+// each entry, and the real rows; chunking moves work between steps but not its total.
+TEST(SeedSchedule, StepFlops) {
+  MlaDims d;
+  d.heads = 3;
+  const double per_pair = 2.0 * 3 * (128 + 64 + 128), per_row = 2.0 * 512 * 3 * (128 + 128);
+  for (const auto& steps : {seed_schedule(5, 37, 16), seed_schedule(3, 999, 2048), seed_schedule(1, 1, 8)}) {
+    double attention = 0, up = 0;
+    for (const SeedStep& s : steps) {
+      int64_t pairs = 0, rows = 0;
+      for (const SeedEntry& e : s.entries) {
+        for (int64_t q = e.context; q < e.context + e.new_tokens; ++q)
+          for (int64_t k = 0; k < e.context + e.new_tokens; ++k) pairs += k <= q ? 1 : 0;
+        rows += e.context + e.new_tokens;
+      }
+      const StepFlops f = seed_step_flops(s, d);
+      EXPECT_DOUBLE_EQ(f.attention, per_pair * static_cast<double>(pairs));
+      EXPECT_DOUBLE_EQ(f.up_projection, per_row * static_cast<double>(rows));
+      EXPECT_DOUBLE_EQ(f.total(), f.attention + f.up_projection);
+      attention += f.attention;
+      up += f.up_projection;
+    }
+    int requests = 0, prompt = 0;
+    for (const SeedStep& s : steps)
+      for (const SeedEntry& e : s.entries) {
+        requests = std::max(requests, e.request + 1);
+        prompt = std::max(prompt, e.context + e.new_tokens);
+      }
+    EXPECT_DOUBLE_EQ(attention, per_pair * requests * (static_cast<double>(prompt) * (prompt + 1) / 2));
+    EXPECT_GE(up, per_row * requests * prompt);  // context rows are up-projected again
+  }
+  // The seed's N=100 case at budget 8192: 104511 rows (99900 new + 4611 context) per layer.
+  double up = 0;
+  for (const SeedStep& s : seed_schedule(100, 999, 8192)) up += seed_step_flops(s, MlaDims{}).up_projection;
+  EXPECT_DOUBLE_EQ(up, 2.0 * 512 * 16 * 256 * 104511);
+}
+
 }  // namespace
 }  // namespace mlakit_bench

@@ -1,0 +1,47 @@
+"""The run's own ceilings: the bf16 matrix-product rate (8192^3 torch.matmul, mean of 10 after 3
+warm-ups) and a device-to-device copy's bandwidth. bench/compare.py states every kernel's TFLOP/s
+as a fraction of the first; bench/compare_mla.py states the MLA step's useful work the same way.
+Measured in the same process as what it scales, since the H200's rate moves between hosts and
+power states (774-804 TFLOP/s across runs)."""
+
+
+def ceilings(torch, dev):
+    out = {}
+    try:
+        n = 8192
+        a = torch.randn(n, n, device=dev, dtype=torch.bfloat16)
+        b = torch.randn(n, n, device=dev, dtype=torch.bfloat16)
+        for _ in range(3):
+            torch.matmul(a, b)
+        torch.cuda.synchronize()
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record()
+        for _ in range(10):
+            torch.matmul(a, b)
+        e.record()
+        torch.cuda.synchronize()
+        ms = s.elapsed_time(e) / 10
+        out["gemm_bf16_8192_tflops"] = 2 * n ** 3 / (ms * 1e-3) / 1e12
+        del a, b
+    except Exception as ex:  # noqa: BLE001
+        out["gemm_error"] = repr(ex)
+    try:
+        nbytes = 1 << 31
+        x = torch.empty(nbytes // 2, device=dev, dtype=torch.bfloat16).normal_()
+        y = torch.empty_like(x)
+        for _ in range(3):
+            y.copy_(x)
+        torch.cuda.synchronize()
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record()
+        for _ in range(10):
+            y.copy_(x)
+        e.record()
+        torch.cuda.synchronize()
+        ms = s.elapsed_time(e) / 10
+        out["d2d_copy_GBps_rw"] = 2 * nbytes / (ms * 1e-3) / 1e9
+        del x, y
+    except Exception as ex:  # noqa: BLE001
+        out["copy_error"] = repr(ex)
+    torch.cuda.empty_cache()
+    return out
