@@ -11,7 +11,6 @@
 #pragma once
 
 #include "common/host_device.h"
-#include "plan/schedule_layout.h"
 
 namespace mlakit {
 namespace plan {
@@ -121,20 +120,6 @@ MLAKIT_HD RunItemSlot run_item_slot(int local, int num_tiles, int split_tiles, i
   r.slot = r.chunk >= 0 ? s.head * split_tiles + u : -1;
   return r;
 }
-
-// The entry of a kSequenceRuns work array that holds item w (binary search over item_begin,
-// ascending), and w's index in that entry's run order (run_item_slot's `local`): entries are
-// whole runs or, after the tail merge (plan/tail_merge.h), segments of one.
-MLAKIT_HD int find_run_entry(const SeqRun* runs, int num_entries, int w) {
-  int lo = 0, hi = num_entries - 1;
-  while (lo < hi) {
-    const int mid = (lo + hi + 1) >> 1;
-    if (runs[mid].item_begin <= w) lo = mid;
-    else hi = mid - 1;
-  }
-  return lo;
-}
-MLAKIT_HD int run_local_index(const SeqRun& r, int w) { return w - r.item_begin + r.local_begin; }
 
 }  // namespace plan
 }  // namespace mlakit

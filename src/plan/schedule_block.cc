@@ -20,8 +20,7 @@ ScheduleResult write_schedule_block(uint8_t* block, const ScheduleLayout& l, Sch
   uint8_t* work = block + l.tiles_offset;
   const ScheduleResult r =
       kind == ScheduleKind::kSequenceRuns
-          ? s.build_runs(qo, kv, batch, o.causal, o.window_left, num_qo_heads, reinterpret_cast<SeqRun*>(work),
-                         grid_blocks)
+          ? s.build_runs(qo, kv, batch, o.causal, o.window_left, num_qo_heads, reinterpret_cast<SeqRun*>(work))
           : s.build(qo, kv, batch, o.causal, o.window_left, reinterpret_cast<WorkTile*>(work));
 
   ScheduleHeader h{};
@@ -41,9 +40,7 @@ ScheduleResult write_schedule_block(uint8_t* block, const ScheduleLayout& l, Sch
   h.num_items = kind == ScheduleKind::kSequenceRuns
                     ? r.num_items
                     : static_cast<int32_t>(static_cast<int64_t>(r.num_tiles) * num_qo_heads);
-  h.head_group = kind == ScheduleKind::kSequenceRuns
-                     ? r.head_group
-                     : run_head_group(num_qo_heads, o.causal, o.window_left, r.max_q_tiles, grid_blocks);
+  h.head_group = run_head_group(num_qo_heads, o.causal, o.window_left, r.max_q_tiles, grid_blocks);
   std::memcpy(block, &h, sizeof(h));
   const size_t indptr_bytes = sizeof(int32_t) * (static_cast<size_t>(batch) + 1);
   std::memcpy(block + l.qo_indptr_offset, qo, indptr_bytes);

@@ -40,8 +40,7 @@ enum class ScheduleKind : int32_t {
   // SeqRun[num_runs], one per sequence with q rows, longest sequence first; inside a run, groups
   // of heads, each q tiles longest first (plan/run_order.h), so the items in flight at any time
   // share a few (sequence, head) K/V streams in L2 and the longest start first (the sm90
-  // kernel's dynamic scheduler). The last few short runs of a masked batch may be interleaved
-  // longest first as segments (plan/tail_merge.h).
+  // kernel's dynamic scheduler).
   kSequenceRuns = 1,
 };
 
@@ -57,13 +56,11 @@ struct WorkTile {
 // at kv tile chunk_tiles (plan/kv_split.h), their halves first or last (halves_last); each split
 // (q tile, head) owns a partial-result slot
 // in [slot_begin, slot_begin + split_tiles * H).
-// An entry can also hold a segment of a run (plan/tail_merge.h): the items of its run's own order
-// from local_begin on, up to the next entry's item_begin (0 for a whole run).
 struct SeqRun {
   int32_t seq;
   int32_t num_tiles;
   int32_t item_begin;
-  int32_t local_begin;  // the run-local index (run_item_slot's `local`) of item item_begin
+  int32_t cost;  // kv tiles visited over the sequence's q tiles (one head); the sort key
   int32_t split_tiles;  // 0: no tile splits
   int32_t chunk_tiles;  // kv tiles of a split tile's first half
   int32_t slot_begin;
@@ -75,7 +72,7 @@ static_assert(sizeof(SeqRun) == 32, "two 16-byte words");
 struct ScheduleLayout {
   size_t qo_indptr_offset;  // int32[max_batch + 1]
   size_t kv_indptr_offset;  // int32[max_batch + 1]
-  size_t tiles_offset;      // the work array: WorkTile[max_tiles] or SeqRun[max_run_entries(max_batch)]
+  size_t tiles_offset;      // the work array: WorkTile[max_tiles] or SeqRun[max_batch]
   size_t total_bytes;       // capacity of the block
   int64_t max_tiles;
 
@@ -87,14 +84,6 @@ struct ScheduleLayout {
 };
 
 inline size_t align_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
-
-// SeqRun entries a kSequenceRuns block holds: one per sequence, plus what the tail merge adds
-// (plan/tail_merge.h: at most kTailMergeMaxSegments segments replace at most kTailMergeRuns runs).
-constexpr int kTailMergeRuns = 3;
-constexpr int kTailMergeMaxSegments = 48;
-inline int64_t max_run_entries(int max_batch) {
-  return static_cast<int64_t>(max_batch) + kTailMergeMaxSegments;
-}
 
 // Upper bound on tiles: every sequence contributes ceil(lq / block_m) <= lq / block_m + 1.
 inline int64_t max_tiles_for(int max_batch, int64_t max_q_tokens, int block_m) {
@@ -114,7 +103,7 @@ inline ScheduleLayout make_layout(int max_batch, int64_t max_q_tokens, int block
   off = align_up(off + sizeof(int32_t) * (static_cast<size_t>(max_batch) + 1), 16);
   l.tiles_offset = off;
   const size_t tiles_bytes = sizeof(WorkTile) * static_cast<size_t>(l.max_tiles);
-  const size_t runs_bytes = sizeof(SeqRun) * static_cast<size_t>(max_run_entries(max_batch));
+  const size_t runs_bytes = sizeof(SeqRun) * static_cast<size_t>(max_batch);
   if (either) off += tiles_bytes > runs_bytes ? tiles_bytes : runs_bytes;
   else off += kind == ScheduleKind::kSequenceRuns ? runs_bytes : tiles_bytes;
   l.total_bytes = align_up(off, 256);

@@ -3,8 +3,6 @@
 #include <string>
 
 #include "mlakit/error.h"
-#include "plan/run_order.h"
-#include "plan/tail_merge.h"
 
 namespace mlakit {
 namespace plan {
@@ -107,8 +105,7 @@ ScheduleResult Scheduler::build(const int32_t* qo, const int32_t* kv, int batch,
 }
 
 ScheduleResult Scheduler::build_runs(const int32_t* qo, const int32_t* kv, int batch, bool causal,
-                                     int window_left, int heads, SeqRun* runs, int grid_blocks,
-                                     int tail_merge_runs) {
+                                     int window_left, int heads, SeqRun* runs) {
   if (batch > max_batch_ || qo[batch] > max_q_tokens_ || kv[batch] > max_kv_tokens_) {
     throw Error(ErrorKind::kInvalidArgument, "batch_size", "batch exceeds the scheduler capacity");
   }
@@ -125,18 +122,18 @@ ScheduleResult Scheduler::build_runs(const int32_t* qo, const int32_t* kv, int b
       cost += tile_cost(r0, std::min(lq, r0 + block_m_), lq, lk, causal, window_left, block_n_);
     }
     const KvSplit ks = kv_split_for(lq, lk, causal, window_left, heads, block_m_, block_n_, split_);
-    run_scratch_[n++] = CostedRun{SeqRun{b, ntiles, 0, 0, ks.split_tiles, ks.chunk_tiles, 0, ks.halves_last ? 1 : 0},
-                                  static_cast<int32_t>(std::min<int64_t>(cost, INT32_MAX))};
+    run_scratch_[n++] = SeqRun{b, ntiles, 0, static_cast<int32_t>(std::min<int64_t>(cost, INT32_MAX)),
+                               ks.split_tiles, ks.chunk_tiles, 0, ks.halves_last ? 1 : 0};
     r.num_tiles += ntiles;
     r.max_q_tiles = std::max(r.max_q_tiles, static_cast<int>(ntiles));
   }
   // Longest first; the tie-break keeps the order a function of the lengths alone.
-  std::sort(run_scratch_.begin(), run_scratch_.begin() + n, [](const CostedRun& a, const CostedRun& b) {
-    return a.cost != b.cost ? a.cost > b.cost : a.run.seq < b.run.seq;
+  std::sort(run_scratch_.begin(), run_scratch_.begin() + n, [](const SeqRun& a, const SeqRun& b) {
+    return a.cost != b.cost ? a.cost > b.cost : a.seq < b.seq;
   });
   int64_t item = 0, slot = 0;
   for (int i = 0; i < n; ++i) {
-    runs[i] = run_scratch_[i].run;
+    runs[i] = run_scratch_[i];
     runs[i].item_begin = static_cast<int32_t>(std::min<int64_t>(item, INT32_MAX));
     runs[i].slot_begin = static_cast<int32_t>(std::min<int64_t>(slot, INT32_MAX));
     item += static_cast<int64_t>(runs[i].num_tiles + runs[i].split_tiles) * heads;
@@ -150,10 +147,7 @@ ScheduleResult Scheduler::build_runs(const int32_t* qo, const int32_t* kv, int b
   if (slot > split_.slot_capacity && slot > 0) {
     throw Error(ErrorKind::kRuntime, "", "plan: split slots exceed the sized capacity (mlakit bug)");
   }
-  r.head_group = run_head_group(heads, causal, window_left, r.max_q_tiles, grid_blocks);
-  r.num_runs = merge_tail_runs(runs, n,
-                               TailMergeBatch{qo, kv, causal, window_left, heads, r.head_group, block_m_, block_n_},
-                               tail_merge_runs);
+  r.num_runs = n;
   r.num_items = static_cast<int>(item);
   r.split_slots = static_cast<int>(slot);
   return r;

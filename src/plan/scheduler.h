@@ -31,8 +31,7 @@ int32_t tile_cost(int64_t row_begin, int64_t row_end, int64_t lq, int64_t lk, bo
 
 struct ScheduleResult {
   int num_tiles = 0;
-  int num_runs = 0;     // build_runs only: SeqRun entries written (runs, or tail-merge segments)
-  int head_group = 1;   // build_runs only: heads per group (plan/run_order.h)
+  int num_runs = 0;     // build_runs only
   int num_items = 0;    // build_runs only: (q tile or half, head) items
   int split_slots = 0;  // build_runs only: split (q tile, head) pairs (plan/kv_split.h)
   int max_q_tiles = 0;  // build_runs only: q tiles of the batch's longest sequence
@@ -55,14 +54,11 @@ class Scheduler {
   ScheduleResult build(const int32_t* qo_indptr, const int32_t* kv_indptr, int batch_size,
                        bool causal, int window_left, WorkTile* tiles);
 
-  // ScheduleKind::kSequenceRuns: one SeqRun per sequence with q rows (room for
-  // max_run_entries(max_batch)), longest (most kv tiles visited) first, ties by sequence index;
-  // item ranges for `heads` q heads, with the split each sequence's own lengths decide
-  // (plan/kv_split.h), head groups for a persistent grid of `grid_blocks` (0: unknown), and the
-  // last short runs interleaved (plan/tail_merge.h; `tail_merge_runs` < 2: not).
+  // ScheduleKind::kSequenceRuns: one SeqRun per sequence with q rows (room for max_batch),
+  // longest (most kv tiles visited) first, ties by sequence index; item ranges for `heads` q heads,
+  // with the split each sequence's own lengths decide (plan/kv_split.h).
   ScheduleResult build_runs(const int32_t* qo_indptr, const int32_t* kv_indptr, int batch_size,
-                            bool causal, int window_left, int heads, SeqRun* runs, int grid_blocks = 0,
-                            int tail_merge_runs = kTailMergeRuns);
+                            bool causal, int window_left, int heads, SeqRun* runs);
 
  private:
   int block_m_, block_n_;
@@ -72,11 +68,7 @@ class Scheduler {
   KvSplitSettings split_;
   std::vector<int32_t> cost_;    // per tile, in generation order
   std::vector<int32_t> bucket_;  // counts, then start offsets, per cost
-  struct CostedRun {
-    SeqRun run;
-    int32_t cost;  // kv tiles visited over the sequence's q tiles (one head, tile_cost): the sort key
-  };
-  std::vector<CostedRun> run_scratch_;  // build_runs, before sorting
+  std::vector<SeqRun> run_scratch_;  // build_runs, before sorting
 };
 
 }  // namespace plan

@@ -234,7 +234,7 @@ TEST(KvSplitRuns, RangesTileAndEachSequenceSplitsAsItWouldAlone) {
   const int64_t bound = plan::kv_split_slot_bound(max_batch, 20000, heads, 128, kSms);
   plan::Scheduler s(max_batch, 20000, 40000, 128, 128, KvSplitSettings{kSms, bound});
   plan::Scheduler alone(1, 20000, 40000, 128, 128, KvSplitSettings{kSms, bound});
-  std::vector<plan::SeqRun> runs(plan::max_run_entries(max_batch)), one(plan::max_run_entries(1));
+  std::vector<plan::SeqRun> runs(max_batch), one(1);
   for (int trial = 0; trial < 200; ++trial) {
     const int batch = 1 + rng() % max_batch;
     std::vector<int32_t> q, k;
@@ -243,8 +243,7 @@ TEST(KvSplitRuns, RangesTileAndEachSequenceSplitsAsItWouldAlone) {
       k.push_back(q.back() + (rng() % 3 == 0 ? rng() % 1500 : 0));
     }
     const std::vector<int32_t> qo = prefix(q), kv = prefix(k);
-    // Whole runs (no tail merge, plan/tail_merge.h, whose segments tests/cpu/test_tail_merge.cc checks).
-    const plan::ScheduleResult r = s.build_runs(qo.data(), kv.data(), batch, true, -1, heads, runs.data(), 0, 0);
+    const plan::ScheduleResult r = s.build_runs(qo.data(), kv.data(), batch, true, -1, heads, runs.data());
     int32_t item = 0, slot = 0;
     for (int i = 0; i < r.num_runs; ++i) {
       const plan::SeqRun& run = runs[i];
@@ -269,7 +268,7 @@ TEST(KvSplitRuns, SlotBoundHoldsForTheWorstBatches) {
   const int64_t max_q = 40 * 640;
   const int64_t bound = plan::kv_split_slot_bound(max_batch, max_q, heads, 128, kSms);
   plan::Scheduler s(max_batch, max_q, 4 * max_q, 128, 128, KvSplitSettings{kSms, bound});
-  std::vector<plan::SeqRun> runs(plan::max_run_entries(max_batch));
+  std::vector<plan::SeqRun> runs(max_batch);
   for (int len : {513, 640, 1, 999}) {
     const int batch = static_cast<int>(std::min<int64_t>(max_batch, max_q / len));
     std::vector<int32_t> q(batch, len), k(batch, len + 1000);
@@ -289,7 +288,7 @@ TEST(KvSplitRuns, TailSplitsAreTheSameInsideAnyBatchAndWithinTheBound) {
   const KvSplitSettings both{kSms, bound, kSms};
   plan::Scheduler s(max_batch, max_q, 4 * max_q, 128, 128, both);
   plan::Scheduler alone(1, max_q, 4 * max_q, 128, 128, both);
-  std::vector<plan::SeqRun> runs(plan::max_run_entries(max_batch)), one(plan::max_run_entries(1));
+  std::vector<plan::SeqRun> runs(max_batch), one(1);
   int tail_runs = 0;
   for (int trial = 0; trial < 200; ++trial) {
     const int batch = 1 + rng() % max_batch;

@@ -56,13 +56,19 @@ struct ScheduleView {
     return it;
   }
 
-  // Item w of a kSequenceRuns schedule: the entry holding it, then its (head, q tile, half) in
-  // its run's order (plan/run_order.h).
+  // Item w of a kSequenceRuns schedule: the run holding it by binary search over item_begin
+  // (ascending), then its (head, q tile, half) in the run's order (plan/run_order.h).
   __device__ __forceinline__ RunWorkItem run_item(int w, int num_runs, int head_group, int num_heads,
                                                        int block_m) const {
-    const plan::SeqRun r = runs[plan::find_run_entry(runs, num_runs, w)];
-    const plan::RunItemSlot slot = plan::run_item_slot(plan::run_local_index(r, w), r.num_tiles, r.split_tiles,
-                                                          head_group, r.halves_last != 0, num_heads);
+    int lo = 0, hi = num_runs - 1;
+    while (lo < hi) {
+      const int mid = (lo + hi + 1) >> 1;
+      if (runs[mid].item_begin <= w) lo = mid;
+      else hi = mid - 1;
+    }
+    const plan::SeqRun r = runs[lo];
+    const plan::RunItemSlot slot = plan::run_item_slot(w - r.item_begin, r.num_tiles, r.split_tiles, head_group,
+                                                          r.halves_last != 0, num_heads);
     RunWorkItem ri;
     WorkItem& it = ri.it;
     it.head = slot.head;
