@@ -56,29 +56,17 @@ struct ScheduleView {
     return it;
   }
 
-  // The run holding item w (item_begin ascending from 0, every run non-empty), searched by the
-  // whole warp: each lane reads one of 32 evenly spaced entries and a ballot keeps the last one at
-  // or before w, then the same inside that stretch: one dependent load for up to 32 runs, two for
-  // up to 1024. A block's first item is decoded on the launch's critical path, where a binary
-  // search cost ~0.25 us per level (block timelines, docs/perf-notes.md session 33).
-  // All 32 lanes must call it with the same w.
-  __device__ __forceinline__ int find_run_warp(int w, int num_runs, int lane) const {
-    int lo = 0, hi = num_runs;
-    while (hi - lo > 1) {
-      const int stride = (hi - lo + 31) >> 5;
-      const int i = lo + lane * stride;
-      const unsigned at_or_before = __ballot_sync(0xffffffffu, i < hi && runs[i].item_begin <= w);
-      lo += (31 - __clz(at_or_before)) * stride;  // bit 0 is always set: runs[lo].item_begin <= w
-      hi = min(lo + stride, hi);
-    }
-    return lo;
-  }
-
-  // Item w of a kSequenceRuns schedule: the run holding it (find_run_warp; all 32 lanes, same w),
-  // then its (head, q tile, half) in the run's order (plan/run_order.h).
+  // Item w of a kSequenceRuns schedule: the run holding it by binary search over item_begin
+  // (ascending), then its (head, q tile, half) in the run's order (plan/run_order.h).
   __device__ __forceinline__ RunWorkItem run_item(int w, int num_runs, int head_group, int num_heads,
-                                                       int block_m, int lane) const {
-    const plan::SeqRun r = runs[find_run_warp(w, num_runs, lane)];
+                                                       int block_m) const {
+    int lo = 0, hi = num_runs - 1;
+    while (lo < hi) {
+      const int mid = (lo + hi + 1) >> 1;
+      if (runs[mid].item_begin <= w) lo = mid;
+      else hi = mid - 1;
+    }
+    const plan::SeqRun r = runs[lo];
     const plan::RunItemSlot slot = plan::run_item_slot(w - r.item_begin, r.num_tiles, r.split_tiles, head_group,
                                                           r.halves_last != 0, num_heads);
     RunWorkItem ri;

@@ -310,15 +310,6 @@ __global__ void __launch_bounds__(Shape::kThreads, 1) prefill_sm90_kernel(const 
   const uint32_t sbase = (raw + 1023u) & ~1023u;
   unsigned char* smem = smem_raw + (sbase - raw);
 
-  // An eager launch's loads use the parameter's tensor maps (producer_sm90.cuh): fetch their
-  // descriptors now, under the wait below and the first item's decode (kernel-parameter work, which
-  // PDL allows before the wait). A captured launch prefetches its per-block copies once written.
-  if (p.maps_final && threadIdx.x == 0) {
-    tensormap_prefetch(&p.tm_q);
-    tensormap_prefetch(&p.tm_k);
-    tensormap_prefetch(&p.tm_kr);
-    tensormap_prefetch(&p.tm_v);
-  }
   // PDL (docs/pdl.md): from here on every thread reads what the previous kernel may write (the
   // schedule, q/k/v) or writes what it may still read (scratch, out), so all wait for it first.
   pdl_wait();

@@ -61,8 +61,6 @@ __device__ __forceinline__ CUtensorMap* prepare_tensor_maps(const Sm90Params& p,
   if (lane == 0) {  // the producer's loads; the consumers acquire the output map themselves
 #pragma unroll
     for (int m = kMapQ; m < kMapO; ++m) tensormap_acquire(&gmaps[m]);
-#pragma unroll
-    for (int m = kMapQ; m < kMapO; ++m) tensormap_prefetch(&gmaps[m]);
   }
   return gmaps;
 }

@@ -115,11 +115,6 @@ __device__ __forceinline__ void tensormap_publish(void* gmem_map, uint32_t smem_
       "r"(smem_map)
       : "memory");
 }
-// Brings a tensor map (a kernel parameter's, or one published to global memory and acquired)
-// into the TMA unit's descriptor cache ahead of its first load.
-__device__ __forceinline__ void tensormap_prefetch(const void* map) {
-  asm volatile("prefetch.tensormap [%0];\n" ::"l"(map) : "memory");
-}
 // Before the first TMA that uses a map published above (by the issuing thread).
 __device__ __forceinline__ void tensormap_acquire(const void* gmem_map) {
   asm volatile("fence.proxy.tensormap::generic.acquire.gpu [%0], 128;\n" ::"l"(gmem_map) : "memory");

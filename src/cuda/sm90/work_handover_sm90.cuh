@@ -12,13 +12,12 @@ namespace mlakit {
 namespace cuda {
 namespace sm90 {
 
-// Called by the scheduler warp, all 32 lanes with the same w.
 template <int BM, int BN>
 __device__ __forceinline__ ItemPlan plan_item(const ScheduleView& sched, const plan::ScheduleHeader& hdr, int w,
-                                              int num_heads, int lane) {
+                                              int num_heads) {
   ItemPlan ip;
   ip.valid = 1;
-  const RunWorkItem ri = sched.run_item(w, hdr.num_runs, hdr.head_group, num_heads, BM, lane);
+  const RunWorkItem ri = sched.run_item(w, hdr.num_runs, hdr.head_group, num_heads, BM);
   ip.it = ri.it;
   ip.rows = min(BM, ip.it.lq - ip.it.row0);
   const rule::MaskRule<int> mr{ip.it.lq, ip.it.lk, hdr.causal != 0, hdr.window_left};
@@ -88,7 +87,7 @@ __device__ __forceinline__ void scheduler_warp(const Sm90Params& p, const Schedu
       w = __shfl_sync(0xffffffffu, next, 0) + static_cast<int>(gridDim.x);
     }
     ItemPlan ip{};  // valid = 0: no more work
-    if (w < hdr.num_items) ip = plan_item<Shape::BM, Shape::BN>(sched, hdr, w, p.args.num_qo_heads, lane);
+    if (w < hdr.num_items) ip = plan_item<Shape::BM, Shape::BN>(sched, hdr, w, p.args.num_qo_heads);
     if (lane == 0) store_item(slot, ip);
     __syncwarp();
     named_barrier_arrive<kBarSchedFull, kSchedHop>();
