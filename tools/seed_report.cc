@@ -38,18 +38,19 @@ void print_stats(const char* title, const char* what, const Stats& s, int prec =
   print_line((std::string("P99 ") + what + ":").c_str(), fmt(s.p99, prec));
 }
 
-// The case's useful work through all its layers (seed_step_flops), in TFLOP.
+// The case's useful work through all its layers (seed_step_flops), in FLOP.
 StepFlops case_work(const CaseResult& c, int heads) {
   MlaDims d;
   d.heads = heads;
   StepFlops w;
   for (const SeedStep& s : c.steps) {
     const StepFlops f = seed_step_flops(s, d);
-    w.attention += c.layers * f.attention / 1e12;
-    w.up_projection += c.layers * f.up_projection / 1e12;
+    w.attention += c.layers * f.attention;
+    w.up_projection += c.layers * f.up_projection;
   }
   return w;
 }
+std::string tera(double flop) { return fmt(flop / 1e12, 3); }
 
 }  // namespace
 
@@ -90,8 +91,8 @@ void print_case(const CaseResult& c, int prompt, int heads, bool per_step, const
   }
   const StepFlops work = case_work(c, heads);
   print_line("Useful work: attention + up-proj (TFLOP):",
-             fmt(work.attention, 3) + " + " + fmt(work.up_projection, 3) + " = " + fmt(work.total(), 3));
-  print_line("Useful work over wall time (TFLOP/s):", fmt(work.total() / (total_wall * 1e-3), 1));
+             tera(work.attention) + " + " + tera(work.up_projection) + " = " + tera(work.total()));
+  print_line("Useful work over wall time (TFLOP/s):", fmt(work.total() / 1e12 / (total_wall * 1e-3), 1));
   print_line("Total step time, wall (ms):", fmt(total_wall));
   print_line("Total step time, device (ms):", fmt(total_dev));
   print_line("Host share of total wall time (%):", fmt(100.0 * total_host / total_wall, 1));
@@ -147,8 +148,8 @@ std::string case_json(const CaseResult& c, int prompt, int heads) {
     << ", \"bucket_step\": " << c.bucket_step
     << ", \"graph_mem_mb\": " << json_num(c.graph_mem_mb) << ", \"capture_ms\": " << json_num(c.capture_ms)
     << ", \"create_ms\": " << json_num(c.create_ms)
-    << ", \"work_tflop\": {\"attention\": " << json_num(work.attention) << ", \"up_projection\": "
-    << json_num(work.up_projection) << ", \"total\": " << json_num(work.total()) << "}"
+    << ", \"work_tflop\": {\"attention\": " << json_num(work.attention / 1e12) << ", \"up_projection\": "
+    << json_num(work.up_projection / 1e12) << ", \"total\": " << json_num(work.total() / 1e12) << "}"
     << ", \"total_wall_ms\": " << json_num(std::accumulate(wall.begin(), wall.end(), 0.0))
     << ", \"total_device_ms\": " << json_num(std::accumulate(dev.begin(), dev.end(), 0.0))
     << ", \"total_host_ms\": " << json_num(std::accumulate(host.begin(), host.end(), 0.0))
