@@ -118,7 +118,8 @@ class BlockTables:
 # default), never above the cap (the step's workspace rows = budget + largest context, where
 # every step fits). The padding is up-projection and gather work on rows nothing reads (attention
 # runs the plan's lengths); tools/seed_schedule.h gives what it costs at each step size.
-# The same rule is in tools/seed_schedule.cc (graph_bucket), so C++ and Python replay alike.
+# The same rule and constants are in tools/seed_schedule.{h,cc} (graph_bucket), so C++ and Python
+# replay alike.
 GRAPH_BUCKET_FINE, GRAPH_BUCKET_FINE_UNTIL, GRAPH_BUCKET_STEP_ABOVE = 256, 1024, 256
 
 

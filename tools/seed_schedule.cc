@@ -44,7 +44,7 @@ StepFlops seed_step_flops(const SeedStep& step, const MlaDims& d) {
 int64_t graph_bucket(int64_t rows, int64_t cap, int64_t step_above) {
   if (rows < 0 || rows > cap) throw std::invalid_argument("graph_bucket: step rows exceed the graph cap");
   if (step_above < 1) throw std::invalid_argument("graph_bucket: step_above must be positive");
-  const int64_t unit = rows <= 1024 ? 256 : step_above;
+  const int64_t unit = rows <= kGraphBucketFineUntil ? kGraphBucketFine : step_above;
   const int64_t up = std::max<int64_t>(unit, (rows + unit - 1) / unit * unit);
   return std::min(cap, up);
 }

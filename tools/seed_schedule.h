@@ -54,7 +54,7 @@ StepFlops seed_step_flops(const SeedStep& step, const MlaDims& dims);
 // graphs, and the graph-replayed step measured 1.0% and 2.9% slower (C++, docs/perf-notes.md).
 // bench/seed_schedule.py (graph_bucket) has the same rule, so bench/compare_mla.py replays alike.
 // Throws std::invalid_argument when rows > cap or step_above < 1.
-constexpr int64_t kGraphBucketStepAbove = 256;
+constexpr int64_t kGraphBucketFine = 256, kGraphBucketFineUntil = 1024, kGraphBucketStepAbove = 256;
 int64_t graph_bucket(int64_t rows, int64_t cap, int64_t step_above = kGraphBucketStepAbove);
 
 }  // namespace mlakit_bench
