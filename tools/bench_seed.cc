@@ -175,6 +175,7 @@ CaseResult run_case(const SeedArgs& a, Device dev, int n, int budget, const std:
   cfg.max_context_tokens = max_ctx;
   cfg.workspace_rows = budget + max_ctx;  // [context; new] always fits: one launch per layer
   cfg.upload_in_run = a.upload_in_run;
+  cr.dims = MlaDims{cfg.num_heads, cfg.kv_lora_rank, cfg.qk_nope_head_dim, cfg.qk_rope_head_dim, cfg.v_head_dim};
 
   // Each request owns blocks scattered over the cache.
   std::mt19937_64 rng(1234 + n);

@@ -39,12 +39,10 @@ void print_stats(const char* title, const char* what, const Stats& s, int prec =
 }
 
 // The case's useful work through all its layers (seed_step_flops), in FLOP.
-StepFlops case_work(const CaseResult& c, int heads) {
-  MlaDims d;
-  d.heads = heads;
+StepFlops case_work(const CaseResult& c) {
   StepFlops w;
   for (const SeedStep& s : c.steps) {
-    const StepFlops f = seed_step_flops(s, d);
+    const StepFlops f = seed_step_flops(s, c.dims);
     w.attention += c.layers * f.attention;
     w.up_projection += c.layers * f.up_projection;
   }
@@ -89,7 +87,7 @@ void print_case(const CaseResult& c, int prompt, int heads, bool per_step, const
     print_line("  rows per bucket above 1024:", std::to_string(c.bucket_step));
     print_line("  captured in (ms) / device memory (MB):", fmt(c.capture_ms, 1) + " / " + fmt(c.graph_mem_mb, 1));
   }
-  const StepFlops work = case_work(c, heads);
+  const StepFlops work = case_work(c);
   print_line("Useful work: attention + up-proj (TFLOP):",
              tera(work.attention) + " + " + tera(work.up_projection) + " = " + tera(work.total()));
   print_line("Useful work over wall time (TFLOP/s):", fmt(work.total() / 1e12 / (total_wall * 1e-3), 1));
@@ -128,7 +126,7 @@ std::string case_json(const CaseResult& c, int prompt, int heads) {
     host.push_back(t.host_ms);
   }
   const Stats tt = stats_of(c.ttft_ms), sw = stats_of(wall), sd = stats_of(dev), sh = stats_of(host);
-  const StepFlops work = case_work(c, heads);
+  const StepFlops work = case_work(c);
   o << "{\"mode\": " << json_str(c.mode) << ", \"upload_in_run\": " << (c.upload_in_run ? "true" : "false")
     << ", \"requests\": " << c.requests << ", \"budget\": " << c.budget
     << ", \"prompt\": " << prompt << ", \"layers\": " << c.layers << ", \"heads\": " << heads

@@ -31,6 +31,7 @@ struct CaseResult {
   std::vector<int64_t> graph_rows;
   std::vector<int64_t> graph_buckets;
   int64_t bucket_step = 0;  // graph_bucket's rows per bucket above 1024 (0 in eager mode)
+  MlaDims dims;             // the step's MlaConfig widths, which its useful work is counted with
   double graph_mem_mb = 0, capture_ms = 0;
   double create_ms = 0;  // MlaStep's constructor (allocation; GEMM tuning on CUDA)
 };
