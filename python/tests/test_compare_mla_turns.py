@@ -58,7 +58,6 @@ def test_a_failing_path_is_dropped_and_the_others_keep_their_passes():
     assert case["paths"]["b"] == {"skipped": "error: RuntimeError: boom"}
 
 
-
 def test_rest_and_heat_precede_every_pass(monkeypatch):
     order = []
 
