@@ -525,6 +525,9 @@ def main(argv=None):
     ap.add_argument("--custom", action="append", default=[],
                     help='extra workload "Q[:KV][/c|/n][@H]" in mlakit-bench --lens syntax, e.g. 16x999 or '
                          '8x1024:8x4096/n or 1x4096@128 (repeatable; bench/workloads.py custom())')
+    ap.add_argument("--dims", default=None,
+                    help="run every workload at these head dims instead, DQKxDVO (e.g. 128x128); the "
+                         "workloads are renamed '<name> d128x128' (no anchors, no mlakit-bench fallback)")
     ap.add_argument("--methods", default=None, help="comma list of: " + ", ".join(ALL_METHODS) +
                     " (default: all; with --smoke all but flex_attention)")
     ap.add_argument("--iters", type=int, default=None, help="timed calls (default 30; --smoke 3)")
@@ -572,6 +575,12 @@ def main(argv=None):
         if w is None:
             ap.error(f"unknown workload {n!r}; known: {', '.join(x.name for x in W.named_workloads())}")
         wls.append(W.scaled(w, 16) if args.smoke else w)
+    if args.dims:
+        try:
+            dqk, dvo = W.parse_dims(args.dims)
+        except ValueError as ex:
+            ap.error(f"--dims: {ex}")
+        wls = [W.with_dims(w, dqk, dvo) for w in wls]
     if args.methods is None:
         methods = [m for m in ALL_METHODS if not (args.smoke and m == "flex_attention")]
     else:

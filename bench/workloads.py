@@ -167,6 +167,25 @@ def custom(spec: str) -> Workload:
     return Workload(spec, q, kv, causal=causal, heads=h, kv_heads=h)
 
 
+def parse_dims(spec: str) -> tuple:
+    """"128x128" -> (128, 128): (Dqk, Dvo) for --dims."""
+    try:
+        dqk, dvo = (int(x) for x in spec.lower().split("x"))
+    except ValueError:
+        raise ValueError(f"bad head dims {spec!r}: want DQKxDVO, e.g. 128x128") from None
+    if dqk < 1 or dvo < 1:
+        raise ValueError(f"bad head dims {spec!r}: both must be >= 1")
+    return dqk, dvo
+
+
+def with_dims(w: Workload, dqk: int, dvo: int) -> Workload:
+    """The same lengths at other head dims, renamed "<name> d<Dqk>x<Dvo>" so that nothing
+    (anchors, mlakit-bench's names) mistakes it for the (192, 128) workload."""
+    if (dqk, dvo) == (w.dqk, w.dvo):
+        return w
+    return dataclasses.replace(w, name=f"{w.name} d{dqk}x{dvo}", dqk=dqk, dvo=dvo)
+
+
 def scaled(w: Workload, divisor: int) -> Workload:
     """Every length divided by `divisor` (at least 1), as mlakit-bench does on the CPU backend."""
     if divisor <= 1:
