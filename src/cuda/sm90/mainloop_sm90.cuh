@@ -17,12 +17,15 @@ namespace sm90 {
 // S (this warpgroup's 64 rows x 128 keys) = Q K^T over Dqk, from the swizzled shared tiles.
 template <typename T, typename Shape>
 __device__ __forceinline__ void issue_qk(float (&s)[64], uint32_t q_rows_base, uint32_t k_stage) {
+  // Built once, then advanced per k-step (smem_desc_advance).
+  const uint64_t da0 = smem_desc_sw128(q_rows_base, 16, 1024);
+  const uint64_t db0 = smem_desc_sw128(k_stage, 16, 1024);
 #pragma unroll
   for (int kk = 0; kk < Shape::DQK / 16; ++kk) {
     const int box = kk / 4;
     const uint32_t k_off = (kk % 4) * 32;  // 16 columns of 2 bytes inside the 128-byte swizzled row
-    const uint64_t da = smem_desc_sw128(q_rows_base + box * Shape::kBoxBytesQ + k_off, 16, 1024);
-    const uint64_t db = smem_desc_sw128(k_stage + box * Shape::kBoxBytesKV + k_off, 16, 1024);
+    const uint64_t da = smem_desc_advance(da0, box * Shape::kBoxBytesQ + k_off);
+    const uint64_t db = smem_desc_advance(db0, box * Shape::kBoxBytesKV + k_off);
     wgmma_m64n128k16_ss<T>(s, da, db, kk > 0 ? 1 : 0);
   }
 }
@@ -30,11 +33,12 @@ __device__ __forceinline__ void issue_qk(float (&s)[64], uint32_t q_rows_base, u
 // O (64 rows x 128 value columns) += P V, P from registers (kk-th 16 keys in p[kk]).
 template <typename T, typename Shape>
 __device__ __forceinline__ void issue_pv(float (&o)[64], const uint32_t (&p)[Shape::BN / 16][4], uint32_t v_stage) {
+  const uint64_t db0 = smem_desc_sw128(v_stage, Shape::kBoxBytesKV, 1024);
 #pragma unroll
   for (int kk = 0; kk < Shape::BN / 16; ++kk) {
     // Keys 16kk..16kk+15 start 16 rows (2048 bytes) further; the next 64 value columns live in
     // the next TMA box (LBO), the next 8 keys 1024 bytes on (SBO).
-    const uint64_t db = smem_desc_sw128(v_stage + kk * 16 * 128, Shape::kBoxBytesKV, 1024);
+    const uint64_t db = smem_desc_advance(db0, kk * 16 * 128);
     wgmma_m64n128k16_rs_mnb<T>(o, p[kk], db, 1);
   }
 }

@@ -18,6 +18,7 @@
 #include <cstdint>
 
 #include "cuda/common/grid_dependency.cuh"
+#include "cuda/sm90/smem_desc.h"
 
 namespace mlakit {
 namespace cuda {
@@ -146,16 +147,7 @@ __device__ __forceinline__ void setmaxnreg_dec() {
 
 // ---- wgmma ----------------------------------------------------------------------------------
 
-// Shared-memory matrix descriptor for a tile stored in 128-byte-swizzled rows (what TMA writes
-// with CU_TENSOR_MAP_SWIZZLE_128B; 8-row atoms of 1024 bytes, 1024-byte aligned):
-//   bits  0-13 start address >> 4, 16-29 leading-dimension byte offset >> 4,
-//   bits 32-45 stride-dimension byte offset >> 4, 62-63 layout (1 = 128-byte swizzle).
-// K-major operands (Q, K): SBO = 1024 (next 8 rows), LBO unused. MN-major B (V): LBO = bytes
-// between 64-column blocks, SBO = 1024 (next 8 rows of k).
-__device__ __forceinline__ uint64_t smem_desc_sw128(uint32_t addr, uint32_t lbo_bytes, uint32_t sbo_bytes) {
-  return static_cast<uint64_t>((addr & 0x3FFFF) >> 4) | (static_cast<uint64_t>((lbo_bytes >> 4) & 0x3FFF) << 16) |
-         (static_cast<uint64_t>((sbo_bytes >> 4) & 0x3FFF) << 32) | (1ull << 62);
-}
+// Descriptors: smem_desc_sw128 / smem_desc_advance (smem_desc.h).
 
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
