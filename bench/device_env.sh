@@ -48,7 +48,8 @@ ab_rounds() {
   for w in $(awk '{print $3}' "$file" | sort -u); do
     for b in "${bins[@]}"; do
       b=$(basename "$b")
-      echo "$w $b $(grep "^$b r[0-9]* $w " "$file" | awk '{print $8}' | sort -n | tr '\n' ' ')"
+      # awk compares the fields as strings: workload names hold regex characters ("[dqk128,dvo128]").
+      echo "$w $b $(awk -v b="$b" -v w="$w" '$1 == b && $3 == w {print $8}' "$file" | sort -n | tr '\n' ' ')"
     done
   done
 }
