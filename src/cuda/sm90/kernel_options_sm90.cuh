@@ -12,7 +12,9 @@
 // consumer warpgroups meeting at each item's end and claiming the next item at the last V load
 // (the kernel before v19, 14e205b with MLAKIT_SM90_DECOUPLED=0 / CLAIM_AT_LAST_K=0); claiming one
 // or two K loads earlier than the last (session 26, level); ping-pong issue turns again on v19
-// (4875aa4, session 27: -1.7 to -3.1% on every workload but the context chunk)).
+// (4875aa4, session 27: -1.7 to -3.1% on every workload but the context chunk), and at (128, 128)
+// only (session 34, bench/results/2026-12-04-s34/call2_d128_pingpong/pingpong_d128.patch: level
+// to -1.5%, H=128 8192 -6%)).
 #pragma once
 
 // TMA_STORE: the epilogue stages each consumer warpgroup's O rows in its own shared-memory
