@@ -637,6 +637,10 @@ def main(argv=None):
             if binary is None or args.smoke:
                 log("  no mlakit-bench binary found either (--bench-bin, $MLAKIT_BENCH, build-gpu/) "
                     "or --smoke: mlakit skipped")
+            elif args.dims:
+                # The fallback runs the named workloads by name, at (192, 128): its rows would
+                # never match the renamed workloads, so it would only cost minutes.
+                log("  --dims: mlakit-bench's fallback times the named (192, 128) workloads only: mlakit skipped")
             else:
                 try:
                     fallback = bench_fallback(binary, names, iters, warmup)
