@@ -1,0 +1,29 @@
+#!/bin/bash
+# Session 35 prepared call 1 (not run in session 35: no device was lent): the v21 candidate
+# (branch s35-v21-full-tiles) tested and timed against v20. carry ["carry1"] from prepare_carry.sh.
+# v21 only moves work: the kv tiles that need no mask are found once per item instead of the rule
+# evaluated on every tile, and the K/Q releases are predicated arrives instead of a divergent
+# branch, so ~25 uniform instructions and one branch leave the path between each S's completion
+# and its softmax (SASS: d128 loop 529 -> 494 instructions per warp and tile, branches 7 -> 5).
+# Its outputs must be bitwise v20's.
+# Prediction: +1-3% at (128, 128) on every workload (the tile is 8 k-steps of S, so the path
+# between S and the softmax is a larger share), +0.5-1.5% at (192, 128); level is possible, as
+# v17 was level on v16b and +1.5-3.5% on v19.
+set -u
+source bench/device_env.sh
+T=carry1/tests/mlakit_gpu_tests
+# Every sm90 test (both dims, both dtypes, split K, scale, graphs, batch invariance, determinism)
+# and the MLA step, which runs the (192, 128) split-K kernel.
+timeout 240 $T --gtest_filter='*sm90*:Shapes/CudaMlaStep.*' > $OUT/tests.txt 2>&1; echo "tests rc=$?"
+grep -E "^\[  (PASSED|FAILED|SKIPPED) |tests ran" $OUT/tests.txt | head -8
+el tests
+for d in "" "--dqk 128 --dvo 128"; do
+  timeout 60 carry1/ab/v21 --kernel sm90 $d --workload 8x999+200 --workload ctx_8x1024_vs_4096 --iters 3 2>&1 \
+    | grep -E "cuda:0" >> $OUT/check_v21.txt
+done
+cat $OUT/check_v21.txt
+el check
+ab_rounds $OUT/ab_d128.txt 3 carry1/ab/v20 carry1/ab/v21 -- --kernel sm90 --all --iters 20 --warmup-ms 0 --no-check --dqk 128 --dvo 128
+el ab128
+ab_rounds $OUT/ab_d192.txt 2 carry1/ab/v21 carry1/ab/v20
+el ab192
