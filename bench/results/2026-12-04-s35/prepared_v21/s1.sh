@@ -1,11 +1,13 @@
 #!/bin/bash
 # Session 35 prepared call 1 (not run in session 35: no device was lent): the v21 candidate
-# (branch s35-v21-full-tiles) tested and timed against v20. carry ["carry1"] from prepare_carry.sh.
+# (branch s35-v21-full-tiles) tested and timed against v20, with one variant (v21s). carry ["carry1"] from prepare_carry.sh.
 # v21 only moves work: the kv tiles that need no mask are found once per item instead of the rule
 # evaluated on every tile, and the K/Q releases are predicated arrives instead of a divergent
-# branch, so ~25 uniform instructions and one branch leave the path between each S's completion
-# and its softmax (SASS: d128 loop 529 -> 494 instructions per warp and tile, branches 7 -> 5).
-# Its outputs must be bitwise v20's.
+# branch, so ~17 uniform instructions and one branch leave the path between each S's completion
+# and its softmax (SASS, the kv loop's common path per warp and tile: d128 510 -> 494
+# instructions, d192 545 -> 519, branches 7 -> 5).
+# Its outputs must be bitwise v20's. v21s (v21 + v21s_sbase_broadcast.patch) also keeps the shared
+# base out of the loop: loop path d128 494 -> 498, d192 519 -> 512 instructions, no S2UR in it.
 # Prediction: +1-3% at (128, 128) on every workload (the tile is 8 k-steps of S, so the path
 # between S and the softmax is a larger share), +0.5-1.5% at (192, 128); level is possible, as
 # v17 was level on v16b and +1.5-3.5% on v19.
@@ -23,7 +25,7 @@ for d in "" "--dqk 128 --dvo 128"; do
 done
 cat $OUT/check_v21.txt
 el check
-ab_rounds $OUT/ab_d128.txt 3 carry1/ab/v20 carry1/ab/v21 -- --kernel sm90 --all --iters 20 --warmup-ms 0 --no-check --dqk 128 --dvo 128
+ab_rounds $OUT/ab_d128.txt 2 carry1/ab/v20 carry1/ab/v21 carry1/ab/v21s -- --kernel sm90 --all --iters 20 --warmup-ms 0 --no-check --dqk 128 --dvo 128
 el ab128
-ab_rounds $OUT/ab_d192.txt 2 carry1/ab/v21 carry1/ab/v20
+ab_rounds $OUT/ab_d192.txt 2 carry1/ab/v21s carry1/ab/v21 carry1/ab/v20
 el ab192

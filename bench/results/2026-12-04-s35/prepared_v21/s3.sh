@@ -3,8 +3,9 @@
 # of 1x16384 at (128, 128) and of 100x999 at (192, 128) (the launch after the first, so neither is
 # a cold one). Session 34 counted, at (128, 128), 108 M uniform-datapath instructions and 15.8 M
 # branches for v19 against FlashInfer fa3's 43 M and 5.3 M. carry ["carry1"] from prepare_carry.sh.
-# Prediction: v21 executes ~7% fewer instructions per kv tile than v20 (SASS loop path 529 -> 494
-# per warp and tile at (128, 128)), ~20 fewer uniform ones and 2 fewer branches per warp and tile,
+# Prediction: v21 executes ~3% (d128) and ~5% (d192) fewer instructions per kv tile than v20 (SASS
+# loop path per warp and tile 510 -> 494 and 545 -> 519), ~15 and ~25 fewer uniform ones and 2
+# fewer branches per warp and tile,
 # and its tensor pipe is busier by about as much as its cycles fall.
 set -u
 source bench/device_env.sh
