@@ -1,0 +1,88 @@
+"""scripts/sm90-loop-path's walk of the kv loop, on a synthetic SASS listing shaped like the sm90
+consumer's: a loop of one kv tile's HGMMAs, an mbarrier wait whose retry loop sits past the kernel's
+end, lane 0's arrive skipped by the other lanes, a soft-cap test and a mask test choosing among
+four softmax variants that end in jumps to one join. The walk must take the variant laid out last
+and count everything else the warp issues."""
+import importlib.machinery
+import importlib.util
+import pathlib
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+
+
+def load_script():
+    path = ROOT / "scripts" / "sm90-loop-path"
+    loader = importlib.machinery.SourceFileLoader("sm90_loop_path", str(path))
+    spec = importlib.util.spec_from_loader("sm90_loop_path", loader)
+    mod = importlib.util.module_from_spec(spec)
+    loader.exec_module(mod)
+    return mod
+
+
+def listing(rows):
+    """rows: (label, text), addresses 0x10 apart from 0x100; '{label}' in a text -> that address."""
+    addr = {label: 0x100 + 0x10 * i for i, (label, _) in enumerate(rows) if label}
+    lines = ["        /*%04x*/                   USETMAXREG.TRY_ALLOC.CTAPOOL P0, 0xe8 ;" % 0xF0]
+    for i, (_, text) in enumerate(rows):
+        lines.append("        /*%04x*/                   %s ;" % (0x100 + 0x10 * i, text.format(**{k: hex(v) for k, v in addr.items()})))
+    lines.append("        /*%04x*/                   USETMAXREG.DEALLOC 0x28 ;" % (0x100 + 0x10 * len(rows)))
+    return lines
+
+
+ROWS = [
+    ("head", "UIADD3 UR46, UR46, 0x1, URZ"),
+    ("", "SYNCS.PHASECHK.TRANS64.TRYWAIT P3, [UR45+0x2c010], R20"),
+    ("", "@!P3 BRA {retry}"),
+    ("", "HGMMA.64x128x16.F32.BF16 R88, gdesc[UR16], RZ, !UPT"),
+    ("", "HGMMA.64x128x16.F32.BF16 R88, gdesc[UR16], R88, gsb0"),
+    ("", "HGMMA.64x128x16.F32.BF16 R24, R180, gdesc[UR16].tnspB, R24, gsb0"),
+    ("", "WARPGROUP.DEPBAR.LE gsb0, 0x1"),
+    ("", "@P5 BRA {after_arrive}"),
+    ("", "SYNCS.ARRIVE.TRANS64.A1T0 RZ, [UR45+0x2c020], RZ"),
+    ("after_arrive", "S2UR UR18, SR_CgaCtaId"),
+    ("", "@!P0 BRA {nocap}"),
+    ("", "@!P3 BRA P4, {cap_full}"),
+    ("", "MUFU.TANH R1, R1"),            # capped, masked
+    ("", "BRA {join}"),
+    ("cap_full", "MUFU.TANH R2, R2"),    # capped, full
+    ("", "BRA {join}"),
+    ("nocap", "@!P3 BRA P4, {common}"),
+    ("", "FMNMX R3, R3, -INF, !PT"),     # uncapped, masked
+    ("", "BRA {join}"),
+    ("common", "FFMA R4, R4, R5, -R6"),  # uncapped, full: falls through to the join
+    ("", "MUFU.EX2 R4, R4"),
+    ("join", "F2FP.BF16.F32.PACK_AB R7, R4, R4"),
+    ("", "@!P3 BRA {head}"),
+    ("", "EXIT"),
+    ("retry", "SYNCS.PHASECHK.TRANS64.TRYWAIT P3, [UR45+0x2c010], R20"),
+    ("", "BRA {retry}"),
+]
+
+
+def test_walk_takes_the_common_variant_and_counts_the_rest():
+    mod = load_script()
+    addrs, ops = mod.consumer_region(listing(ROWS))
+    path = [ops[i] for i in mod.common_path(addrs, ops, hgmma_per_tile=3)]
+    text = "\n".join(path)
+    # The uncapped, unmasked variant and everything the warp issues on the way to it...
+    assert "FFMA R4, R4, R5, -R6" in text and "MUFU.EX2 R4, R4" in text
+    assert "SYNCS.ARRIVE.TRANS64.A1T0 RZ, [UR45+0x2c020], RZ" in text  # lane 0's arrive: issued
+    assert "S2UR UR18, SR_CgaCtaId" in text
+    # ...and none of the other three variants or the out-of-line retry loop.
+    assert "MUFU.TANH" not in text and "FMNMX R3" not in text
+    assert sum("TRYWAIT" in op for op in path) == 1
+    # The head through the cap test (11 rows), the uncapped variants' dispatch (1), the common
+    # variant, the join and the back-edge (4).
+    assert len(path) == 16
+    assert path[0].startswith("UIADD3") and path[-1].startswith("@!P3 BRA")
+
+
+def test_loop_is_found_by_its_hgmma_count():
+    mod = load_script()
+    addrs, ops = mod.consumer_region(listing(ROWS))
+    try:
+        mod.common_path(addrs, ops, hgmma_per_tile=4)
+    except ValueError as e:
+        assert "no kv loop with 4 HGMMAs" in str(e)
+    else:
+        raise AssertionError("a loop of 3 HGMMAs must not be taken for one of 4")
