@@ -114,6 +114,26 @@ TEST_P(CudaPrefill, SlidingWindowSoftCapAndScale) {
   expect_case_ok(c);
 }
 
+// Windows wider than two kv tiles: a q tile then walks masked tiles at the window's edge, unmasked
+// tiles inside it and (causal) masked tiles at the diagonal, so a kernel that picks the unmasked
+// softmax by tile index (the sm90 kernel finds that range once per q tile) must get both ends of
+// the range right. Lengths put the window's edge and the diagonal at, just past and inside tile
+// boundaries; q shorter than kv moves the diagonal off the tile grid.
+TEST_P(CudaPrefill, WideWindowUnmaskedTilesInside) {
+  std::mt19937_64 rng(std::random_device{}());
+  GpuCase c = base(rng());
+  c.q_lens = {1000, 700, 257, 129};
+  c.kv_lens = {1000, 1023, 600, 129};
+  for (int window : {300, 385, 517}) {
+    for (bool causal : {true, false}) {
+      c.opts.causal = causal;
+      c.opts.window_left = window;
+      c.seed = rng();
+      expect_case_ok(c);
+    }
+  }
+}
+
 TEST_P(CudaPrefill, StridedQueryView) {
   std::mt19937_64 rng(std::random_device{}());
   GpuCase c = base(rng());
