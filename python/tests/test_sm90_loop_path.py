@@ -86,3 +86,16 @@ def test_loop_is_found_by_its_hgmma_count():
         assert "no kv loop with 4 HGMMAs" in str(e)
     else:
         raise AssertionError("a loop of 3 HGMMAs must not be taken for one of 4")
+
+
+def test_listing_mode_counts_every_kernel_and_names_the_ones_without_a_loop(tmp_path):
+    # Another library's listing: one row per `Function :`, the same walk as for mlakit's objects.
+    mod = load_script()
+    body = listing(ROWS)
+    text = ["\tFunction : with_loop"] + body + ["\tFunction : without_loop"] + body[:4] + body[-1:]
+    path = tmp_path / "peer.sass"
+    path.write_text("\n".join(text) + "\n")
+    rows = list(mod.listing_rows(str(path), 3))
+    assert len(rows) == 2
+    assert rows[0].split()[:2] == ["peer.sass#0", "16"]
+    assert "no kv loop with 3 HGMMAs" in rows[1]

@@ -23,9 +23,8 @@ for m in causal none; do
     -I. -I$D/cccl/libcudacxx/include -I$D/cccl/cub -I$D/cccl/thrust -I$D/include -I$D/cutlass/include \
     -I$D/cutlass/tools/util/include -o ragged_$m.cubin ragged_$m.cu
   cuobjdump -sass ragged_$m.cubin > ragged_$m.sass
-  # The first function is the persistent-scheduler kernel; its kv loop holds 16 HGMMAs (causal,
-  # 128-key tiles: 8 for S, 8 for P V) or 20 (non-causal, 192-key tiles: 8 + 12).
-  second=$(grep -n "Function :" ragged_$m.sass | sed -n 2p | cut -d: -f1)
+  # Its two kernels (persistent and plain tile schedulers), counted as mlakit's: the kv loop holds
+  # 16 HGMMAs (causal, 128-key tiles: 8 for S, 8 for P V) or 20 (non-causal, 192-key tiles: 8 + 12).
   echo "== $m: $(grep -o 'AttentionKernelTraitsILb1ELi[0-9]*ELi[0-9]*ELi[0-9]*ELi[0-9]*ELi[0-9]' ragged_$m.sass | head -1)"
-  for h in 16 20; do python3 "$HERE/fa3_loops.py" ragged_$m.sass 5 "$second" $h; done
+  "$ROOT/scripts/sm90-loop-path" --sass ragged_$m.sass --hgmma $([ $m = causal ] && echo 16 || echo 20)
 done
