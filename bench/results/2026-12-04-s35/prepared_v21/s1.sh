@@ -13,11 +13,11 @@
 # v17 was level on v16b and +1.5-3.5% on v19.
 set -u
 source bench/device_env.sh
-T=carry1/tests/mlakit_gpu_tests
 # Every sm90 test (both dims, both dtypes, split K, scale, graphs, batch invariance, determinism)
-# and the MLA step, which runs the (192, 128) split-K kernel.
-timeout 240 $T --gtest_filter='*sm90*:Shapes/CudaMlaStep.*' > $OUT/tests.txt 2>&1; echo "tests rc=$?"
-grep -E "^\[  (PASSED|FAILED|SKIPPED) |tests ran" $OUT/tests.txt | head -8
+# and the MLA step, which runs the (192, 128) split-K kernel: gpu-check's gpu-tests step on the
+# carried binary, in 4 shards (tests.log, summary.txt).
+MLAKIT_BUILD_DIR=carry1/tests MLAKIT_SKIP_BUILD=1 GPU_CHECK_STEPS=gpu-tests GPU_TEST_SHARDS=4 \
+  GPU_TEST_FILTER='*sm90*:Shapes/CudaMlaStep.*' timeout 240 scripts/gpu-check "$OUT" | grep -E "tests:|gpu-tests|overall"
 el tests
 for d in "" "--dqk 128 --dvo 128"; do
   timeout 60 carry1/ab/v21 --kernel sm90 $d --workload 8x999+200 --workload ctx_8x1024_vs_4096 --iters 3 2>&1 \
