@@ -2,7 +2,7 @@
 consumer's: a loop of one kv tile's HGMMAs, an mbarrier wait whose retry loop sits past the kernel's
 end, lane 0's arrive skipped by the other lanes, a soft-cap test and a mask test choosing among
 four softmax variants that end in jumps to one join. The walk must take the variant laid out last
-and count everything else the warp issues."""
+(the masked walk: the one before it) and count everything else the warp issues."""
 import importlib.machinery
 import importlib.util
 import pathlib
@@ -47,7 +47,8 @@ ROWS = [
     ("cap_full", "MUFU.TANH R2, R2"),    # capped, full
     ("", "BRA {join}"),
     ("nocap", "@!P3 BRA P4, {common}"),
-    ("", "FMNMX R3, R3, -INF, !PT"),     # uncapped, masked
+    ("", "ISETP.GE.AND P6, PT, R9, 0x19, PT"),  # uncapped, masked
+    ("", "FSEL R3, R3, -INF , !P6"),
     ("", "BRA {join}"),
     ("common", "FFMA R4, R4, R5, -R6"),  # uncapped, full: falls through to the join
     ("", "MUFU.EX2 R4, R4"),
@@ -69,12 +70,25 @@ def test_walk_takes_the_common_variant_and_counts_the_rest():
     assert "SYNCS.ARRIVE.TRANS64.A1T0 RZ, [UR45+0x2c020], RZ" in text  # lane 0's arrive: issued
     assert "S2UR UR18, SR_CgaCtaId" in text
     # ...and none of the other three variants or the out-of-line retry loop.
-    assert "MUFU.TANH" not in text and "FMNMX R3" not in text
+    assert "MUFU.TANH" not in text and "FSEL R3" not in text
     assert sum("TRYWAIT" in op for op in path) == 1
     # The head through the cap test (11 rows), the uncapped variants' dispatch (1), the common
     # variant, the join and the back-edge (4).
     assert len(path) == 16
     assert path[0].startswith("UIADD3") and path[-1].startswith("@!P3 BRA")
+
+
+def test_masked_walk_takes_the_variant_before_the_common_one():
+    mod = load_script()
+    addrs, ops = mod.consumer_region(listing(ROWS))
+    path = [ops[i] for i in mod.common_path(addrs, ops, hgmma_per_tile=3, masked=True)]
+    text = "\n".join(path)
+    assert "FSEL R3, R3, -INF" in text and "ISETP.GE.AND P6" in text
+    assert "FFMA R4" not in text and "MUFU.TANH" not in text
+    # The same head and dispatch (12 rows), the masked variant with its jump to the join (3), the
+    # join and the back-edge (2).
+    assert len(path) == 17
+    assert path[-1].startswith("@!P3 BRA")
 
 
 def test_loop_is_found_by_its_hgmma_count():
@@ -98,4 +112,5 @@ def test_listing_mode_counts_every_kernel_and_names_the_ones_without_a_loop(tmp_
     rows = list(mod.listing_rows(str(path), 3))
     assert len(rows) == 2
     assert rows[0].split()[:2] == ["peer.sass#0", "16"]
+    assert rows[0].split()[-1] == "17"  # the masked walk
     assert "no kv loop with 3 HGMMAs" in rows[1]
