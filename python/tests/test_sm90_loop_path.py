@@ -63,7 +63,7 @@ ROWS = [
 def test_walk_takes_the_common_variant_and_counts_the_rest():
     mod = load_script()
     addrs, ops = mod.consumer_region(listing(ROWS))
-    path = [ops[i] for i in mod.common_path(addrs, ops, hgmma_per_tile=3)]
+    path = [ops[i] for i in mod.loop_path(addrs, ops, hgmma_per_tile=3)]
     text = "\n".join(path)
     # The uncapped, unmasked variant and everything the warp issues on the way to it...
     assert "FFMA R4, R4, R5, -R6" in text and "MUFU.EX2 R4, R4" in text
@@ -81,7 +81,7 @@ def test_walk_takes_the_common_variant_and_counts_the_rest():
 def test_masked_walk_takes_the_variant_before_the_common_one():
     mod = load_script()
     addrs, ops = mod.consumer_region(listing(ROWS))
-    path = [ops[i] for i in mod.common_path(addrs, ops, hgmma_per_tile=3, masked=True)]
+    path = [ops[i] for i in mod.loop_path(addrs, ops, hgmma_per_tile=3, masked=True)]
     text = "\n".join(path)
     assert "FSEL R3, R3, -INF" in text and "ISETP.GE.AND P6" in text
     assert "FFMA R4" not in text and "MUFU.TANH" not in text
@@ -95,7 +95,7 @@ def test_loop_is_found_by_its_hgmma_count():
     mod = load_script()
     addrs, ops = mod.consumer_region(listing(ROWS))
     try:
-        mod.common_path(addrs, ops, hgmma_per_tile=4)
+        mod.loop_path(addrs, ops, hgmma_per_tile=4)
     except ValueError as e:
         assert "no kv loop with 4 HGMMAs" in str(e)
     else:
