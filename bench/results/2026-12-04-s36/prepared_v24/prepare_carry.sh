@@ -27,12 +27,15 @@ build bd26b09 v20 mlakit-bench
 cp /tmp/mlakit-wt-v20/build/mlakit-bench carry1/ab/v20
 for pair in 42f70f9:v21 6d8c147:v22 a8b41ff:v23 "$V24":v24; do
   rev=${pair%%:*} name=${pair##*:}
-  build "$rev" "$name" mlakit-bench mlakit_gpu_tests
+  build "$rev" "$name" mlakit-bench
   cp /tmp/mlakit-wt-$name/build/mlakit-bench carry1/ab/$name
 done
-cp /tmp/mlakit-wt-v24/build/tests/mlakit_gpu_tests carry1/tests/
-cp /tmp/mlakit-wt-v22/build/tests/mlakit_gpu_tests carry1/tests_v22/
-cp /tmp/mlakit-wt-v21/build/tests/mlakit_gpu_tests carry1/tests_v21/
+# GPU tests only where they are carried (v23's are not: s1.sh bisects v24 -> v22 -> v21).
+for dir in tests:v24 tests_v22:v22 tests_v21:v21; do
+  name=${dir##*:}
+  ninja -C /tmp/mlakit-wt-$name/build mlakit_gpu_tests >> /tmp/mlakit-wt-$name/ninja.log
+  cp /tmp/mlakit-wt-$name/build/tests/mlakit_gpu_tests carry1/${dir%%:*}/
+done
 git rev-parse --short "$V24" > carry1/COMMIT
 for n in v20 v21 v22 v23 v24; do git worktree remove --force /tmp/mlakit-wt-$n; done
 du -sh carry1; ls -la carry1/ab carry1/tests*; cat carry1/COMMIT
