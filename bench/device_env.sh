@@ -7,7 +7,8 @@
 #   binding     builds the binding into build-py (Release, CUDA on, 90a; skipped when
 #               build-py/python already holds it), log in /tmp/device_env_pybuild.txt
 #   flashinfer  `FI_USE_PREBUILT=1 source .peers/flashinfer/setup_flashinfer.sh` (the offline
-#               copy, carried: carry [".peers"]), log in /tmp/device_env_fi.txt
+#               copy, carried: carry [".peers"]), log in /tmp/device_env_fi.txt, its version and
+#               error lines printed
 # PYTHONPATH gets build-py/python and python/ in front when `binding` is asked for.
 # MLAKIT_GIT_COMMIT (what bench/run_record.py records as the commit) is set from carry1/COMMIT
 # when that file exists: the device copy's .git can name an older HEAD than the files it runs.
@@ -87,6 +88,9 @@ for device_env_step in "$@"; do
     flashinfer)
       FI_USE_PREBUILT=1 source .peers/flashinfer/setup_flashinfer.sh > /tmp/device_env_fi.txt 2>&1 \
         || tail -3 /tmp/device_env_fi.txt
+      # What the record scripts of sessions 32-34 grepped after sourcing this: a version line, or
+      # any error the setup printed although it returned 0.
+      grep -m2 -iE "flashinfer.*(ok|version)|error" /tmp/device_env_fi.txt || true  # no line: nothing to say
       el "flashinfer" ;;
     *) echo "device_env.sh: unknown step '$device_env_step' (binding, flashinfer)" ;;
   esac

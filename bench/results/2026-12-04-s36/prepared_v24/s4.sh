@@ -12,7 +12,6 @@ set -u
 export MLAKIT_GIT_COMMIT=${RUN_COMMIT:?set RUN_COMMIT}
 rm -rf build-py
 source bench/device_env.sh binding flashinfer
-grep -m2 -iE "flashinfer.*(ok|version)|error" /tmp/device_env_fi.txt
 el setup
 record $OUT/record
 el record
