@@ -60,6 +60,7 @@ SEED_TTFT = {  # (N, budget) -> {path: (mean, median, p99) ms}
 }
 # Issue 7's targets: mlakit's step vs the FA2 and FlashInfer paths (total wall of the schedule).
 TARGETS = [((100, 8192), "fa2_vllm", 4.0), ((100, 8192), "flashinfer_fa3", 3.0),
+           ((100, 8192), "flashinfer_fa3_host", 3.0), ((1, 8192), "flashinfer_fa3_host", 2.5),
            ((1, 8192), "fa2_vllm", 2.5), ((1, 8192), "flashinfer_fa3", 2.5)]
 HOST_SHARE_TARGET = 0.10  # graph-replayed step
 MLAKIT_PATHS_PREF = ["mlakit_step_graph", "mlakit_step_graph_uir", "mlakit_step_graph_native",
@@ -470,7 +471,7 @@ def check_small(torch, M, P, args, dev, log):
         f"(contexts {[st.ctx_total for st in steps]}), 1 layer, all rows")
     for name in args.paths:
         try:
-            path = P.make_path(name, cfg, model, caps, args.fi_indptr)
+            path = P.make_path(name, cfg, model, caps)
             path.setup()
         except P.Skip as ex:
             log(f"  {name:26s} skipped: {ex}")
@@ -517,7 +518,7 @@ def main(argv=None):
     ap.add_argument("--bucket-step", type=int, default=S.GRAPH_BUCKET_STEP_ABOVE,
                     help="graph paths: rows per CUDA-graph bucket above 1024 (mlakit-bench seed --bucket-step)")
     ap.add_argument("--paths", default=None,
-                    help="comma-separated (default: fa2_vllm, flashinfer_fa3, flashinfer_fa2, mlakit_step, "
+                    help="comma-separated (default: fa2_vllm, flashinfer_fa3, flashinfer_fa3_host, flashinfer_fa2, mlakit_step, "
                     "mlakit_step_graph; also mlakit_kernel_in_vllm_path[_graph])")
     ap.add_argument("--reps", type=int, default=None, help="timed passes over the schedule (default 5; --smoke 1)")
     ap.add_argument("--warmup-reps", type=int, default=1)
@@ -532,8 +533,6 @@ def main(argv=None):
                     help="skip the matrix-product ceiling (measured after every timed and profiled pass)")
     ap.add_argument("--merge", choices=["compiled", "eager"], default="compiled",
                     help="LSE merge of the PyTorch paths: torch.compile'd (fused, like vLLM's kernel) or eager")
-    ap.add_argument("--fi-indptr", choices=["device", "host"], default="device",
-                    help="indptr FlashInfer's plan() gets (device: as vLLM passes query_start_loc)")
     ap.add_argument("--ref-rows", type=int, default=32, help="rows per request checked against the reference")
     ap.add_argument("--tol", type=float, default=2e-2,
                     help="max relerr of layer 0 vs the float32 reference (2e-2: the K/V of a bf16 "
@@ -605,7 +604,7 @@ def main(argv=None):
     paths, skipped = {}, {}
     for name in args.paths:
         try:
-            p = P.make_path(name, cfg, model, caps, args.fi_indptr)
+            p = P.make_path(name, cfg, model, caps)
             p.setup()
             paths[name] = p
             log(f"path {name}: {p.describe()}")
@@ -703,7 +702,7 @@ def main(argv=None):
                "config": {"layers": cfg.layers, "heads": cfg.heads, "kv_lora_rank": cfg.kv_lora_rank,
                           "qk_nope": cfg.qk_nope, "qk_rope": cfg.qk_rope, "v_head": cfg.v_head,
                           "block_size": cfg.block_size, "sm_scale": cfg.sm_scale, "merge": merge_kind,
-                          "fi_indptr": args.fi_indptr, "reps": args.reps, "warmup_reps": args.warmup_reps,
+                          "reps": args.reps, "warmup_reps": args.warmup_reps,
                           "rest_ms": args.rest_ms, "heat_ms": args.heat_ms,
                           "bucket_step": args.bucket_step},
                "method": __doc__.split("Per step,", 1)[1].split("    python3", 1)[0].strip(),
@@ -779,7 +778,7 @@ def report_case(case, cfg, args):
     # Speedups of every mlakit path over the FA2 and FlashInfer paths (total wall of the schedule).
     sp = {}
     for m in [x for x in names if x.startswith("mlakit")]:
-        for peer in ("fa2_vllm", "flashinfer_fa3", "flashinfer_fa2"):
+        for peer in ("fa2_vllm", "flashinfer_fa3", "flashinfer_fa3_host", "flashinfer_fa2"):
             if peer in paths and paths[m]["total_wall_ms"] and paths[peer]["total_wall_ms"]:
                 sp.setdefault(m, {})["vs_" + peer] = paths[peer]["total_wall_ms"] / paths[m]["total_wall_ms"]
     case["speedups"] = sp

@@ -23,7 +23,10 @@ Paths:
                       by LSE (on the padded outputs, as vLLM), output sliced to 128
   flashinfer_fa3/fa2  the seed's change: the same, with FlashInfer's ragged prefill wrapper (no V
                       pad) planned once per step (new tokens, and the context when there is one);
-                      plan cost inside the step; device indptr as vLLM passes (--fi-indptr)
+                      plan cost inside the step; offsets on the device, as vLLM passes them
+                      (FlashInfer's plan() then copies them to the host and synchronizes)
+  flashinfer_fa3_host the same path at its best: planned from host offsets, as an engine that
+                      holds the lengths on the host would call it (no device-to-host copy in plan)
   mlakit_step         mlakit's own MLA step (mlakit.MlaStep, issue 7): one host plan per step, per
                       layer one run() (cache write, gather of [context; new] latents through the
                       block table, one up-projection GEMM, split-K attention, no merge)
@@ -202,7 +205,7 @@ class FlashInferPath(Path):
     def __init__(self, cfg, model, caps, backend="fa3", indptr="device"):
         super().__init__(cfg, model, caps)
         self.backend, self.indptr = backend, indptr
-        self.name = f"flashinfer_{backend}"
+        self.name = f"flashinfer_{backend}" + ("_host" if indptr == "host" else "")
 
     def setup(self):
         if self.dev.type != "cuda":
@@ -538,19 +541,21 @@ class GraphedPath(Path):
         return g, out0
 
 
-PATH_NAMES = ["fa2_vllm", "flashinfer_fa3", "flashinfer_fa2", "mlakit_step", "mlakit_step_graph",
+PATH_NAMES = ["fa2_vllm", "flashinfer_fa3", "flashinfer_fa3_host", "flashinfer_fa2", "mlakit_step", "mlakit_step_graph",
               "mlakit_step_graph_uir", "mlakit_step_graph_native", "mlakit_kernel_in_vllm_path",
               "mlakit_kernel_in_vllm_path_graph"]
 # What bench/compare_mla.py runs unless --paths says otherwise: the engines' paths and mlakit's step.
-DEFAULT_PATHS = ["fa2_vllm", "flashinfer_fa3", "flashinfer_fa2", "mlakit_step", "mlakit_step_graph",
+DEFAULT_PATHS = ["fa2_vllm", "flashinfer_fa3", "flashinfer_fa3_host", "flashinfer_fa2", "mlakit_step", "mlakit_step_graph",
                  "mlakit_step_graph_uir", "mlakit_step_graph_native"]
 
 
-def make_path(name, cfg, model, caps, fi_indptr="device"):
+def make_path(name, cfg, model, caps):
     if name == "fa2_vllm":
         return FA2Path(cfg, model, caps)
-    if name.startswith("flashinfer_"):
-        return FlashInferPath(cfg, model, caps, backend=name.split("_", 1)[1], indptr=fi_indptr)
+    if name in ("flashinfer_fa3", "flashinfer_fa2", "flashinfer_fa3_host"):
+        backend = name.split("_")[1]
+        return FlashInferPath(cfg, model, caps, backend=backend,
+                              indptr="host" if name.endswith("_host") else "device")
     if name == "mlakit_step":
         return MlakitStepPath(cfg, model, caps)
     if name == "mlakit_step_graph":
