@@ -23,9 +23,9 @@ def read_trace(path):
             blocks[int(f[1])] = (int(f[2]), int(f[3]))
         elif f[0] == "I":
             v = list(map(int, f[1:])) + [-1] * 5
-            b, k, n, head, row0, qb, t0, ts, te, tqk, tvl, tnx, tpv, tos = v[:14]
+            b, k, n, head, row0, qb, t0, ts, te, tqk, tvl, tnx, tpv = v[:13]
             items.append(dict(b=b, k=k, n=n, head=head, row0=row0, q=qb, t0=t0, ts=ts, te=te, tqk=tqk, tvl=tvl,
-                              tnx=tnx, tpv=tpv, tos=tos))
+                              tnx=tnx, tpv=tpv))
     return blocks, items
 
 
@@ -148,18 +148,16 @@ def main(path):
         print(f"  {n:7d} {len(v):6d} {d:10.2f} {s0:12.2f} {d / max(n, 1):20.2f}")
     # An item's phases (medians over items with all stamps), for the short items that dominate
     # ragged batches: take -> Q,K landed -> S0 done ... last V landed -> next item taken -> last
-    # P V done -> O staging barrier -> end.
-    print("  phases (median us): n  qk-wait  S0  [loop..vlast]  next-item  lastPV  to-ostage  epilogue")
+    # P V done -> end.
+    print("  phases (median us): n  qk-wait  S0  [loop..vlast]  next-item  lastPV  epilogue")
     for n in sorted(by_n)[:4] + sorted(by_n)[-1:]:
         v = [x for x in by_n[n] if min(x["tqk"], x["tvl"], x["tnx"], x["tpv"]) >= 0]
         if not v:
             continue
         m = lambda a, b: statistics.median(x[b] - x[a] for x in v) / 1e3  # noqa: E731
-        ost = [x for x in v if x["tos"] >= 0]
-        to_os = statistics.median(x["tos"] - x["tpv"] for x in ost) / 1e3 if ost else float("nan")
-        ep = statistics.median(x["te"] - x["tos"] for x in ost) / 1e3 if ost else float("nan")
+        ep = m('tpv', 'te')
         print(f"  {n:3d} {m('t0', 'tqk'):8.2f} {m('tqk', 'ts'):5.2f} {m('ts', 'tvl'):13.2f} {m('tvl', 'tnx'):10.2f} "
-              f"{m('tnx', 'tpv'):7.2f} {to_os:10.2f} {ep:9.2f}")
+              f"{m('tnx', 'tpv'):7.2f} {ep:9.2f}")
     # Items that finish last: what the tail is made of.
     last = sorted(items, key=lambda x: -x["te"])[:8]
     print("  the last items to finish: (block, k, n_tiles, head, row0, q_begin, begin us, end us)")

@@ -57,7 +57,7 @@ Timing and checks:
   --warmup N          warm-up launches (default 5 on cuda, 0 on cpu: the checked first run warms up)
   --warmup-ms X       then keep warming up until X ms have passed (default 0); e.g. 200 puts every
                       sample of a long workload under the GPU's power cap, which a few launches of
-                      a 4 ms workload do not reach (docs/perf-notes.md, session 21)
+                      a 4 ms workload do not reach (docs/performance.md)
   --rotate N          input sets rotated between launches (default on cuda: enough to exceed
                       2 x 60 MB L2, at most 32 and 8 GiB; on cpu: 1)
   --plan-iters N      plan() calls timed per workload (default 200)

@@ -50,8 +50,8 @@ StepFlops seed_step_flops(const SeedStep& step, const MlaDims& dims);
 // (the workspace rows, budget + largest context, where every step fits as one launch). The
 // padding is up-projection and gather work on rows nothing reads (the attention runs the plan's
 // lengths): at N = 100, 1.2% of the rows at budget 8192 and 4.5% at 2048 with 256-row steps, which
-// take 6 and 5 graphs; with 1024-row steps (the rule until session 32) 4.5% and 20% in 3 and 2
-// graphs, and the graph-replayed step measured 1.0% and 2.9% slower (C++, docs/perf-notes.md).
+// take 6 and 5 graphs; with 1024-row steps 4.5% and 20% in 3 and 2 graphs, and the
+// graph-replayed step measured 1.0% and 2.9% slower (C++, docs/performance.md).
 // bench/seed_schedule.py (graph_bucket) has the same rule, so bench/compare_mla.py replays alike.
 // Throws std::invalid_argument when rows > cap or step_above < 1.
 constexpr int64_t kGraphBucketFine = 256, kGraphBucketFineUntil = 1024, kGraphBucketStepAbove = 256;

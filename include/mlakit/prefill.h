@@ -61,7 +61,7 @@ const char* kernel_preference_name(KernelPreference p);  // "auto", "sm80", "sm9
 // tiles the capacity holds (16 heads: 1.1 MiB at max_q_tokens 8192, 33 MiB at 131072; 32 heads:
 // 6.5 MiB at 8192, 134 MiB at 131072; kOff sizes none).
 //   kAuto: the library's choice: the tail rule only (the small-sequence rule measured slower
-//          on every workload tried: 1x999 0.033 ms split, 0.023 ms not; docs/perf-notes.md v9);
+//          on every workload tried: 1x999 0.033 ms split, 0.023 ms not; docs/performance.md);
 //   kOn:   both rules (for measuring and for future kernels);   kOff: never.
 enum class KvSplitMode : int32_t { kAuto = 0, kOn = 1, kOff = 2 };
 const char* kv_split_mode_name(KvSplitMode m);  // "auto", "on", "off"

@@ -2,7 +2,7 @@
 // torch.Tensor.__dlpack_c_exchange_api__, PyTorch 2.10 and later): a tensor's data pointer, shape,
 // strides, dtype and device in one C call, and the current CUDA stream in another, instead of six
 // Python attribute reads per tensor and a Python call for the stream. On the H200 host those reads
-// were most of a small launch's host cost (bench/results/2026-12-03-s22/). Used for exact
+// were most of a small launch's host cost. Used for exact
 // torch.Tensor objects only (subclasses keep the attribute reads, which honour their overrides);
 // anything the table cannot read falls back to the attribute reads, so behaviour and error
 // messages are the same either way. MLAKIT_TORCH_EXCHANGE=0 turns it off (read at registration).

@@ -6,7 +6,7 @@ import sys
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "bench"))
 import sm90_trace  # noqa: E402
 
-HEADER = "# times in ns\nB 0 0 10000\nI 0 0 4 0 0 0 0 100 9000 -1 -1 -1 -1 -1\nI 0 1 4 0 128 0 0 100 9000 -1 -1 -1 -1 -1\n"
+HEADER = "# times in ns\nB 0 0 10000\nI 0 0 4 0 0 0 0 100 9000 -1 -1 -1 -1\nI 0 1 4 0 128 0 0 100 9000 -1 -1 -1 -1\n"
 
 
 def phase_rows(tmp_path, wg0, wg1):

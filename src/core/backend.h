@@ -7,15 +7,15 @@
 #include <cstdint>
 #include <memory>
 
-#include "cuda/prefill_launch.h"
+#include "contract/prefill_launch.h"
 #include "mlakit/prefill.h"
 #include "mlakit/tensor.h"
-#include "plan/schedule_layout.h"
+#include "contract/schedule_layout.h"
 
 namespace mlakit {
 namespace backend {
 
-// One schedule block (plan/schedule_layout.h) as it sits in a device workspace.
+// One schedule block (contract/schedule_layout.h) as it sits in a device workspace.
 struct ScheduleRef {
   const void* block = nullptr;  // the block's header, on the backend's device
   plan::ScheduleLayout layout{};

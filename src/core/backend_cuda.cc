@@ -1,4 +1,4 @@
-// The CUDA backend in plain C++: it forwards to the CUDA seams (cuda/prefill_launch.h,
+// The CUDA backend in plain C++: it forwards to the CUDA seams (contract/prefill_launch.h,
 // cuda/common/host_sync.h), which the no-CUDA build stubs, so this file compiles in every build.
 #include <string>
 

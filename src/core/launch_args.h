@@ -3,7 +3,7 @@
 #pragma once
 
 #include "core/backend.h"
-#include "cuda/prefill_launch.h"
+#include "contract/prefill_launch.h"
 
 namespace mlakit {
 namespace backend {

@@ -13,7 +13,7 @@
 #include "mlakit/error.h"
 #include "plan/kernel_select.h"
 #include "plan/schedule_block.h"
-#include "plan/schedule_layout.h"
+#include "contract/schedule_layout.h"
 #include "plan/scheduler.h"
 #include "plan/validate.h"
 #include "plan/validate_split.h"

@@ -4,7 +4,7 @@
 #pragma once
 
 #include "core/backend.h"
-#include "cuda/prefill_launch.h"
+#include "contract/prefill_launch.h"
 #include "mlakit/prefill.h"
 #include "plan/validate.h"
 

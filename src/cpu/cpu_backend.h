@@ -5,7 +5,7 @@
 #include <cstdint>
 
 #include "mlakit/tensor.h"
-#include "plan/schedule_layout.h"
+#include "contract/schedule_layout.h"
 
 namespace mlakit {
 namespace cpu {

@@ -1,7 +1,7 @@
 // The build's kernel table: the entries that the per-kernel translation units define, gathered
 // from the one list in kernel_list.h. A line without its file fails at link time, not at run time.
 #include "cuda/kernel_list.h"
-#include "cuda/prefill_launch.h"
+#include "contract/prefill_launch.h"
 
 namespace mlakit {
 namespace cuda {

@@ -8,7 +8,7 @@
 
 #include "cuda/common/grid_dependency.cuh"
 #include "cuda/common/pdl_launch.h"
-#include "cuda/prefill_launch.h"
+#include "contract/prefill_launch.h"
 
 namespace mlakit {
 namespace cuda {

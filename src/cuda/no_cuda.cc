@@ -4,7 +4,7 @@
 #include <string>
 
 #include "cuda/common/host_sync.h"
-#include "cuda/prefill_launch.h"
+#include "contract/prefill_launch.h"
 #include "mlakit/error.h"
 
 namespace mlakit {

@@ -5,7 +5,7 @@
 #include <string>
 
 #include "cuda/common/cuda_check.h"
-#include "cuda/prefill_launch.h"
+#include "contract/prefill_launch.h"
 #include "mlakit/error.h"
 #include "plan/kernel_select.h"
 

@@ -76,14 +76,5 @@ void gemm_nt_cpu(const GemmArgs& g) {
     for (int64_t j = 0; j < g.n; ++j) out[i * g.ldc + j] = store(c[static_cast<size_t>(i * g.n + j)], g.dtype);
 }
 
-void gemm_nt(const GemmArgs& g, Device device, Stream stream) {
-  if (g.m == 0) return;
-  if (device.is_cpu()) {
-    gemm_nt_cpu(g);
-  } else {
-    cuda::blas::gemm_nt(g, device.index, stream);
-  }
-}
-
 }  // namespace blas
 }  // namespace mlakit

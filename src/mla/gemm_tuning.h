@@ -1,10 +1,10 @@
-// Host rules of the up-projection GEMM's algorithm choice (src/cuda/mla/blas_cublas.cc), plain C++
+// Host rules of the up-projection GEMM's algorithm choice (src/mla/cuda/blas_cublas.cc), plain C++
 // so the CPU tests cover them.
 //
 // Why a choice at all: for the MLA shapes (k = 512, n = heads x 256) cuBLAS's default and
 // cuBLASLt's first heuristic candidate run 11-15% below the best of cuBLASLt's other candidates
 // on the H200 at every row count measured (256x128 tiles where 128x128 or 176x128 fill the 132
-// SMs better; bench/results/2026-12-04-s28/call1_gemm_algos/). The choice is made by timing the
+// SMs better). The choice is made by timing the
 // candidates once per class of row counts, outside any graph capture, among those of the first
 // candidate's kernel family without split K, which compute the same bits (tested).
 #pragma once

@@ -12,7 +12,7 @@
 #include <cstdint>
 
 #include "mlakit/mla.h"
-#include "plan/schedule_layout.h"
+#include "contract/schedule_layout.h"
 
 namespace mlakit {
 namespace mla {

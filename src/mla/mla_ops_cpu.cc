@@ -48,12 +48,7 @@ class CpuOps final : public MlaOps {
 
 }  // namespace
 
-std::unique_ptr<MlaOps> make_cuda_ops();
-
-std::unique_ptr<MlaOps> make_ops(Device device) {
-  if (device.is_cpu()) return std::make_unique<CpuOps>();
-  return make_cuda_ops();
-}
+std::unique_ptr<MlaOps> make_cpu_ops() { return std::make_unique<CpuOps>(); }
 
 }  // namespace mla
 }  // namespace mlakit

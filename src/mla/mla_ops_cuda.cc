@@ -1,6 +1,6 @@
 // The CUDA side of the MLA ops, in plain C++ over the kernel seam (cuda/mla/mla_launch.h), which
 // the no-CUDA build stubs.
-#include "cuda/mla/mla_launch.h"
+#include "mla/cuda/mla_launch.h"
 #include "mla/mla_ops.h"
 
 namespace mlakit {

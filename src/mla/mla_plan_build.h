@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "mla/mla_checks.h"
-#include "cuda/prefill_launch.h"
+#include "contract/prefill_launch.h"
 #include "mla/mla_layout.h"
 #include "mlakit/mla.h"
 #include "plan/scheduler.h"

@@ -96,7 +96,7 @@ struct MlaStep::Impl {
   }
 
   // The up-projection's GEMM algorithm per class of row counts, timed now on the step's own
-  // buffers (src/cuda/mla/blas_cublas.cc): at creation, never inside a capture. The weight is
+  // buffers (src/mla/cuda/blas_cublas.cc): at creation, never inside a capture. The weight is
   // assumed contiguous ([H x 256, kv_lora_rank]); a strided one gets cuBLASLt's first choice.
   void tune_up_projection() {
     cuda::blas::TuneArgs t{};

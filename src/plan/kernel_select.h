@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "cuda/prefill_launch.h"
+#include "contract/prefill_launch.h"
 #include "plan/kv_split.h"
 #include "mlakit/prefill.h"
 
@@ -37,7 +37,7 @@ KernelSelection select_kernel(const cuda::KernelEntry* const* table, int count, 
 // choice.split_max_items / split_tail_grid / split_slots and adds the slots to
 // choice.scratch_bytes. The CPU backend and kernels that do not split keep both rules off. kAuto
 // turns on the tail rule only: the small-sequence rule measured slower on every workload tried
-// (docs/perf-notes.md, v9).
+// (docs/performance.md).
 void size_kv_split(cuda::KernelChoice& choice, KvSplitMode mode, int max_batch, int64_t max_q_tokens,
                    int num_qo_heads);
 

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "plan/schedule_layout.h"
+#include "contract/schedule_layout.h"
 #include "plan/scheduler.h"
 
 namespace mlakit {

@@ -1,4 +1,4 @@
-// The order of the work items inside one kSequenceRuns run (plan/schedule_layout.h), shared by
+// The order of the work items inside one kSequenceRuns run (contract/schedule_layout.h), shared by
 // the planner, its CPU tests and the sm90 kernel's scheduler warp.
 //
 // A run holds num_tiles q tiles x H heads. Its heads are taken in groups of `head_group`; inside
@@ -10,7 +10,7 @@
 // one group of heads and read the same few K/V streams, which stay in L2.
 #pragma once
 
-#include "common/host_device.h"
+#include "contract/host_device.h"
 
 namespace mlakit {
 namespace plan {
@@ -25,12 +25,9 @@ inline int largest_head_divisor(int heads, int cap) {
 }
 
 // The cap: 16 keeps ~8 items per K/V stream in flight on a 132-SM GPU for 999-token prompts.
-// Measured on the H200 (docs/perf-notes.md): +2-3% on causal ragged batches over head-major
+// Measured on the H200 (docs/performance.md): +2-3% on causal ragged batches over head-major
 // order (one head per group), -8% on the 1x32768 non-causal workload.
-#ifndef MLAKIT_RUN_HEAD_GROUP_MAX  // build-time override for measuring the order (1 = head-major)
-#define MLAKIT_RUN_HEAD_GROUP_MAX 16
-#endif
-constexpr int kMaxHeadGroup = MLAKIT_RUN_HEAD_GROUP_MAX;
+constexpr int kMaxHeadGroup = 16;
 inline int run_head_group(int heads) { return largest_head_divisor(heads, kMaxHeadGroup); }
 
 // The group for a plan whose longest sequence has `max_q_tiles` q tiles, on a persistent grid of
@@ -41,7 +38,7 @@ inline int run_head_group(int heads) { return largest_head_divisor(heads, kMaxHe
 // - Otherwise a group holds at most about one grid's worth of items, ceil(grid / q tiles) heads:
 //   a long sequence's group then has few heads, whose K/V stays in L2 while the group runs,
 //   instead of 16 heads' K/V streaming through it (H=128 x 8192 tokens: 84 MB for 16 heads, 10 MB
-//   for 2). Measured on the H200 (docs/perf-notes.md, 2026-12-03 session 18): H=128 1x8192 causal
+//   for 2). Measured on the H200 (docs/performance.md): H=128 1x8192 causal
 //   627-636 -> 687-737 TFLOP/s with 2 heads per group, 1x16384 +1-8%, 999-token batches
 //   unchanged (they keep 16).
 inline int run_head_group(int heads, bool causal, int window_left, int max_q_tiles, int grid_blocks) {

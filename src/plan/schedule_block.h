@@ -6,7 +6,7 @@
 #include <cstdint>
 
 #include "mlakit/prefill.h"
-#include "plan/schedule_layout.h"
+#include "contract/schedule_layout.h"
 #include "plan/scheduler.h"
 
 namespace mlakit {

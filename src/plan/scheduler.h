@@ -8,15 +8,15 @@
 #include <cstdint>
 #include <vector>
 
-#include "common/mask_rule.h"
+#include "contract/mask_rule.h"
 #include "plan/kv_split.h"
-#include "plan/schedule_layout.h"
+#include "contract/schedule_layout.h"
 
 namespace mlakit {
 namespace plan {
 
 // Visible keys [lo, hi) of query row `row` in a sequence with lengths (lq, lk): the shared mask
-// rule (common/mask_rule.h) on 64-bit host indices.
+// rule (contract/mask_rule.h) on 64-bit host indices.
 using KvRange = rule::KvRange<int64_t>;
 inline KvRange visible_kv_range(int64_t row, int64_t lq, int64_t lk, bool causal, int window_left) {
   return rule::MaskRule<int64_t>{lq, lk, causal, window_left}.row_range(row);

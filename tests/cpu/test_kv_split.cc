@@ -346,7 +346,7 @@ TEST(KvSplitSizing, OnSizesTheSlotsAutoAndOffNever) {
   EXPECT_EQ(small.split_slots, 131);
   EXPECT_EQ(small.scratch_bytes, cuda::split_region_offset(128, 640, kSms) + 131 * size_t{139392});
 
-  // kAuto leaves the small-sequence rule off (measured slower: docs/perf-notes.md, v9) and turns
+  // kAuto leaves the small-sequence rule off (measured slower: docs/performance.md) and turns
   // the tail rule on: slots for the sequences of >= 4 rounds the capacity holds, 16 heads each.
   for (int max_batch : {1, 256}) {
     cuda::KernelChoice autod = base;

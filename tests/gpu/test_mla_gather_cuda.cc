@@ -1,4 +1,4 @@
-// The MLA gather kernel (src/cuda/mla/gather.cu) on its own, byte for byte against the expected
+// The MLA gather kernel (src/mla/cuda/gather.cu) on its own, byte for byte against the expected
 // result of tests/util/gather_case.h (the CPU op passes the same cases): the first launch's
 // gather with the fused cache write (context rows from the cache, new tokens from strided
 // kv_c / k_pe into the latent rows and their slots, padding rows zeroed, stale entries past the

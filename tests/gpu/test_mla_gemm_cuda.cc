@@ -1,4 +1,4 @@
-// The up-projection GEMM behind the BLAS seam (src/cuda/mla/blas_cublas.cc, gemm_algos.cc):
+// The up-projection GEMM behind the BLAS seam (src/mla/cuda/blas_cublas.cc, gemm_algos.cc):
 // - every candidate that tune() may choose computes bit for bit what cuBLASLt's first choice
 //   computes, on the MLA step's shapes (lda = 576 latent rows, n = heads x 256, k = 512), so a
 //   tuned choice can never change a result (and the step stays deterministic across processes
@@ -18,7 +18,7 @@
 #include "mlakit/mlakit.h"
 #include "util/test_util.h"
 #if MLAKIT_WITH_CUDA
-#include "cuda/mla/gemm_algos.h"
+#include "mla/cuda/gemm_algos.h"
 #endif
 
 namespace mlakit {

@@ -8,7 +8,7 @@
 #include <cmath>
 
 #include "cuda/common/ptx.cuh"
-#include "common/mask_rule.h"
+#include "contract/mask_rule.h"
 #include "cuda/common/score_transform.cuh"
 
 namespace mlakit {

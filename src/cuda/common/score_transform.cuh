@@ -3,7 +3,7 @@
 #pragma once
 
 #include "cuda/common/ptx.cuh"
-#include "plan/schedule_layout.h"
+#include "contract/schedule_layout.h"
 
 namespace mlakit {
 namespace cuda {

@@ -1,4 +1,4 @@
-// Decoding work items from the device schedule (plan/schedule_layout.h): item() for the
+// Decoding work items from the device schedule (contract/schedule_layout.h): item() for the
 // longest-tile-first list (tile w / H, head w % H; the sm80 kernel's blocks take items b,
 // b + grid, ...), run_item() for the per-sequence runs the sm90 kernel's dynamic scheduler walks.
 // Everything is read from the device schedule, so a captured launch follows a new plan.
@@ -6,9 +6,9 @@
 
 #include <cstdint>
 
-#include "cuda/prefill_launch.h"
+#include "contract/prefill_launch.h"
 #include "plan/run_order.h"
-#include "plan/schedule_layout.h"
+#include "contract/schedule_layout.h"
 
 namespace mlakit {
 namespace cuda {

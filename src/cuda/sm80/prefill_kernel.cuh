@@ -12,12 +12,12 @@
 
 #include "cuda/common/grid_dependency.cuh"
 #include "cuda/common/ptx.cuh"
-#include "cuda/prefill_launch.h"
+#include "contract/prefill_launch.h"
 #include "cuda/common/online_softmax.cuh"
 #include "cuda/sm80/tile_load.cuh"
 #include "cuda/sm80/tile_math.cuh"
 #include "cuda/common/tile_store.cuh"
-#include "common/mask_rule.h"
+#include "contract/mask_rule.h"
 #include "cuda/common/score_transform.cuh"
 #include "cuda/common/work_scheduler.cuh"
 
@@ -25,17 +25,15 @@ namespace mlakit {
 namespace cuda {
 namespace sm80 {
 
-// Query rows per block (16 per warp). 128 measured best on long sequences, 64 on small
-// batches (docs/perf-notes.md); overridable at build time for experiments.
-#ifndef MLAKIT_SM80_BLOCK_M
-#define MLAKIT_SM80_BLOCK_M 128
-#endif
+// Query rows per block (16 per warp): 128 measured best on long sequences (64 on small batches,
+// where the sm90 kernel runs on Hopper anyway).
+constexpr int kSm80BlockM = 128;
 
 template <int DQK_, int DVO_>
 struct KernelShape {
   static constexpr int DQK = DQK_;
   static constexpr int DVO = DVO_;
-  static constexpr int BM = MLAKIT_SM80_BLOCK_M;
+  static constexpr int BM = kSm80BlockM;
   static constexpr int BN = 64;
   static constexpr int WARPS = BM / 16;
   static constexpr int THREADS = WARPS * 32;

@@ -8,7 +8,7 @@
 #include <cstdint>
 
 #include "cuda/common/work_scheduler.cuh"
-#include "cuda/prefill_launch.h"
+#include "contract/prefill_launch.h"
 #include "cuda/sm90/kernel_options_sm90.cuh"
 #include "cuda/sm90/ptx_sm90.cuh"
 
@@ -114,7 +114,7 @@ enum : int {
   kBarSchedFull = 4, kBarSchedEmpty = 5,  // scheduler warp (32) <-> producer warp (32)
   kBarConsEmpty0 = 6,                     // + warpgroup: consumer warpgroup (128) -> producer warp (32)
   kBarSplit0 = 8,                         // + warpgroup: its 128 threads around a split arrival
-  // 10: free (both warpgroups met there before their output staging until v19)
+  // 10: free
   kBarOWritten0 = 11,                     // + warpgroup: its O rows are (or its region is free) in shared memory
 };
 constexpr int kConsHopWg = 32 + 128;  // the producer warp and one consumer warpgroup

@@ -3,7 +3,7 @@
 // the clearing of V rows past a sequence.
 #pragma once
 
-#include "common/mask_rule.h"
+#include "contract/mask_rule.h"
 #include "cuda/common/online_softmax.cuh"
 #include "cuda/common/ptx.cuh"
 #include "cuda/common/score_transform.cuh"
@@ -86,11 +86,7 @@ template <int BN>
 __device__ __forceinline__ void softmax_step(RowSoftmax<BN / 8>& sm, float (&s)[BN / 8][4], float (&alpha)[2],
                                              const ScoreTransform& tf, const rule::MaskRule<int>& mr,
                                              const int (&row)[2], int col0, bool full, int lane) {
-  if (MLAKIT_SM90_EXP_NO_SOFTMAX) {  // measurement only: P = raw S
-    alpha[0] = alpha[1] = 1.f;
-    return;
-  }
-  if (!MLAKIT_SM90_EXP_NO_CAP && tf.capped()) {
+  if (tf.capped()) {
     if (full) sm.template update<false, true>(s, alpha, tf, mr, row, col0, lane);
     else sm.template update<true, true>(s, alpha, tf, mr, row, col0, lane);
   } else {

@@ -17,7 +17,7 @@
 //     the softmax runs while P V is in flight (FlashAttention-3's intra-warpgroup overlap).
 // Items travel scheduler -> producer -> consumers through per-block slots in the device scratch
 // handed over with named barriers, one pair per consumer warpgroup. The two consumer warpgroups
-// never wait for each other (since v19): each has its own half of Q, stages its output in its own
+// never wait for each other: each has its own half of Q, stages its output in its own
 // shared-memory region and stores it with TMA; the V rows past a sequence are cleared by the
 // first, which signals the second through an mbarrier. Only the K/V ring couples them. The plan orders items so that those in flight together are q tiles of the same
 // (sequence, head) and share its K/V in L2 (plan::ScheduleKind::kSequenceRuns).
@@ -29,7 +29,7 @@
 // the maps to the plan's totals (read from the device schedule), so a graph replayed after
 // re-planning reads and writes the new plan's rows.
 //
-// The pieces: kernel_options_sm90.cuh (build options), kernel_layout_sm90.cuh (shape, barriers,
+// The pieces: kernel_options_sm90.cuh (tuning constants), kernel_layout_sm90.cuh (shape, barriers,
 // parameters), work_handover_sm90.cuh (scheduler warp), producer_sm90.cuh (tensor maps, loads),
 // mainloop_sm90.cuh (wgmma issue, softmax step), epilogue_sm90.cuh; this file holds the consumer
 // loop and the kernel that assigns the roles.
@@ -40,7 +40,7 @@
 
 #include <cstdint>
 
-#include "common/mask_rule.h"
+#include "contract/mask_rule.h"
 #include "cuda/common/online_softmax.cuh"
 #include "cuda/common/ptx.cuh"
 #include "cuda/common/score_transform.cuh"
@@ -135,7 +135,7 @@ __device__ __forceinline__ void consumer(const Sm90Params& p, uint32_t sbase, un
       mbar_wait(bar(q_full), q_parity);
       // Only the block's first item is dephased; after it the warpgroups stay apart by themselves
       // (they have no meeting point at an item's end).
-      const bool dephase = MLAKIT_SM90_DEPHASE_NS > 0 && cw == 1 && q_iter == 0;
+      const bool dephase = kDephaseNs > 0 && cw == 1 && q_iter == 0;
       ++q_iter;
 
       // kv tile 0: S, softmax, P.
@@ -144,7 +144,7 @@ __device__ __forceinline__ void consumer(const Sm90Params& p, uint32_t sbase, un
       // The second warpgroup issues its first S a little later, so the two S products run one
       // after the other and the first warpgroup's softmax overlaps the second's S (issued together
       // they interleave and both softmaxes start late). Timing only: no result depends on it.
-      if (dephase) __nanosleep(MLAKIT_SM90_DEPHASE_NS);
+      if (dephase) __nanosleep(kDephaseNs);
 #if MLAKIT_SM90_TRACE
       if (tracer) trace_rec.t_qk = global_timer_ns();
       if (tid == 0) trace_tile_stamp(trace_slot, 0, kTileIssue);
@@ -241,7 +241,7 @@ __device__ __forceinline__ void consumer(const Sm90Params& p, uint32_t sbase, un
       // The next item, with the last P V in flight: the producer hands it over once the scheduler
       // has claimed it (after this item's last K load was issued), so the wait for it and the slot's
       // L2 round trip run under the P V. Taken before the P V's issue, they delayed it by 0.3-0.6 us
-      // per item (block timelines, docs/perf-notes.md).
+      // per item (block timelines: scripts/sm90-trace).
       upcoming = next_item();
       fetched = true;
 #if MLAKIT_SM90_TRACE
@@ -279,7 +279,7 @@ __device__ __forceinline__ void consumer(const Sm90Params& p, uint32_t sbase, un
         store_rows<DVO>(o, sm.m, l_total, out_tile, a.o_stride_tok, lse_tile, a.lse_stride_tok, warp_row0,
                         ip.rows, lane);
       }
-    } else if (!MLAKIT_SM90_EXP_NO_STORE) {
+    } else {
       store_rows<DVO>(o, sm.m, l_total, out_tile, a.o_stride_tok, lse_tile, a.lse_stride_tok, warp_row0, ip.rows,
                       lane);
     }

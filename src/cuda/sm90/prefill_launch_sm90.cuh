@@ -46,8 +46,7 @@ Sm90Params make_params(const PrefillArgs& a) {
   // q's, the map's row extent is rewritten on the device to the plan's total when the launch is
   // captured into a graph (one captured with a short view and replayed after a re-plan with more
   // rows must store them all).
-  p.o_tma = MLAKIT_SM90_TMA_STORE &&
-            try_encode_tma_map(&p.tm_o, {a.out, dt, DVO, a.num_qo_heads, a.q_rows, a.o_stride_head, a.o_stride_tok},
+  p.o_tma = try_encode_tma_map(&p.tm_o, {a.out, dt, DVO, a.num_qo_heads, a.q_rows, a.o_stride_head, a.o_stride_tok},
                                64)
                 ? 1
                 : 0;

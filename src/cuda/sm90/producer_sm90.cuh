@@ -71,7 +71,7 @@ __device__ __forceinline__ CUtensorMap* prepare_tensor_maps(const Sm90Params& p,
 // named barriers, and the scheduler is asked for the next item after the current one's last K
 // load (the claim, its decode and the two slot round trips then run under the last ~1.5 tiles:
 // +1.7-2.3% on the ragged batches against asking after the last V load; asking one or two K
-// loads earlier measured level, session 26).
+// loads earlier measured level).
 template <typename Shape>
 __device__ __forceinline__ void producer_warp(const Sm90Params& p, uint32_t sbase,
                                               const CUtensorMap* gmaps, int lane) {
@@ -118,19 +118,12 @@ __device__ __forceinline__ void producer_warp(const Sm90Params& p, uint32_t sbas
                     bar(q_full_bar(h)), c * 64, ip.it.head, ip.it.q_begin + ip.it.row0 + h * Shape::kWgRows);
       }
     };
-    // Kv tile t's first row, and whether the measurement oracles (MLAKIT_SM90_EXP_KV) skip its
-    // load: 1 reads the item's first tile every time, 2 loads nothing, 4 every other tile.
-    auto kv_row = [&](int t) { return ip.it.kv_begin + ip.n_begin + (MLAKIT_SM90_EXP_KV == 1 ? 0 : t * BN); };
-    auto oracle_skips = [](int t) { return MLAKIT_SM90_EXP_KV == 2 || (MLAKIT_SM90_EXP_KV == 4 && (t & 1)); };
+    auto kv_row = [&](int t) { return ip.it.kv_begin + ip.n_begin + t * BN; };
     auto load_k = [&](int t) {
       const uint32_t i = kv_iter + t;
       const int s = i & 1;
       const int row = kv_row(t);
       mbar_wait(bar(kBarKEmpty + s), ((i >> 1) & 1) ^ 1);
-      if (oracle_skips(t)) {
-        mbar_arrive(bar(kBarKFull + s));
-        return;
-      }
       mbar_arrive_expect_tx(bar(kBarKFull + s), Shape::kKBytes);
       const uint32_t sk = sbase + Shape::kOffK + s * Shape::kKBytes;
 #pragma unroll
@@ -150,10 +143,6 @@ __device__ __forceinline__ void producer_warp(const Sm90Params& p, uint32_t sbas
       const int s = i & 1;
       const int row = kv_row(t);
       mbar_wait(bar(kBarVEmpty + s), ((i >> 1) & 1) ^ 1);
-      if (oracle_skips(t)) {
-        mbar_arrive(bar(kBarVFull + s));
-        return;
-      }
       mbar_arrive_expect_tx(bar(kBarVFull + s), Shape::kVBytes);
       const uint32_t sv = sbase + Shape::kOffV + s * Shape::kVBytes;
 #pragma unroll

@@ -4,7 +4,7 @@
 
 #include <cstdint>
 
-#include "common/host_device.h"
+#include "contract/host_device.h"
 
 namespace mlakit {
 namespace cuda {
@@ -26,7 +26,7 @@ MLAKIT_HD uint64_t smem_desc_sw128(uint32_t addr, uint32_t lbo_bytes, uint32_t s
 // tile lies below 256 KB, so the field never carries into the bits above it. Each k-step of a
 // wgmma sequence then costs one uniform add instead of rebuilding its descriptors (mask, shift,
 // or): 44 fewer uniform instructions per consumer warp and kv tile at Dqk = 192, +1-3% at
-// (128, 128) and on the ragged batches (v20, docs/perf-notes.md session 34).
+// (128, 128) and on the ragged batches (docs/performance.md).
 MLAKIT_HD uint64_t smem_desc_advance(uint64_t d, uint32_t bytes) {
   const uint32_t lo = static_cast<uint32_t>(d) + (bytes >> 4);
   return (d & 0xFFFFFFFF00000000ull) | lo;

@@ -31,9 +31,8 @@ constexpr int kTraceTiles = 8;
 struct TraceRec {
   unsigned long long t_begin, t_s0, t_end;
   // t_qk: Q and K_0 landed (S0 issue); t_vlast: the last tile's V landed; t_next: the next item
-  // taken; t_pv: the last P V done; t_ostage: both warpgroups at the O staging barrier
-  // (0 since v19: the warpgroups stage their output separately).
-  unsigned long long t_qk, t_vlast, t_next, t_pv, t_ostage;
+  // taken; t_pv: the last P V done.
+  unsigned long long t_qk, t_vlast, t_next, t_pv;
   int n_tiles, head, row0, q_begin;
 };
 
@@ -77,7 +76,7 @@ static void trace_dump(const char* tag) {
   unsigned long long t0 = ~0ull;
   for (int b = 0; b < kTraceBlocks; ++b)
     if (bt[2 * b] && bt[2 * b] < t0) t0 = bt[2 * b];
-  std::fprintf(f, "# times in ns from the first block's start\n# B block start end\n# I block k n_tiles head row0 q_begin begin s0 end qk vlast next pv ostage\n"
+  std::fprintf(f, "# times in ns from the first block's start\n# B block start end\n# I block k n_tiles head row0 q_begin begin s0 end qk vlast next pv\n"
                  "# T block k cw: SM cycles from warpgroup 0's tile-0 P ready to this warpgroup's tile-t P ready, t = 0..%d (-1: none)\n"
                  "# U block k cw: the same origin, per tile t: S issued, S landed, softmax done (three numbers per tile)\n",
                kTraceTiles - 1);
@@ -87,9 +86,9 @@ static void trace_dump(const char* tag) {
     for (int k = 0; k < n[b] && k < kTracePerBlock; ++k) {
       const TraceRec& r = rec[b * kTracePerBlock + k];
       auto rel = [&](unsigned long long t) { return t ? (long long)(t - t0) : -1ll; };
-      std::fprintf(f, "I %d %d %d %d %d %d %lld %lld %lld %lld %lld %lld %lld %lld\n", b, k, r.n_tiles, r.head,
+      std::fprintf(f, "I %d %d %d %d %d %d %lld %lld %lld %lld %lld %lld %lld\n", b, k, r.n_tiles, r.head,
                    r.row0, r.q_begin, rel(r.t_begin), rel(r.t_s0), rel(r.t_end), rel(r.t_qk), rel(r.t_vlast),
-                   rel(r.t_next), rel(r.t_pv), rel(r.t_ostage));
+                   rel(r.t_next), rel(r.t_pv));
       // T lines: P ready per tile; U lines: S issued, S landed, softmax done per tile. Both count
       // SM cycles from warpgroup 0's tile-0 P ready.
       const unsigned long long* tt = tiles + (b * kTracePerBlock + k) * 2 * kTraceTiles * kTileStamps;

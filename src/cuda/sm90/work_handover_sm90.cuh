@@ -3,7 +3,7 @@
 // per-block slots in the device scratch.
 #pragma once
 
-#include "common/mask_rule.h"
+#include "contract/mask_rule.h"
 #include "cuda/common/work_scheduler.cuh"
 #include "cuda/sm90/kernel_layout_sm90.cuh"
 #include "cuda/sm90/ptx_sm90.cuh"

@@ -16,7 +16,7 @@
 #include <tuple>
 
 #include "cuda/common/cuda_check.h"
-#include "cuda/mla/gemm_algos.h"
+#include "mla/cuda/gemm_algos.h"
 #include "mla/blas.h"
 #include "mla/gemm_tuning.h"
 #include "mlakit/error.h"
@@ -30,8 +30,7 @@ namespace {
 // tuned candidates need none). With one (32 MiB is cuBLAS's recommendation on Hopper) it picks,
 // for the MLA step's large up-projections (8192+ rows), kernels that zero part of it first: a
 // memset node and ~4 us of idle device time per layer. Without, it picks variants of the same
-// kernels at the same speed. Measured on the H200 (docs/perf-notes.md, fifth session of
-// 2026-12-03): the seed step at N=100 -1.2% (budget 8192) and -4.1% (2048) with 16 heads, +0.5% /
+// kernels at the same speed. Measured on the H200 (docs/performance.md): the seed step at N=100 -1.2% (budget 8192) and -4.1% (2048) with 16 heads, +0.5% /
 // -0.2% with 128. MLAKIT_CUBLAS_WORKSPACE_BYTES (bytes, read once) gives cuBLAS one again.
 constexpr size_t kDefaultWorkspaceBytes = 0;
 

@@ -2,17 +2,17 @@
 // candidates are timed on, and a kernel that holds the stream while the timed calls are enqueued.
 //
 // The values, why not a constant: a tensor core's power draw depends on how many input bits
-// toggle, and the GPU runs long GEMMs under its power cap (docs/perf-notes.md, session 21), so a
+// toggle, and the GPU runs long GEMMs under its power cap (docs/performance.md), so a
 // constant input (few toggling bits, low power) can rank candidates differently from the real
 // latents and weights. Random signs and mantissas over a few octaves toggle like real data; every
 // value is a finite normal number, so no candidate is timed on NaN, infinity or denormals.
-// The hold: a small GEMM runs faster than the host enqueues it (session 29: at m 256 the timing
+// The hold: a small GEMM runs faster than the host enqueues it (at m 256 the timing
 // read 10.6 us per call enqueued as it went, 5.3 us behind the hold).
 #include <cstdint>
 
 #include "cuda/common/cuda_check.h"
 #include "cuda/common/ptx.cuh"
-#include "cuda/mla/gemm_algos.h"
+#include "mla/cuda/gemm_algos.h"
 
 namespace mlakit {
 namespace cuda {

@@ -4,7 +4,7 @@
 
 #include <cstdint>
 
-#include "common/host_device.h"
+#include "contract/host_device.h"
 #include "mlakit/prefill.h"
 #include "mlakit/tensor.h"
 
@@ -38,7 +38,7 @@ struct PrefillArgs {
   // capacity-sized buffers. Copy engines (TMA) never read past them; no row past a sequence
   // ever reaches a result.
   int64_t q_rows, kv_rows;
-  const void* schedule;  // device copy of plan::ScheduleHeader + arrays (plan/schedule_layout.h)
+  const void* schedule;  // device copy of plan::ScheduleHeader + arrays (contract/schedule_layout.h)
   // Device scratch for the kernel's own use, KernelChoice::scratch_bytes long (sm90: the tensor
   // maps each persistent block rewrites with the plan's extents). Null when it needs none.
   void* scratch;

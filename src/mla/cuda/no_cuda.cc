@@ -1,6 +1,6 @@
 // Stubs of the MLA CUDA seams for builds without CUDA: every entry point throws kUnsupported
 // naming "device" (the MLA step never reaches them with a CPU config).
-#include "cuda/mla/mla_launch.h"
+#include "mla/cuda/mla_launch.h"
 #include "mla/blas.h"
 #include "mlakit/error.h"
 

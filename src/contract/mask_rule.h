@@ -10,7 +10,7 @@
 
 #include <cstdint>
 
-#include "common/host_device.h"
+#include "contract/host_device.h"
 
 namespace mlakit {
 namespace rule {

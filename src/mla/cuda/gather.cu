@@ -6,8 +6,8 @@
 // multiplies zeros, never stale data.
 #include "cuda/common/grid_dependency.cuh"
 #include "cuda/common/pdl_launch.h"
-#include "cuda/mla/mla_launch.h"
-#include "cuda/mla/row_copy.cuh"
+#include "mla/cuda/mla_launch.h"
+#include "mla/cuda/row_copy.cuh"
 
 namespace mlakit {
 namespace cuda {

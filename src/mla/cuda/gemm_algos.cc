@@ -1,4 +1,4 @@
-#include "cuda/mla/gemm_algos.h"
+#include "mla/cuda/gemm_algos.h"
 
 #include <algorithm>
 #include <cstring>
@@ -164,8 +164,8 @@ std::vector<double> time_candidates(const GemmContext& ctx, const GemmShape& s, 
   fill_tuning_values(b, s.n * s.ldb, s.dtype, 0x5eed0001u, st);
   fill_tuning_values(a, s.m * s.lda, s.dtype, 0x5eed0002u, st);
   constexpr int kWarmup = 2, kTimed = 10, kRounds = 2;
-  // > the host's time to enqueue kTimed calls: ~10 us each on the H200's hosts (session 29's
-  // unheld timings of m 256, a 5 us GEMM, read 10.6 us per call).
+  // > the host's time to enqueue kTimed calls: ~10 us each on the H200's hosts (unheld timings
+  // of m 256, a 5 us GEMM, read 10.6 us per call).
   constexpr uint32_t kHoldUs = 150;
   for (int round = 0; round < kRounds; ++round) {
     for (size_t i = 0; i < cands.size(); ++i) {

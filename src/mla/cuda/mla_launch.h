@@ -1,5 +1,5 @@
 // The seam between the MLA host code (src/mla) and its CUDA kernels: plain C++, no CUDA headers.
-// Implemented in src/cuda/mla/*.cu, stubbed in src/cuda/mla/no_cuda.cc.
+// Implemented in src/mla/cuda/*.cu, stubbed in src/mla/cuda/no_cuda.cc.
 #pragma once
 
 #include "mla/mla_ops.h"
