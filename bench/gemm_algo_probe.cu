@@ -1,5 +1,5 @@
 // The MLA step's up-projection GEMM, timed for every algorithm cuBLASLt's heuristic offers against
-// what cublasGemmEx picks by default (what src/cuda/mla/blas_cublas.cc called until session 28;
+// what cublasGemmEx picks by default (what src/mla/cuda/blas_cublas.cc called until session 28;
 // it now tunes among these candidates, docs/mla.md). Row-major
 // C[m, n] = A[m, k] B[n, k]^T with k = 512 (kv_lora_rank) and n = heads x 256, m the step's graph
 // bucket. Standalone (a probe, not part of the build):
