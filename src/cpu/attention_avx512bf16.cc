@@ -1,0 +1,463 @@
+// The AVX-512 BF16 path of the CPU backend: both products on VDPBF16PS (16 fp32 lanes, each a
+// dot product of two bf16 pairs), fp32 accumulation, the online softmax over 16 lanes.
+//
+// Per item (<= 64 q rows of one head), per chunk of 64 keys:
+//   S^T = K Q^T   S is computed transposed, [key][row]: a vector holds 16 rows of one key, so
+//                 the softmax's per-row max and sum are lane-wise (no horizontal reductions) and
+//                 K is read in place, one 32-bit (pair of dims) broadcast per key and step, from
+//                 the input rows (bf16) or from rows converted once per chunk (other dtypes).
+//                 Q is packed once per item as [dim pair][row] ("VNNI" pairs).
+//   softmax       scale (or soft cap), mask, running max, exp2 over 16 lanes; P^T is rounded to
+//                 bf16 and packed as [key pair][row]. Masking is lane-wise (compare the key index
+//                 with each row's visible range); chunks every row sees whole skip it.
+//   O += P V      V is packed per chunk as [key pair][dim]; O's rows are rescaled as they are
+//                 loaded into the accumulators, and only where some row's max moved.
+// Everything depends only on the item and the chunk position, so repeated runs are bitwise equal
+// and a sequence's result does not depend on its batch.
+//
+// The functions carry target attributes (no file-wide -m flags), so the library stays one binary
+// for every x86-64 CPU; cpu_isa.h decides at run time whether this path may run.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <new>
+
+#include "cpu/attention_item.h"
+#include "cpu/half_convert.h"
+
+#if defined(__GNUC__) && defined(__x86_64__)
+// GCC 12's AVX-512 headers trip -Wmaybe-uninitialized on their own _mm512_undefined_* values.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+#define MLAKIT_CPU_HAVE_AVX512BF16_PATH 1
+#endif
+
+namespace mlakit {
+namespace cpu {
+
+#ifdef MLAKIT_CPU_HAVE_AVX512BF16_PATH
+namespace {
+
+#define MLAKIT_BF16_TARGET __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx512bf16,fma")))
+#define MLAKIT_BF16_INLINE MLAKIT_BF16_TARGET __attribute__((always_inline)) inline
+
+constexpr int kRows = 64;    // q rows per item at most (the CPU schedule's block_m)
+constexpr int kChunk = 64;   // keys per step
+constexpr int kKeyBlock = 4; // keys per S^T micro-kernel call (x up to 4 row vectors)
+constexpr int kRowBlock = 4; // rows per O micro-kernel call (x up to 4 dim vectors)
+
+int round_up(int x, int a) { return (x + a - 1) / a * a; }
+
+// Grow-only, 64-byte aligned scratch.
+template <typename T>
+struct Buffer {
+  T* data = nullptr;
+  size_t size = 0;
+  ~Buffer() { std::free(data); }
+  T* ensure(size_t n) {
+    if (n > size) {
+      std::free(data);
+      data = static_cast<T*>(std::aligned_alloc(64, round_up(static_cast<int>(n * sizeof(T)), 64)));
+      if (data == nullptr) throw std::bad_alloc();
+      size = n;
+    }
+    return data;
+  }
+};
+
+struct Scratch {
+  Buffer<uint32_t> qpack;  // [dim pair][kRows]
+  Buffer<uint16_t> kconv;  // [kChunk][2 * dim pairs]: converted key rows (when not read in place)
+  Buffer<uint16_t> zero;   // a zero key row for the keys past a chunk's end
+  Buffer<float> st;        // [kChunk + kKeyBlock][kRows]: S^T, then the scaled logits
+  Buffer<uint32_t> ppair;  // [kChunk / 2][kRows]: P^T as bf16 pairs of keys
+  Buffer<uint16_t> vconv;  // [kChunk][dvp]: converted V rows (not bf16 inputs)
+  Buffer<uint32_t> vpack;  // [kChunk / 2][dvp]: V as bf16 pairs of keys
+  Buffer<float> o;         // [kRows][dvp]
+  alignas(64) float m[kRows], l[kRows], alpha[kRows];
+  alignas(64) int32_t lo[kRows], hi[kRows];  // visible keys, relative to the chunk
+  int64_t row_lo[kRows], row_hi[kRows];      // visible keys, relative to the sequence
+};
+
+template <DType D>
+inline uint16_t to_bf16_bits(typename Elem<D>::T x) {
+  if constexpr (D == DType::kBF16) {
+    return x;
+  } else {
+    return float_to_bf16(Elem<D>::load(x));
+  }
+}
+
+// 2^x over 16 lanes: x = n + f, |f| <= 1/2, 2^f by its degree-6 Taylor polynomial (relative
+// error < 2e-7), scaled by 2^n with VSCALEFPS. x is clamped to [-150, 128]: -inf (a masked
+// logit) gives exactly 0, large x gives inf.
+MLAKIT_BF16_INLINE __m512 exp2v(__m512 x) {
+  x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-150.0f)), _mm512_set1_ps(128.0f));
+  const __m512 n = _mm512_roundscale_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  const __m512 f = _mm512_sub_ps(x, n);
+  __m512 p = _mm512_set1_ps(1.5403530393381606e-4f);
+  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.3333558146428443e-3f));
+  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(9.6181291076284772e-3f));
+  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(5.5504108664821580e-2f));
+  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(2.4022650695910071e-1f));
+  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(6.9314718055994531e-1f));
+  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.0f));
+  return _mm512_scalef_ps(p, n);
+}
+
+// cap * log2(e) * tanh(s * scale / cap), tanh(y) = 1 - 2 / (e^{2y} + 1).
+MLAKIT_BF16_INLINE __m512 soft_cap_log2(__m512 s, __m512 scale_over_cap, __m512 cap_log2) {
+  const __m512 y = _mm512_mul_ps(s, scale_over_cap);
+  const __m512 e = exp2v(_mm512_mul_ps(y, _mm512_set1_ps(2.0f * kLog2e)));
+  const __m512 th = _mm512_sub_ps(_mm512_set1_ps(1.0f),
+                                  _mm512_div_ps(_mm512_set1_ps(2.0f), _mm512_add_ps(e, _mm512_set1_ps(1.0f))));
+  return _mm512_mul_ps(th, cap_log2);
+}
+
+MLAKIT_BF16_INLINE __m512 bcast_pair(const uint32_t* p) {
+  return _mm512_castsi512_ps(_mm512_set1_epi32(static_cast<int>(*p)));
+}
+
+MLAKIT_BF16_INLINE __m512 dp(__m512 acc, __m512 a, __m512 b) {
+  return _mm512_dpbf16_ps(acc, (__m512bh)a, (__m512bh)b);
+}
+
+// st[j][16v + lane] = sum over dim pairs of K[j] . Q[row], for kKeyBlock keys and NV row
+// vectors. Key j's pairs come from ka[j] (pa pairs) then kb[j] (pb pairs); Q's pairs in qpack.
+template <int NV>
+MLAKIT_BF16_TARGET void qk_block(const uint32_t* qpack, const uint32_t* const* ka, int pa,
+                                 const uint32_t* const* kb, int pb, float* st) {
+  __m512 acc[kKeyBlock][NV];
+#pragma GCC unroll 8
+  for (int j = 0; j < kKeyBlock; ++j)
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) acc[j][v] = _mm512_setzero_ps();
+  const uint32_t* k0 = ka[0];
+  const uint32_t* k1 = ka[1];
+  const uint32_t* k2 = ka[2];
+  const uint32_t* k3 = ka[3];
+  const uint32_t* q = qpack;
+  for (int seg = 0; seg < 2; ++seg) {
+    const int np = seg == 0 ? pa : pb;
+    for (int x = 0; x < np; ++x, q += kRows) {
+      __m512 qv[NV];
+#pragma GCC unroll 4
+      for (int v = 0; v < NV; ++v) qv[v] = _mm512_load_ps(reinterpret_cast<const float*>(q + 16 * v));
+      const __m512 b0 = bcast_pair(k0 + x), b1 = bcast_pair(k1 + x), b2 = bcast_pair(k2 + x),
+                   b3 = bcast_pair(k3 + x);
+#pragma GCC unroll 4
+      for (int v = 0; v < NV; ++v) {
+        acc[0][v] = dp(acc[0][v], qv[v], b0);
+        acc[1][v] = dp(acc[1][v], qv[v], b1);
+        acc[2][v] = dp(acc[2][v], qv[v], b2);
+        acc[3][v] = dp(acc[3][v], qv[v], b3);
+      }
+    }
+    k0 = kb[0];
+    k1 = kb[1];
+    k2 = kb[2];
+    k3 = kb[3];
+  }
+#pragma GCC unroll 8
+  for (int j = 0; j < kKeyBlock; ++j)
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) _mm512_store_ps(st + j * kRows + 16 * v, acc[j][v]);
+}
+
+// O[r0 .. r0+kRowBlock)[16 * d-vectors] (*alpha) += P V over nq key pairs, ND dim vectors.
+template <int ND>
+MLAKIT_BF16_TARGET void pv_block(const uint32_t* ppair, const uint32_t* vpack, int dvp, int nq,
+                                 float* o, const float* alpha, bool rescale) {
+  __m512 acc[kRowBlock][ND];
+#pragma GCC unroll 4
+  for (int i = 0; i < kRowBlock; ++i) {
+#pragma GCC unroll 4
+    for (int c = 0; c < ND; ++c) acc[i][c] = _mm512_loadu_ps(o + i * dvp + 16 * c);
+    if (rescale) {
+      const __m512 a = _mm512_set1_ps(alpha[i]);
+#pragma GCC unroll 4
+      for (int c = 0; c < ND; ++c) acc[i][c] = _mm512_mul_ps(acc[i][c], a);
+    }
+  }
+  for (int x = 0; x < nq; ++x) {
+    __m512 vv[ND];
+#pragma GCC unroll 4
+    for (int c = 0; c < ND; ++c)
+      vv[c] = _mm512_loadu_ps(reinterpret_cast<const float*>(vpack + static_cast<size_t>(x) * dvp + 16 * c));
+    const uint32_t* pr = ppair + x * kRows;
+#pragma GCC unroll 4
+    for (int i = 0; i < kRowBlock; ++i) {
+      const __m512 pb = bcast_pair(pr + i);
+#pragma GCC unroll 4
+      for (int c = 0; c < ND; ++c) acc[i][c] = dp(acc[i][c], pb, vv[c]);
+    }
+  }
+#pragma GCC unroll 4
+  for (int i = 0; i < kRowBlock; ++i)
+#pragma GCC unroll 4
+    for (int c = 0; c < ND; ++c) _mm512_storeu_ps(o + i * dvp + 16 * c, acc[i][c]);
+}
+
+// Interleaves two rows of bf16 (keys 2x and 2x + 1) into pairs: out[d] = (a[d], b[d]), d < dvp.
+MLAKIT_BF16_INLINE void pack_v_pair(const uint16_t* a, const uint16_t* b, int dvo, int dvp,
+                                    uint32_t* out) {
+  const __m512i idx_lo = _mm512_set_epi16(47, 15, 46, 14, 45, 13, 44, 12, 43, 11, 42, 10, 41, 9, 40, 8,
+                                          39, 7, 38, 6, 37, 5, 36, 4, 35, 3, 34, 2, 33, 1, 32, 0);
+  const __m512i idx_hi = _mm512_add_epi16(idx_lo, _mm512_set1_epi16(16));
+  for (int d = 0; d < dvp; d += 32) {
+    const int left = dvo - d;
+    const __mmask32 m = left >= 32 ? ~__mmask32{0} : static_cast<__mmask32>((1u << std::max(left, 0)) - 1u);
+    const __m512i va = _mm512_maskz_loadu_epi16(m, a + d);
+    const __m512i vb = b != nullptr ? _mm512_maskz_loadu_epi16(m, b + d) : _mm512_setzero_si512();
+    _mm512_storeu_si512(out + d, _mm512_permutex2var_epi16(va, idx_lo, vb));
+    if (d + 16 < dvp) _mm512_storeu_si512(out + d + 16, _mm512_permutex2var_epi16(va, idx_hi, vb));
+  }
+}
+
+// Rounds two vectors of P (keys 2x and 2x + 1, 16 rows) to bf16 and interleaves them per row.
+MLAKIT_BF16_INLINE __m512i pack_p_pair(__m512 e0, __m512 e1) {
+  const __m512i idx = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8,
+                                       23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+  const __m512i both = (__m512i)_mm512_cvtne2ps_pbh(e1, e0);  // [0, 16): e0, [16, 32): e1
+  return _mm512_permutexvar_epi16(idx, both);
+}
+
+MLAKIT_BF16_INLINE int reduce_max_i32(__m512i v) { return _mm512_reduce_max_epi32(v); }
+MLAKIT_BF16_INLINE int reduce_min_i32(__m512i v) { return _mm512_reduce_min_epi32(v); }
+
+template <DType D>
+MLAKIT_BF16_TARGET void run_item_impl(const Problem& p, const ItemRows& it, Scratch& w) {
+  using E = Elem<D>;
+  using T = typename E::T;
+  const int rows = it.rows;
+  const int nvr = (rows + 15) / 16;  // row vectors
+  const int dqk = p.dqk, dvo = p.dvo;
+  const int dq2 = (dqk + 1) / 2;     // dim pairs
+  const int dvp = round_up(dvo, 16);
+  const bool capped = p.soft_cap > 0.0f;
+  const float ninf = -std::numeric_limits<float>::infinity();
+
+  uint32_t* qpack = w.qpack.ensure(static_cast<size_t>(dq2) * kRows);
+  uint16_t* zero = w.zero.ensure(static_cast<size_t>(2 * dq2));
+  std::memset(zero, 0, sizeof(uint16_t) * 2 * dq2);
+  float* st = w.st.ensure(static_cast<size_t>(kChunk + kKeyBlock) * kRows);
+  uint32_t* ppair = w.ppair.ensure(static_cast<size_t>(kChunk / 2) * kRows);
+  uint32_t* vpack = w.vpack.ensure(static_cast<size_t>(kChunk / 2) * dvp);
+  float* o = w.o.ensure(static_cast<size_t>(kRows) * dvp);
+  std::memset(o, 0, sizeof(float) * static_cast<size_t>(nvr * 16) * dvp);
+
+  // Visible keys per row and the union the tile walks.
+  int64_t tile_lo = it.lk, tile_hi = 0;
+  for (int r = 0; r < nvr * 16; ++r) {
+    w.m[r] = ninf;
+    w.l[r] = 0.0f;
+    if (r >= rows) {
+      w.row_lo[r] = w.row_hi[r] = 0;
+      continue;
+    }
+    const plan::KvRange kr = it.range(p, r);
+    w.row_lo[r] = kr.lo;
+    w.row_hi[r] = kr.hi;
+    if (kr.hi > kr.lo) {
+      tile_lo = std::min<int64_t>(tile_lo, kr.lo);
+      tile_hi = std::max<int64_t>(tile_hi, kr.hi);
+    }
+  }
+
+  // Q as [dim pair][row] bf16 pairs, zero past the rows and past an odd last dim.
+  for (int r = 0; r < nvr * 16; ++r) {
+    if (r >= rows) {
+      for (int x = 0; x < dq2; ++x) qpack[x * kRows + r] = 0;
+      continue;
+    }
+    const T* src = static_cast<const T*>(p.q->ptr_at(it.q_begin + it.row0 + r, it.head));
+    for (int x = 0; x < dq2; ++x) {
+      const uint32_t lo16 = to_bf16_bits<D>(src[2 * x]);
+      const uint32_t hi16 = 2 * x + 1 < dqk ? to_bf16_bits<D>(src[2 * x + 1]) : 0u;
+      qpack[x * kRows + r] = lo16 | (hi16 << 16);
+    }
+  }
+
+  // Keys are read in place when they are bf16 pairs on both sides of the split.
+  const bool keys_in_place = D == DType::kBF16 && dqk % 2 == 0 && p.dk_split % 2 == 0;
+  uint16_t* kconv = keys_in_place ? nullptr : w.kconv.ensure(static_cast<size_t>(kChunk) * 2 * dq2);
+  uint16_t* vconv = D == DType::kBF16 ? nullptr : w.vconv.ensure(static_cast<size_t>(kChunk) * dvp);
+  const int pa = keys_in_place ? p.dk_split / 2 : dq2;
+  const int pb = keys_in_place ? (dqk - p.dk_split) / 2 : 0;
+  const uint32_t* zero32 = reinterpret_cast<const uint32_t*>(zero);
+  const uint32_t* ka[kChunk + kKeyBlock];
+  const uint32_t* kb[kChunk + kKeyBlock];
+  const uint16_t* vrow[kChunk + 1];
+
+  const float logit_scale = p.sm_scale * kLog2e;  // logits in base 2
+  const __m512 scale_v = _mm512_set1_ps(logit_scale);
+  const __m512 scale_over_cap = _mm512_set1_ps(capped ? p.sm_scale / p.soft_cap : 0.0f);
+  const __m512 cap_log2 = _mm512_set1_ps(p.soft_cap * kLog2e);
+  const __m512 ninf_v = _mm512_set1_ps(ninf);
+  const __m512 one_v = _mm512_set1_ps(1.0f);
+
+  for (int64_t c0 = tile_lo; c0 < tile_hi; c0 += kChunk) {
+    const int n = static_cast<int>(std::min<int64_t>(kChunk, tile_hi - c0));
+    const int nq = (n + 1) / 2;
+    const int64_t tok0 = it.kv_begin + c0;
+
+    // Key and value rows of the chunk.
+    for (int j = 0; j < n; ++j) {
+      if (keys_in_place) {
+        ka[j] = static_cast<const uint32_t*>(p.k->ptr_at(tok0 + j, it.kv_head));
+        kb[j] = pb > 0 ? static_cast<const uint32_t*>(p.k_rope->ptr_at(tok0 + j, it.rope_head)) : zero32;
+      } else {
+        uint16_t* dst = kconv + static_cast<size_t>(j) * 2 * dq2;
+        const T* ks = static_cast<const T*>(p.k->ptr_at(tok0 + j, it.kv_head));
+        for (int d = 0; d < p.dk_split; ++d) dst[d] = to_bf16_bits<D>(ks[d]);
+        if (p.dk_split < dqk) {
+          const T* kr = static_cast<const T*>(p.k_rope->ptr_at(tok0 + j, it.rope_head));
+          for (int d = p.dk_split; d < dqk; ++d) dst[d] = to_bf16_bits<D>(kr[d - p.dk_split]);
+        }
+        if (dqk % 2 != 0) dst[dqk] = 0;
+        ka[j] = reinterpret_cast<const uint32_t*>(dst);
+        kb[j] = zero32;
+      }
+      const T* vs = static_cast<const T*>(p.v->ptr_at(tok0 + j, it.kv_head));
+      if constexpr (D == DType::kBF16) {
+        vrow[j] = vs;
+      } else {
+        uint16_t* dst = vconv + static_cast<size_t>(j) * dvp;
+        for (int d = 0; d < dvo; ++d) dst[d] = to_bf16_bits<D>(vs[d]);
+        vrow[j] = dst;
+      }
+    }
+    for (int j = n; j < round_up(n, kKeyBlock); ++j) ka[j] = kb[j] = zero32;
+
+    // S^T for the chunk.
+    for (int j = 0; j < n; j += kKeyBlock) {
+      float* sj = st + j * kRows;
+      switch (nvr) {
+        case 1: qk_block<1>(qpack, ka + j, pa, kb + j, pb, sj); break;
+        case 2: qk_block<2>(qpack, ka + j, pa, kb + j, pb, sj); break;
+        case 3: qk_block<3>(qpack, ka + j, pa, kb + j, pb, sj); break;
+        default: qk_block<4>(qpack, ka + j, pa, kb + j, pb, sj); break;
+      }
+    }
+
+    // V as key pairs.
+    for (int x = 0; x < nq; ++x)
+      pack_v_pair(vrow[2 * x], 2 * x + 1 < n ? vrow[2 * x + 1] : nullptr, dvo, dvp,
+                  vpack + static_cast<size_t>(x) * dvp);
+
+    // Online softmax, 16 rows at a time; P^T as bf16 pairs into ppair.
+    bool rescale[kRows / 16];
+    for (int v = 0; v < nvr; ++v) {
+      for (int r = 16 * v; r < 16 * v + 16; ++r) {
+        w.lo[r] = static_cast<int32_t>(std::clamp<int64_t>(w.row_lo[r] - c0, 0, n));
+        w.hi[r] = static_cast<int32_t>(std::clamp<int64_t>(w.row_hi[r] - c0, 0, n));
+      }
+      const __m512i lo_v = _mm512_load_si512(w.lo + 16 * v);
+      const __m512i hi_v = _mm512_load_si512(w.hi + 16 * v);
+      rescale[v] = false;
+      if (reduce_max_i32(_mm512_sub_epi32(hi_v, lo_v)) <= 0) {
+        // No row of these 16 sees a key here: P = 0, nothing else moves.
+        for (int x = 0; x < nq; ++x) _mm512_store_si512(ppair + x * kRows + 16 * v, _mm512_setzero_si512());
+        continue;
+      }
+      const bool whole = reduce_max_i32(lo_v) <= 0 && reduce_min_i32(hi_v) >= n;
+      float* sv = st + 16 * v;
+      __m512 mx = ninf_v;
+      for (int j = 0; j < n; ++j) {
+        __m512 t = _mm512_load_ps(sv + j * kRows);
+        t = capped ? soft_cap_log2(t, scale_over_cap, cap_log2) : _mm512_mul_ps(t, scale_v);
+        if (!whole) {
+          const __m512i jv = _mm512_set1_epi32(j);
+          const __mmask16 vis = _mm512_cmple_epi32_mask(lo_v, jv) & _mm512_cmpgt_epi32_mask(hi_v, jv);
+          t = _mm512_mask_blend_ps(vis, ninf_v, t);
+        }
+        _mm512_store_ps(sv + j * kRows, t);
+        mx = _mm512_max_ps(mx, t);
+      }
+      const __m512 m_old = _mm512_load_ps(w.m + 16 * v);
+      const __m512 m_new = _mm512_max_ps(m_old, mx);
+      // Rows that have seen no key yet keep m = -inf; their exponentials use 0 so that
+      // -inf - m stays -inf (exp2 -> 0) instead of NaN.
+      const __m512 m_use = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(m_new, ninf_v, _CMP_EQ_OQ), m_new,
+                                                _mm512_setzero_ps());
+      const __m512 alpha = exp2v(_mm512_sub_ps(m_old, m_use));
+      __m512 sum = _mm512_setzero_ps();
+      for (int x = 0; x < n / 2; ++x) {
+        const __m512 e0 = exp2v(_mm512_sub_ps(_mm512_load_ps(sv + (2 * x) * kRows), m_use));
+        const __m512 e1 = exp2v(_mm512_sub_ps(_mm512_load_ps(sv + (2 * x + 1) * kRows), m_use));
+        sum = _mm512_add_ps(sum, _mm512_add_ps(e0, e1));
+        _mm512_store_si512(ppair + x * kRows + 16 * v, pack_p_pair(e0, e1));
+      }
+      if (n % 2 != 0) {
+        const __m512 e0 = exp2v(_mm512_sub_ps(_mm512_load_ps(sv + (n - 1) * kRows), m_use));
+        sum = _mm512_add_ps(sum, e0);
+        _mm512_store_si512(ppair + (n / 2) * kRows + 16 * v, pack_p_pair(e0, _mm512_setzero_ps()));
+      }
+      const __m512 l_old = _mm512_load_ps(w.l + 16 * v);
+      _mm512_store_ps(w.l + 16 * v, _mm512_fmadd_ps(l_old, alpha, sum));
+      _mm512_store_ps(w.m + 16 * v, m_new);
+      _mm512_store_ps(w.alpha + 16 * v, alpha);
+      rescale[v] = _mm512_cmp_ps_mask(alpha, one_v, _CMP_NEQ_UQ) != 0;
+    }
+
+    // O += P V, kRowBlock rows x up to 4 dim vectors per call.
+    const int nvd = dvp / 16;
+    for (int r0 = 0; r0 < rows; r0 += kRowBlock) {
+      const bool rs = rescale[r0 / 16];
+      int c = 0;
+      for (; c + 4 <= nvd; c += 4)
+        pv_block<4>(ppair + r0, vpack + 16 * c, dvp, nq, o + r0 * dvp + 16 * c, w.alpha + r0, rs);
+      switch (nvd - c) {
+        case 1: pv_block<1>(ppair + r0, vpack + 16 * c, dvp, nq, o + r0 * dvp + 16 * c, w.alpha + r0, rs); break;
+        case 2: pv_block<2>(ppair + r0, vpack + 16 * c, dvp, nq, o + r0 * dvp + 16 * c, w.alpha + r0, rs); break;
+        case 3: pv_block<3>(ppair + r0, vpack + 16 * c, dvp, nq, o + r0 * dvp + 16 * c, w.alpha + r0, rs); break;
+        default: break;
+      }
+    }
+  }
+
+  // Normalize and store: rows that saw no key get exactly 0 and lse = -inf.
+  for (int r = 0; r < rows; ++r) {
+    const int64_t tok = it.q_begin + it.row0 + r;
+    T* dst = static_cast<T*>(p.out->ptr_at(tok, it.head));
+    const float l = w.l[r];
+    const float* orow = o + static_cast<size_t>(r) * dvp;
+    const float inv_l = l > 0.0f ? 1.0f / l : 0.0f;
+    for (int d = 0; d < dvo; ++d) dst[d] = E::store(orow[d] * inv_l);
+    if (p.lse != nullptr) {
+      float* lp = static_cast<float*>(p.lse->ptr_at(tok, it.head));
+      *lp = l > 0.0f ? (w.m[r] + std::log2(l)) * kLn2 : -std::numeric_limits<float>::infinity();
+    }
+  }
+}
+
+}  // namespace
+
+template <DType D>
+void run_item_avx512bf16(const Problem& p, int64_t item) {
+  if (p.block_m > kRows) {
+    run_item_fp32<D>(p, item);
+    return;
+  }
+  const ItemRows it(p, item);
+  if (it.rows <= 0) return;
+  thread_local Scratch scratch;
+  run_item_impl<D>(p, it, scratch);
+}
+
+#else  // no x86-64 GCC/Clang: the path is never available (cpu_isa.h), this only links.
+
+template <DType D>
+void run_item_avx512bf16(const Problem& p, int64_t item) {
+  run_item_fp32<D>(p, item);
+}
+
+#endif
+
+template void run_item_avx512bf16<DType::kBF16>(const Problem&, int64_t);
+
+}  // namespace cpu
+}  // namespace mlakit
