@@ -99,6 +99,9 @@ struct PlanInfo {
   int kernel_arch = 0;      // 0: CPU backend; 80 or 90: the CUDA kernel run() launches
   bool kv_split = false;    // this object splits key ranges (PrefillConfig::kv_split resolved)
   int split_slots = 0;      // (q tile, head) pairs this plan runs as two halves of the key range
+  // CPU backend: the products run() takes for this config's dtype, "amx", "avx512bf16" or "fp32"
+  // (mlakit/runtime.h, LibraryInfo); "" for the CUDA kernels. A static string.
+  const char* cpu_isa = "";
 };
 
 class RaggedPrefill {

@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "mlakit/tensor.h"
 
@@ -17,6 +18,38 @@ int cuda_device_count();
 std::string cuda_unavailable_reason();
 // "NVIDIA H200 (sm_90, 132 SMs)" or "cpu".
 std::string device_description(Device d);
+
+// One (dtype, head_dim_qk, head_dim_vo) a backend runs.
+struct KernelShape {
+  DType dtype = DType::kBF16;
+  int head_dim_qk = 0;
+  int head_dim_vo = 0;
+};
+
+// What one backend of this build runs.
+struct BackendInfo {
+  std::string name;                 // "cpu", "cuda sm80", "cuda sm90"
+  std::vector<DType> dtypes;        // input dtypes it takes
+  int max_head_dim = 0;             // > 0: every head dim pair up to this (the CPU backend)
+  std::vector<KernelShape> shapes;  // otherwise exactly these (the CUDA kernels)
+};
+
+// What this build of the library is and what it runs on this machine.
+struct LibraryInfo {
+  std::string version;            // "0.1.0"
+  bool built_with_cuda = false;
+  // The CPU backend's path for its matrix products: "amx", "avx512bf16" or "fp32" -- the best
+  // this CPU and OS grant, or a lower one forced with MLAKIT_CPU_ISA (docs/cpu-backend.md).
+  std::string cpu_isa;
+  std::string cpu_isa_best;       // the best available here
+  std::string cpu_isa_requested;  // MLAKIT_CPU_ISA as given ("" when unset)
+  // The products each input dtype runs on in the CPU backend: bf16 inputs on cpu_isa, fp16
+  // inputs on "fp32" (fp16 rounded to bf16 would lose its accuracy).
+  std::string cpu_bf16_products, cpu_fp16_products;
+  std::vector<BackendInfo> backends;
+};
+// Throws mlakit::Error (kInvalidArgument, "MLAKIT_CPU_ISA") when MLAKIT_CPU_ISA names no path.
+LibraryInfo library_info();
 
 // Memory on a device. For the CPU, plain aligned host memory.
 void* device_alloc(size_t bytes, Device d);

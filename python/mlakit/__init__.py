@@ -53,6 +53,7 @@ __all__ = [
     "cuda_device_count",
     "cuda_unavailable_reason",
     "device_description",
+    "info",
 ]
 
 PlanInfo = _C.PlanInfo
@@ -577,6 +578,21 @@ def reference_merge_states(out_a: Any, lse_a: Any, out_b: Any, lse_b: Any, out: 
         lse_out = _empty(lse_a, _shape(lse_a, "lse_a", 2), "float64")
     _C.reference_merge_states(_native(out_a), lse_a, _native(out_b), lse_b, out, lse_out)
     return out, lse_out
+
+
+def info() -> dict:
+    """What this build of mlakit is and what it runs on this machine, as a dict:
+
+    ``version``, ``built_with_cuda``; ``cpu_isa``: the CPU backend's path for its matrix products,
+    ``"amx"``, ``"avx512bf16"`` or ``"fp32"`` (the best this CPU grants, ``cpu_isa_best``, or a
+    lower one forced with the environment variable ``MLAKIT_CPU_ISA``, echoed as
+    ``cpu_isa_requested``); ``cpu_products``: the products each input dtype takes on the CPU
+    (``{"bf16": cpu_isa, "fp16": "fp32"}``); ``backends``: one dict per backend with ``name``
+    (``"cpu"``, ``"cuda sm80"``, ``"cuda sm90"``), ``dtypes``, ``max_head_dim`` (the CPU
+    backend: every head dim up to it) and ``shapes`` (the CUDA kernels: the
+    ``(dtype, head_dim_qk, head_dim_vo)`` they are built for).
+    """
+    return _C.library_info()
 
 
 def device_description(device: Any = "cpu") -> str:

@@ -40,6 +40,11 @@ def cuda_unavailable_reason() -> str:
 def device_description(device: str) -> str:
     """E.g. 'NVIDIA H200 (sm_90, 132 SMs)' or 'cpu'."""
 
+def library_info() -> dict:
+    """
+    What this build is and runs here: version, CUDA, the CPU backend's path (cpu_isa), the products per dtype, and each backend's dtypes and head dims.
+    """
+
 class PrefillOptions:
     """Masking and scaling options of a plan (mlakit::PrefillOptions)."""
     causal: bool
@@ -94,6 +99,10 @@ class PlanInfo:
     @property
     def split_slots(self) -> int:
         """(q tile, head) pairs this plan runs as two halves of the key range"""
+
+    @property
+    def cpu_isa(self) -> str:
+        """CPU backend: the products run() takes, 'amx', 'avx512bf16' or 'fp32'; '' for CUDA"""
 
     def __repr__(self) -> str: ...
 

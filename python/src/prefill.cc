@@ -86,13 +86,17 @@ void bind_prefill(nb::module_& m) {
       .def_ro("kv_split", &mlakit::PlanInfo::kv_split, "this object splits key ranges (kv_split resolved)")
       .def_ro("split_slots", &mlakit::PlanInfo::split_slots,
               "(q tile, head) pairs this plan runs as two halves of the key range")
+      .def_prop_ro(
+          "cpu_isa", [](const mlakit::PlanInfo& i) { return std::string(i.cpu_isa); },
+          "CPU backend: the products run() takes, 'amx', 'avx512bf16' or 'fp32'; '' for CUDA")
       .def("__repr__", [](const mlakit::PlanInfo& i) {
         return "PlanInfo(batch_size=" + std::to_string(i.batch_size) + ", total_q=" + std::to_string(i.total_q) +
                ", total_kv=" + std::to_string(i.total_kv) + ", num_tiles=" + std::to_string(i.num_tiles) +
                ", block_m=" + std::to_string(i.block_m) + ", block_n=" + std::to_string(i.block_n) +
                ", grid_blocks=" + std::to_string(i.grid_blocks) +
                ", visible_pairs=" + std::to_string(i.visible_pairs) +
-               ", kernel_arch=" + std::to_string(i.kernel_arch) + ", split_slots=" + std::to_string(i.split_slots) + ")";
+               ", kernel_arch=" + std::to_string(i.kernel_arch) + ", split_slots=" + std::to_string(i.split_slots) +
+               (i.cpu_isa[0] != '\0' ? std::string(", cpu_isa='") + i.cpu_isa + "'" : std::string()) + ")";
       });
 
   nb::class_<mlakit::RaggedPrefill>(m, "RaggedPrefill",

@@ -10,7 +10,48 @@
 
 namespace mlakit_py {
 
+namespace {
+
+nb::dict library_info_dict() {
+  const mlakit::LibraryInfo info = mlakit::library_info();
+  nb::dict d;
+  d["version"] = info.version;
+  d["built_with_cuda"] = info.built_with_cuda;
+  d["cpu_isa"] = info.cpu_isa;
+  d["cpu_isa_best"] = info.cpu_isa_best;
+  d["cpu_isa_requested"] = info.cpu_isa_requested;
+  nb::dict products;
+  products["bf16"] = info.cpu_bf16_products;
+  products["fp16"] = info.cpu_fp16_products;
+  d["cpu_products"] = products;
+  nb::list backends;
+  for (const mlakit::BackendInfo& b : info.backends) {
+    nb::dict e;
+    e["name"] = b.name;
+    nb::list dtypes;
+    for (mlakit::DType t : b.dtypes) dtypes.append(mlakit::dtype_name(t));
+    e["dtypes"] = dtypes;
+    if (b.max_head_dim > 0) {
+      e["max_head_dim"] = b.max_head_dim;
+    } else {
+      e["max_head_dim"] = nb::none();
+    }
+    nb::list shapes;
+    for (const mlakit::KernelShape& k : b.shapes)
+      shapes.append(nb::make_tuple(mlakit::dtype_name(k.dtype), k.head_dim_qk, k.head_dim_vo));
+    e["shapes"] = shapes;
+    backends.append(e);
+  }
+  d["backends"] = backends;
+  return d;
+}
+
+}  // namespace
+
 void bind_runtime(nb::module_& m) {
+  m.def("library_info", &library_info_dict,
+        "What this build is and runs here: version, CUDA, the CPU backend's path (cpu_isa), the "
+        "products per dtype, and each backend's dtypes and head dims.");
   m.def("built_with_cuda", &mlakit::built_with_cuda, "True when the library was compiled with its CUDA backends.");
   m.def("cuda_device_count", &mlakit::cuda_device_count,
         "Usable CUDA devices; 0 without CUDA support, driver or GPU.");

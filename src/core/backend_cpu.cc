@@ -16,21 +16,24 @@ namespace {
 
 constexpr int kCpuBlockM = 64;
 constexpr int kCpuBlockN = 64;
-constexpr int kMaxCpuHeadDim = 512;
 
 class CpuBackend final : public Backend {
  public:
   Device device() const override { return Device::cpu(); }
 
   cuda::KernelChoice choose_kernel(int head_dim_qk, int head_dim_vo, DType, int, KernelPreference) const override {
-    if (head_dim_qk > kMaxCpuHeadDim) {
+    if (head_dim_qk > cpu::kMaxHeadDim) {
       throw Error(ErrorKind::kUnsupported, "config.head_dim_qk", "the CPU backend supports head dims 1..512");
     }
-    if (head_dim_vo > kMaxCpuHeadDim) {
+    if (head_dim_vo > cpu::kMaxHeadDim) {
       throw Error(ErrorKind::kUnsupported, "config.head_dim_vo", "the CPU backend supports head dims 1..512");
     }
     const unsigned hw = std::thread::hardware_concurrency();
     return cuda::KernelChoice{kCpuBlockM, kCpuBlockN, static_cast<int>(hw ? hw : 1), 0};
+  }
+
+  const char* cpu_isa(DType dtype) const override {
+    return cpu::cpu_isa_name(cpu::products_isa(dtype, cpu::cpu_isa_in_use()));
   }
 
   void* alloc_device(size_t bytes) const override { return device_alloc(bytes, Device::cpu()); }

@@ -9,7 +9,10 @@
 #include <new>
 #include <unordered_set>
 
+#include "cpu/cpu_backend.h"
+#include "cpu/cpu_isa.h"
 #include "cpu/half_convert.h"
+#include "cuda/kernel_list.h"
 #include "cuda/common/host_sync.h"
 #include "mlakit/error.h"
 
@@ -56,6 +59,53 @@ std::string cuda_unavailable_reason() {
 std::string device_description(Device d) {
   if (d.is_cpu()) return "cpu";
   return cuda_rt::device_name(d.index);
+}
+
+namespace {
+constexpr const char* kVersion = "0.1.0";  // the project's version (CMakeLists.txt, pyproject.toml)
+
+DType dtype_of_tag(const char* tag) { return tag[0] == 'b' ? DType::kBF16 : DType::kFP16; }
+
+#ifdef MLAKIT_WITH_CUDA
+BackendInfo cuda_backend(const char* name) {
+  BackendInfo b;
+  b.name = name;
+  b.dtypes = {DType::kBF16, DType::kFP16};
+  return b;
+}
+#endif
+}  // namespace
+
+LibraryInfo library_info() {
+  LibraryInfo info;
+  info.version = kVersion;
+  info.built_with_cuda = built_with_cuda();
+  cpu::CpuIsa requested;
+  info.cpu_isa_requested = cpu::cpu_isa_requested(&requested) ? cpu::cpu_isa_name(requested) : "";
+  const cpu::CpuIsa isa = cpu::cpu_isa_in_use();
+  info.cpu_isa = cpu::cpu_isa_name(isa);
+  info.cpu_isa_best = cpu::cpu_isa_name(cpu::cpu_isa_best());
+  info.cpu_bf16_products = cpu::cpu_isa_name(cpu::products_isa(DType::kBF16, isa));
+  info.cpu_fp16_products = cpu::cpu_isa_name(cpu::products_isa(DType::kFP16, isa));
+
+  BackendInfo cpu_backend;
+  cpu_backend.name = "cpu";
+  cpu_backend.dtypes = {DType::kBF16, DType::kFP16};
+  cpu_backend.max_head_dim = cpu::kMaxHeadDim;
+  info.backends.push_back(cpu_backend);
+#ifdef MLAKIT_WITH_CUDA
+#define MLAKIT_SHAPE_OF(arch, tag, dqk, dvo) KernelShape{dtype_of_tag(#tag), dqk, dvo},
+  BackendInfo sm80 = cuda_backend("cuda sm80");
+  sm80.shapes = {MLAKIT_SM80_KERNELS(MLAKIT_SHAPE_OF)};
+  info.backends.push_back(sm80);
+#ifdef MLAKIT_WITH_SM90
+  BackendInfo sm90 = cuda_backend("cuda sm90");
+  sm90.shapes = {MLAKIT_SM90_KERNELS(MLAKIT_SHAPE_OF)};
+  info.backends.push_back(sm90);
+#endif
+#undef MLAKIT_SHAPE_OF
+#endif
+  return info;
 }
 
 void* device_alloc(size_t bytes, Device d) {

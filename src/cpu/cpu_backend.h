@@ -6,12 +6,23 @@
 
 #include "mlakit/tensor.h"
 #include "contract/schedule_layout.h"
+#include "cpu/cpu_isa.h"
 
 namespace mlakit {
 namespace cpu {
 
+// Head dims the CPU backend runs: any from 1 to this, for q/k and v alike.
+constexpr int kMaxHeadDim = 512;
+
+// The products `dtype` inputs run on when the backend's path is `isa`: bf16 inputs on the
+// path's bf16 products, fp16 and fp32 inputs on fp32 products (rounded to bf16, fp16 inputs
+// missed fp16's tolerance against the reference: relative error 2.7-3.1e-3 and lse 1e-4, where
+// fp32 products give 2e-4).
+CpuIsa products_isa(DType dtype, CpuIsa isa);
+
 // Runs every (tile, q head) of the schedule on host threads, fp32 accumulation, same semantics
-// as the CUDA kernels (out in the input dtype, lse fp32 natural log, empty rows -> 0 / -inf).
+// as the CUDA kernels (out in the input dtype, lse fp32 natural log, empty rows -> 0 / -inf),
+// on the path cpu_isa_in_use() names.
 // k_rope non-null: split K, the last k_rope->shape[2] key columns come from k_rope
 // ([T_kv, 1 or Hkv, R]; one head is shared by all), the others from k.
 void run_prefill(const plan::ScheduleHeader& header, const int32_t* qo_indptr,

@@ -18,16 +18,16 @@ using ItemFn = void (*)(const Problem&, int64_t);
 
 template <DType D>
 ItemFn item_fn(CpuIsa isa) {
-  // Only bf16 inputs take the bf16 products. fp16 has three more mantissa bits: rounded to bf16
-  // its results missed fp16's tolerance against the reference (relative error 2.7-3.1e-3,
-  // lse 1e-4, where fp32 products give 2e-4), so fp16 (and fp32) keep fp32 products.
   if constexpr (D == DType::kBF16) {
-    if (isa != CpuIsa::kFp32) return run_item_avx512bf16<D>;
+    // The AMX path runs the AVX-512 BF16 kernel (every AMX CPU has AVX-512 BF16).
+    if (products_isa(D, isa) != CpuIsa::kFp32) return run_item_avx512bf16<D>;
   }
   return run_item_fp32<D>;
 }
 
 }  // namespace
+
+CpuIsa products_isa(DType dtype, CpuIsa isa) { return dtype == DType::kBF16 ? isa : CpuIsa::kFp32; }
 
 void run_prefill(const plan::ScheduleHeader& header, const int32_t* qo_indptr,
                  const int32_t* kv_indptr, const plan::WorkTile* tiles, const TensorView& q,
