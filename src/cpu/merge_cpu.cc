@@ -65,7 +65,7 @@ void merge_all(const TensorView& out_a, const TensorView& lse_a, const TensorVie
   const int64_t work = tokens * heads * std::max<int64_t>(out.shape[2], 1);
   const int64_t chunk = std::max<int64_t>(1, 16384 / std::max<int64_t>(1, heads * out.shape[2]));
   const int64_t chunks = (tokens + chunk - 1) / chunk;
-  const int threads = work < (1 << 16) ? 1 : pool_size();
+  const int threads = work < (1 << 16) ? 1 : run_threads();
   parallel_for(chunks, threads, [&](int64_t c) {
     const int64_t t_end = std::min(tokens, (c + 1) * chunk);
     for (int64_t t = c * chunk; t < t_end; ++t)

@@ -64,7 +64,7 @@ void run_prefill(const plan::ScheduleHeader& header, const int32_t* qo_indptr,
     case DType::kFP32: fn = item_fn<DType::kFP32>(isa); break;
     default: return;  // validated by the caller
   }
-  parallel_for(items, pool_size(), [&p, fn](int64_t item) { fn(p, item); });
+  parallel_for(items, run_threads(), [&p, fn](int64_t item) { fn(p, item); });
 }
 
 }  // namespace cpu

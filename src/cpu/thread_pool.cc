@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
+#include <cstdlib>
 #include <exception>
 #include <mutex>
 #include <thread>
@@ -111,6 +112,16 @@ Pool& pool() {
 }  // namespace
 
 int pool_size() { return pool().size(); }
+
+int run_threads() {
+  const int all = pool_size();
+  const char* env = std::getenv("MLAKIT_CPU_THREADS");
+  if (env == nullptr || env[0] == '\0') return all;
+  char* end = nullptr;
+  const long n = std::strtol(env, &end, 10);
+  if (*end != '\0' || n < 1) return all;
+  return static_cast<int>(std::min<long>(n, all));
+}
 
 void parallel_for(int64_t n, int max_threads, const std::function<void(int64_t)>& fn) {
   if (n <= 0) return;

@@ -12,6 +12,11 @@ namespace cpu {
 // (at least 1).
 int pool_size();
 
+// Threads one CPU kernel run uses: MLAKIT_CPU_THREADS when it holds a number from 1 to
+// pool_size(), else pool_size(). Read at every run, so a benchmark can compare thread counts in
+// one process.
+int run_threads();
+
 // Calls fn(i) for every i in [0, n) exactly once, on up to max_threads threads (the caller is
 // one of them; capped by pool_size() and by n). Items are handed out one at a time from an
 // atomic counter, so uneven items balance themselves. Returns when all items are done; the

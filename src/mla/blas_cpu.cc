@@ -1,10 +1,14 @@
-// The CPU side of the BLAS seam. 16-bit operands are widened to fp32 once per call and the
-// product runs as one sgemm of the system BLAS (OpenBLAS, found by CMake: MLAKIT_HAVE_CBLAS);
-// the result is rounded back into C at its stride. Without a BLAS library the same product
-// runs as a row-parallel loop on the CPU backend's thread pool (correct, not fast).
+// The CPU side of the BLAS seam. bf16 operands run on the CPU's bf16 units (cpu/gemm_bf16.h,
+// VDPBF16PS) wherever the CPU backend's path is not fp32: no widened copies. Otherwise (fp16,
+// or MLAKIT_CPU_ISA=fp32, or a CPU without AVX-512 BF16) 16-bit operands are widened to fp32 once
+// per call and the product runs as one sgemm of the system BLAS (OpenBLAS, found by CMake:
+// MLAKIT_HAVE_CBLAS); the result is rounded back into C at its stride. Without a BLAS library
+// that product runs as a row-parallel loop on the CPU backend's thread pool (correct, not fast).
+// (Debian's OpenBLAS 0.3.21 declares cblas_sbgemm but is built without it: no symbol to call.)
 #include <cstdint>
 #include <vector>
 
+#include "cpu/gemm_bf16.h"
 #include "cpu/half_convert.h"
 #include "cpu/thread_pool.h"
 #include "mla/blas.h"
@@ -50,6 +54,11 @@ const char* cpu_blas_name() {
 
 void gemm_nt_cpu(const GemmArgs& g) {
   if (g.m == 0 || g.n == 0) return;
+  if (g.dtype == DType::kBF16 && cpu::gemm_nt_bf16_available(g.k)) {
+    cpu::gemm_nt_bf16(g.m, g.n, g.k, static_cast<const uint16_t*>(g.a), g.lda, static_cast<const uint16_t*>(g.b),
+                      g.ldb, static_cast<uint16_t*>(g.c), g.ldc);
+    return;
+  }
   thread_local std::vector<float> a, b, c;
   widen(g.a, g.m, g.k, g.lda, g.dtype, a);
   widen(g.b, g.n, g.k, g.ldb, g.dtype, b);
@@ -63,7 +72,7 @@ void gemm_nt_cpu(const GemmArgs& g) {
   const float* pb = b.data();
   float* pc = c.data();
   const int64_t n = g.n, k = g.k;
-  cpu::parallel_for(g.m, cpu::pool_size(), [=](int64_t i) {
+  cpu::parallel_for(g.m, cpu::run_threads(), [=](int64_t i) {
     for (int64_t j = 0; j < n; ++j) {
       float s = 0.0f;
       for (int64_t x = 0; x < k; ++x) s += pa[i * k + x] * pb[j * k + x];
