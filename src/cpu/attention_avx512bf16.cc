@@ -10,8 +10,12 @@
 //   softmax       scale (or soft cap), mask, running max, exp2 over 16 lanes; P^T is rounded to
 //                 bf16 and packed as [key pair][row]. Masking is lane-wise (compare the key index
 //                 with each row's visible range); chunks every row sees whole skip it.
-//   O += P V      V is packed per chunk as [key pair][dim]; O's rows are rescaled as they are
-//                 loaded into the accumulators, and only where some row's max moved.
+//   O += P V      V is packed once per run (prepare_avx512bf16) as [kv head][key pair][dim], key
+//                 pairs counted from each sequence's first key, so every q tile and head that
+//                 reads a chunk shares its packing (packing per item cost 8% of a long run). O's
+//                 rows are rescaled as they are loaded into the accumulators, and only where some
+//                 row's max moved. Chunks start at even keys (the union's first key rounded down;
+//                 the key before it is masked) so that they are whole pairs.
 // Everything depends only on the item and the chunk position, so repeated runs are bitwise equal
 // and a sequence's result does not depend on its batch.
 //
@@ -27,6 +31,7 @@
 
 #include "cpu/attention_item.h"
 #include "cpu/half_convert.h"
+#include "cpu/thread_pool.h"
 
 #if defined(__GNUC__) && defined(__x86_64__)
 // GCC 12's AVX-512 headers trip -Wmaybe-uninitialized on their own _mm512_undefined_* values.
@@ -74,22 +79,19 @@ struct Scratch {
   Buffer<uint16_t> zero;   // a zero key row for the keys past a chunk's end
   Buffer<float> st;        // [kChunk + kKeyBlock][kRows]: S^T, then the scaled logits
   Buffer<uint32_t> ppair;  // [kChunk / 2][kRows]: P^T as bf16 pairs of keys
-  Buffer<uint16_t> vconv;  // [kChunk][dvp]: converted V rows (not bf16 inputs)
-  Buffer<uint32_t> vpack;  // [kChunk / 2][dvp]: V as bf16 pairs of keys
   Buffer<float> o;         // [kRows][dvp]
   alignas(64) float m[kRows], l[kRows], alpha[kRows];
   alignas(64) int32_t lo[kRows], hi[kRows];  // visible keys, relative to the chunk
   int64_t row_lo[kRows], row_hi[kRows];      // visible keys, relative to the sequence
 };
 
-template <DType D>
-inline uint16_t to_bf16_bits(typename Elem<D>::T x) {
-  if constexpr (D == DType::kBF16) {
-    return x;
-  } else {
-    return float_to_bf16(Elem<D>::load(x));
-  }
-}
+// V of the whole run as key pairs: words [kv head][pair][dvp]; pair_base[s] is sequence s's first.
+struct PackedV {
+  Buffer<uint32_t> words;
+  Buffer<int64_t> pair_base;  // [batch + 1]
+  int64_t total_pairs = 0;
+  int dvp = 0;
+};
 
 // 2^x over 16 lanes: x = n + f, |f| <= 1/2, 2^f by its degree-6 Taylor polynomial (relative
 // error < 2e-7), scaled by 2^n with VSCALEFPS. x is clamped to [-150, 128]: -inf (a masked
@@ -228,15 +230,76 @@ MLAKIT_BF16_INLINE __m512i pack_p_pair(__m512 e0, __m512 e1) {
 MLAKIT_BF16_INLINE int reduce_max_i32(__m512i v) { return _mm512_reduce_max_epi32(v); }
 MLAKIT_BF16_INLINE int reduce_min_i32(__m512i v) { return _mm512_reduce_min_epi32(v); }
 
-template <DType D>
+constexpr int64_t kPairsPerJob = 32;
+
+// One job of pack_all_v: kPairsPerJob key pairs of one kv head.
+MLAKIT_BF16_TARGET void pack_v_job(const Problem& p, const PackedV& pv, int64_t blocks, int64_t job) {
+  const int batch = p.header->batch_size;
+  const int64_t* base = pv.pair_base.data;
+  const int h = static_cast<int>(job / blocks);
+  const int64_t y0 = (job % blocks) * kPairsPerJob, y1 = std::min(pv.total_pairs, y0 + kPairsPerJob);
+  int s = static_cast<int>(std::upper_bound(base, base + batch + 1, y0) - base) - 1;
+  for (int64_t y = y0; y < y1; ++y) {
+    while (y >= base[s + 1]) ++s;
+    const int64_t key = 2 * (y - base[s]);
+    const int64_t lk = p.kv_indptr[s + 1] - p.kv_indptr[s];
+    const int64_t tok = p.kv_indptr[s] + key;
+    const auto* a = static_cast<const uint16_t*>(p.v->ptr_at(tok, h));
+    const auto* b = key + 1 < lk ? static_cast<const uint16_t*>(p.v->ptr_at(tok + 1, h)) : nullptr;
+    pack_v_pair(a, b, p.dvo, pv.dvp, pv.words.data + (static_cast<size_t>(h) * pv.total_pairs + y) * pv.dvp);
+  }
+}
+
+// Every run's V, packed as key pairs by (kv head, block of pairs) on the pool.
+void pack_all_v(const Problem& p, PackedV& pv) {
+  const int batch = p.header->batch_size;
+  pv.dvp = round_up(p.dvo, 16);
+  int64_t* base = pv.pair_base.ensure(static_cast<size_t>(batch) + 1);
+  base[0] = 0;
+  for (int b = 0; b < batch; ++b) base[b + 1] = base[b] + (p.kv_indptr[b + 1] - p.kv_indptr[b] + 1) / 2;
+  pv.total_pairs = base[batch];
+  pv.words.ensure(static_cast<size_t>(p.num_kv_heads) * pv.total_pairs * pv.dvp + 1);
+  const int64_t blocks = (pv.total_pairs + kPairsPerJob - 1) / kPairsPerJob;
+  parallel_for(blocks * p.num_kv_heads, run_threads(), [&](int64_t job) { pack_v_job(p, pv, blocks, job); });
+}
+
+// Q rows as [dim pair][row] words, 16 rows per gather; zero past the rows. Rows whose offsets
+// from the first do not fit 32 bits (never for tensors under 2 GiB) are copied one by one.
+MLAKIT_BF16_TARGET void pack_q(const Problem& p, const ItemRows& it, int rows, int nvr, int dq2, bool odd,
+                               uint32_t* qpack) {
+  const auto* first = static_cast<const char*>(p.q->ptr_at(it.q_begin + it.row0, it.head));
+  const int64_t row_bytes = p.q->strides[0] * 2;
+  const bool gather = !odd && std::abs(row_bytes) * kRows < (int64_t{1} << 31);
+  for (int v = 0; v < nvr; ++v) {
+    const int live = std::min(16, rows - 16 * v);
+    const __mmask16 m = live >= 16 ? __mmask16(0xFFFF) : static_cast<__mmask16>((1u << std::max(live, 0)) - 1u);
+    if (gather) {
+      const __m512i offs = _mm512_mullo_epi32(_mm512_add_epi32(_mm512_set1_epi32(16 * v),
+                                                               _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0)),
+                                              _mm512_set1_epi32(static_cast<int>(row_bytes)));
+      for (int x = 0; x < dq2; ++x)
+        _mm512_store_si512(qpack + x * kRows + 16 * v,
+                           _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), m, offs, first + 4 * x, 1));
+      continue;
+    }
+    for (int r = 16 * v; r < 16 * v + 16; ++r) {
+      const auto* src = reinterpret_cast<const uint16_t*>(first + (r < rows ? r : 0) * row_bytes);
+      for (int x = 0; x < dq2; ++x) {
+        const uint32_t lo16 = src[2 * x];
+        const uint32_t hi16 = 2 * x + 1 < p.dqk ? src[2 * x + 1] : 0u;
+        qpack[x * kRows + r] = r < rows ? (lo16 | (hi16 << 16)) : 0u;
+      }
+    }
+  }
+}
+
 MLAKIT_BF16_TARGET void run_item_impl(const Problem& p, const ItemRows& it, Scratch& w) {
-  using E = Elem<D>;
-  using T = typename E::T;
+  const PackedV& pv = *static_cast<const PackedV*>(p.prepared);
   const int rows = it.rows;
   const int nvr = (rows + 15) / 16;  // row vectors
   const int dqk = p.dqk, dvo = p.dvo;
   const int dq2 = (dqk + 1) / 2;     // dim pairs
-  const int dvp = round_up(dvo, 16);
+  const int dvp = pv.dvp;
   const bool capped = p.soft_cap > 0.0f;
   const float ninf = -std::numeric_limits<float>::infinity();
 
@@ -245,7 +308,6 @@ MLAKIT_BF16_TARGET void run_item_impl(const Problem& p, const ItemRows& it, Scra
   std::memset(zero, 0, sizeof(uint16_t) * 2 * dq2);
   float* st = w.st.ensure(static_cast<size_t>(kChunk + kKeyBlock) * kRows);
   uint32_t* ppair = w.ppair.ensure(static_cast<size_t>(kChunk / 2) * kRows);
-  uint32_t* vpack = w.vpack.ensure(static_cast<size_t>(kChunk / 2) * dvp);
   float* o = w.o.ensure(static_cast<size_t>(kRows) * dvp);
   std::memset(o, 0, sizeof(float) * static_cast<size_t>(nvr * 16) * dvp);
 
@@ -266,34 +328,21 @@ MLAKIT_BF16_TARGET void run_item_impl(const Problem& p, const ItemRows& it, Scra
       tile_hi = std::max<int64_t>(tile_hi, kr.hi);
     }
   }
+  tile_lo -= tile_lo % 2;  // whole key pairs
 
-  // Q as [dim pair][row] bf16 pairs, zero past the rows and past an odd last dim.
-  for (int r = 0; r < nvr * 16; ++r) {
-    if (r >= rows) {
-      for (int x = 0; x < dq2; ++x) qpack[x * kRows + r] = 0;
-      continue;
-    }
-    const T* src = static_cast<const T*>(p.q->ptr_at(it.q_begin + it.row0 + r, it.head));
-    for (int x = 0; x < dq2; ++x) {
-      const uint32_t lo16 = to_bf16_bits<D>(src[2 * x]);
-      const uint32_t hi16 = 2 * x + 1 < dqk ? to_bf16_bits<D>(src[2 * x + 1]) : 0u;
-      qpack[x * kRows + r] = lo16 | (hi16 << 16);
-    }
-  }
+  pack_q(p, it, rows, nvr, dq2, dqk % 2 != 0, qpack);
 
-  // Keys are read in place when they are bf16 pairs on both sides of the split.
-  const bool keys_in_place = D == DType::kBF16 && dqk % 2 == 0 && p.dk_split % 2 == 0;
+  // Keys are read in place when they are whole pairs on both sides of the split.
+  const bool keys_in_place = dqk % 2 == 0 && p.dk_split % 2 == 0;
   uint16_t* kconv = keys_in_place ? nullptr : w.kconv.ensure(static_cast<size_t>(kChunk) * 2 * dq2);
-  uint16_t* vconv = D == DType::kBF16 ? nullptr : w.vconv.ensure(static_cast<size_t>(kChunk) * dvp);
   const int pa = keys_in_place ? p.dk_split / 2 : dq2;
   const int pb = keys_in_place ? (dqk - p.dk_split) / 2 : 0;
   const uint32_t* zero32 = reinterpret_cast<const uint32_t*>(zero);
   const uint32_t* ka[kChunk + kKeyBlock];
   const uint32_t* kb[kChunk + kKeyBlock];
-  const uint16_t* vrow[kChunk + 1];
+  const uint32_t* v_seq = pv.words.data + (static_cast<size_t>(it.kv_head) * pv.total_pairs + pv.pair_base.data[it.seq]) * dvp;
 
-  const float logit_scale = p.sm_scale * kLog2e;  // logits in base 2
-  const __m512 scale_v = _mm512_set1_ps(logit_scale);
+  const __m512 scale_v = _mm512_set1_ps(p.sm_scale * kLog2e);  // logits in base 2
   const __m512 scale_over_cap = _mm512_set1_ps(capped ? p.sm_scale / p.soft_cap : 0.0f);
   const __m512 cap_log2 = _mm512_set1_ps(p.soft_cap * kLog2e);
   const __m512 ninf_v = _mm512_set1_ps(ninf);
@@ -303,31 +352,22 @@ MLAKIT_BF16_TARGET void run_item_impl(const Problem& p, const ItemRows& it, Scra
     const int n = static_cast<int>(std::min<int64_t>(kChunk, tile_hi - c0));
     const int nq = (n + 1) / 2;
     const int64_t tok0 = it.kv_begin + c0;
+    const uint32_t* vpack = v_seq + static_cast<size_t>(c0 / 2) * dvp;
 
-    // Key and value rows of the chunk.
+    // Key rows of the chunk.
     for (int j = 0; j < n; ++j) {
       if (keys_in_place) {
         ka[j] = static_cast<const uint32_t*>(p.k->ptr_at(tok0 + j, it.kv_head));
         kb[j] = pb > 0 ? static_cast<const uint32_t*>(p.k_rope->ptr_at(tok0 + j, it.rope_head)) : zero32;
       } else {
         uint16_t* dst = kconv + static_cast<size_t>(j) * 2 * dq2;
-        const T* ks = static_cast<const T*>(p.k->ptr_at(tok0 + j, it.kv_head));
-        for (int d = 0; d < p.dk_split; ++d) dst[d] = to_bf16_bits<D>(ks[d]);
-        if (p.dk_split < dqk) {
-          const T* kr = static_cast<const T*>(p.k_rope->ptr_at(tok0 + j, it.rope_head));
-          for (int d = p.dk_split; d < dqk; ++d) dst[d] = to_bf16_bits<D>(kr[d - p.dk_split]);
-        }
+        const auto* ks = static_cast<const uint16_t*>(p.k->ptr_at(tok0 + j, it.kv_head));
+        std::memcpy(dst, ks, sizeof(uint16_t) * p.dk_split);
+        if (p.dk_split < dqk)
+          std::memcpy(dst + p.dk_split, p.k_rope->ptr_at(tok0 + j, it.rope_head), sizeof(uint16_t) * (dqk - p.dk_split));
         if (dqk % 2 != 0) dst[dqk] = 0;
         ka[j] = reinterpret_cast<const uint32_t*>(dst);
         kb[j] = zero32;
-      }
-      const T* vs = static_cast<const T*>(p.v->ptr_at(tok0 + j, it.kv_head));
-      if constexpr (D == DType::kBF16) {
-        vrow[j] = vs;
-      } else {
-        uint16_t* dst = vconv + static_cast<size_t>(j) * dvp;
-        for (int d = 0; d < dvo; ++d) dst[d] = to_bf16_bits<D>(vs[d]);
-        vrow[j] = dst;
       }
     }
     for (int j = n; j < round_up(n, kKeyBlock); ++j) ka[j] = kb[j] = zero32;
@@ -342,11 +382,6 @@ MLAKIT_BF16_TARGET void run_item_impl(const Problem& p, const ItemRows& it, Scra
         default: qk_block<4>(qpack, ka + j, pa, kb + j, pb, sj); break;
       }
     }
-
-    // V as key pairs.
-    for (int x = 0; x < nq; ++x)
-      pack_v_pair(vrow[2 * x], 2 * x + 1 < n ? vrow[2 * x + 1] : nullptr, dvo, dvp,
-                  vpack + static_cast<size_t>(x) * dvp);
 
     // Online softmax, 16 rows at a time; P^T as bf16 pairs into ppair.
     bool rescale[kRows / 16];
@@ -419,14 +454,19 @@ MLAKIT_BF16_TARGET void run_item_impl(const Problem& p, const ItemRows& it, Scra
     }
   }
 
-  // Normalize and store: rows that saw no key get exactly 0 and lse = -inf.
+  // Normalize and store (bf16, round to nearest even): rows that saw no key get exactly 0 and
+  // lse = -inf.
   for (int r = 0; r < rows; ++r) {
     const int64_t tok = it.q_begin + it.row0 + r;
-    T* dst = static_cast<T*>(p.out->ptr_at(tok, it.head));
+    auto* dst = static_cast<uint16_t*>(p.out->ptr_at(tok, it.head));
     const float l = w.l[r];
+    const __m512 inv_l = _mm512_set1_ps(l > 0.0f ? 1.0f / l : 0.0f);
     const float* orow = o + static_cast<size_t>(r) * dvp;
-    const float inv_l = l > 0.0f ? 1.0f / l : 0.0f;
-    for (int d = 0; d < dvo; ++d) dst[d] = E::store(orow[d] * inv_l);
+    for (int d = 0; d < dvo; d += 16) {
+      const int left = dvo - d;
+      const __mmask16 m = left >= 16 ? __mmask16(0xFFFF) : static_cast<__mmask16>((1u << left) - 1u);
+      _mm256_mask_storeu_epi16(dst + d, m, (__m256i)_mm512_cvtneps_pbh(_mm512_mul_ps(_mm512_loadu_ps(orow + d), inv_l)));
+    }
     if (p.lse != nullptr) {
       float* lp = static_cast<float*>(p.lse->ptr_at(tok, it.head));
       *lp = l > 0.0f ? (w.m[r] + std::log2(l)) * kLn2 : -std::numeric_limits<float>::infinity();
@@ -436,28 +476,29 @@ MLAKIT_BF16_TARGET void run_item_impl(const Problem& p, const ItemRows& it, Scra
 
 }  // namespace
 
-template <DType D>
+void prepare_avx512bf16(Problem& p) {
+  thread_local PackedV packed;  // the calling thread's: it waits for every item of its run
+  pack_all_v(p, packed);
+  p.prepared = &packed;
+}
+
 void run_item_avx512bf16(const Problem& p, int64_t item) {
   if (p.block_m > kRows) {
-    run_item_fp32<D>(p, item);
+    run_item_fp32<DType::kBF16>(p, item);
     return;
   }
   const ItemRows it(p, item);
   if (it.rows <= 0) return;
   thread_local Scratch scratch;
-  run_item_impl<D>(p, it, scratch);
+  run_item_impl(p, it, scratch);
 }
 
 #else  // no x86-64 GCC/Clang: the path is never available (cpu_isa.h), this only links.
 
-template <DType D>
-void run_item_avx512bf16(const Problem& p, int64_t item) {
-  run_item_fp32<D>(p, item);
-}
+void prepare_avx512bf16(Problem&) {}
+void run_item_avx512bf16(const Problem& p, int64_t item) { run_item_fp32<DType::kBF16>(p, item); }
 
 #endif
-
-template void run_item_avx512bf16<DType::kBF16>(const Problem&, int64_t);
 
 }  // namespace cpu
 }  // namespace mlakit

@@ -31,16 +31,20 @@ struct Problem {
   int num_heads, num_kv_heads, dqk, dvo, block_m, block_n;
   int dk_split;  // key columns [0, dk_split) from k, [dk_split, dqk) from k_rope
   float sm_scale, soft_cap;
+  // What a path prepares once per run, before the items, on the calling thread (the AVX-512
+  // BF16 path: V packed as key pairs for every q tile and head that reads it).
+  const void* prepared = nullptr;
 };
 
 // One item's place in the batch: its sequence, head, rows and the rows' visible key ranges.
 struct ItemRows {
-  int head = 0, kv_head = 0, rope_head = 0;
+  int seq = 0, head = 0, kv_head = 0, rope_head = 0;
   int64_t q_begin = 0, kv_begin = 0, lq = 0, lk = 0, row0 = 0;
   int rows = 0;  // 0: nothing to do
 
   ItemRows(const Problem& p, int64_t item) {
     const plan::WorkTile tile = p.tiles[item / p.num_heads];
+    seq = tile.seq;
     head = static_cast<int>(item % p.num_heads);
     kv_head = head / (p.num_heads / p.num_kv_heads);
     rope_head = (p.k_rope != nullptr && p.k_rope->shape[1] > 1) ? kv_head : 0;
@@ -65,9 +69,10 @@ struct ItemRows {
 template <DType D>
 void run_item_fp32(const Problem& p, int64_t item);
 
-// The AVX-512 BF16 path (VDPBF16PS products, fp32 accumulation and softmax over 16 lanes).
-// Only called when cpu_isa_available(CpuIsa::kAvx512Bf16).
-template <DType D>
+// The AVX-512 BF16 path (VDPBF16PS products, fp32 accumulation and softmax over 16 lanes), bf16
+// inputs. Only called when cpu_isa_available(CpuIsa::kAvx512Bf16). prepare_avx512bf16 runs first,
+// once per run on the calling thread, and sets p.prepared (valid until its next call there).
+void prepare_avx512bf16(Problem& p);
 void run_item_avx512bf16(const Problem& p, int64_t item);
 
 }  // namespace cpu

@@ -16,15 +16,6 @@ namespace {
 
 using ItemFn = void (*)(const Problem&, int64_t);
 
-template <DType D>
-ItemFn item_fn(CpuIsa isa) {
-  if constexpr (D == DType::kBF16) {
-    // The AMX path runs the AVX-512 BF16 kernel (every AMX CPU has AVX-512 BF16).
-    if (products_isa(D, isa) != CpuIsa::kFp32) return run_item_avx512bf16<D>;
-  }
-  return run_item_fp32<D>;
-}
-
 }  // namespace
 
 CpuIsa products_isa(DType dtype, CpuIsa isa) { return dtype == DType::kBF16 ? isa : CpuIsa::kFp32; }
@@ -56,12 +47,19 @@ void run_prefill(const plan::ScheduleHeader& header, const int32_t* qo_indptr,
   p.soft_cap = header.soft_cap;
   const int64_t items = static_cast<int64_t>(header.num_tiles) * p.num_heads;
   if (items <= 0) return;
-  const CpuIsa isa = cpu_isa_in_use();
   ItemFn fn = nullptr;
   switch (q.dtype) {
-    case DType::kBF16: fn = item_fn<DType::kBF16>(isa); break;
-    case DType::kFP16: fn = item_fn<DType::kFP16>(isa); break;
-    case DType::kFP32: fn = item_fn<DType::kFP32>(isa); break;
+    case DType::kBF16:
+      // The AMX path runs the AVX-512 BF16 kernel (every AMX CPU has AVX-512 BF16).
+      if (products_isa(q.dtype, cpu_isa_in_use()) != CpuIsa::kFp32) {
+        prepare_avx512bf16(p);
+        fn = run_item_avx512bf16;
+      } else {
+        fn = run_item_fp32<DType::kBF16>;
+      }
+      break;
+    case DType::kFP16: fn = run_item_fp32<DType::kFP16>; break;
+    case DType::kFP32: fn = run_item_fp32<DType::kFP32>; break;
     default: return;  // validated by the caller
   }
   parallel_for(items, run_threads(), [&p, fn](int64_t item) { fn(p, item); });
