@@ -42,6 +42,9 @@ struct LibraryInfo {
   // this CPU and OS grant, or a lower one forced with MLAKIT_CPU_ISA (docs/cpu-backend.md).
   std::string cpu_isa;
   std::string cpu_isa_best;       // the best available here
+  // Whether this CPU and OS grant AMX tiles. This build has no AMX kernel: there the AVX-512
+  // BF16 path runs.
+  bool cpu_has_amx = false;
   std::string cpu_isa_requested;  // MLAKIT_CPU_ISA as given ("" when unset)
   // The products each input dtype runs on in the CPU backend: bf16 inputs on cpu_isa, fp16
   // inputs on "fp32" (fp16 rounded to bf16 would lose its accuracy).

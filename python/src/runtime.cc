@@ -20,6 +20,7 @@ nb::dict library_info_dict() {
   d["cpu_isa"] = info.cpu_isa;
   d["cpu_isa_best"] = info.cpu_isa_best;
   d["cpu_isa_requested"] = info.cpu_isa_requested;
+  d["cpu_has_amx"] = info.cpu_has_amx;
   nb::dict products;
   products["bf16"] = info.cpu_bf16_products;
   products["fp16"] = info.cpu_fp16_products;

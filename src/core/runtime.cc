@@ -85,6 +85,7 @@ LibraryInfo library_info() {
   const cpu::CpuIsa isa = cpu::cpu_isa_in_use();
   info.cpu_isa = cpu::cpu_isa_name(isa);
   info.cpu_isa_best = cpu::cpu_isa_name(cpu::cpu_isa_best());
+  info.cpu_has_amx = cpu::cpu_has_amx();
   info.cpu_bf16_products = cpu::cpu_isa_name(cpu::products_isa(DType::kBF16, isa));
   info.cpu_fp16_products = cpu::cpu_isa_name(cpu::products_isa(DType::kFP16, isa));
 

@@ -67,7 +67,7 @@ bool request_amx_permission() {
 }
 
 bool detect_amx() {
-  if (!detect_avx512bf16()) return false;  // the AMX path's softmax runs on AVX-512
+  if (!detect_avx512bf16()) return false;  // every AMX-BF16 CPU has it; the softmax would use it
   const Regs l7 = cpuid(7, 0);
   const bool tile = (l7.d >> 24) & 1u, bf16 = (l7.d >> 22) & 1u;
   if (!tile || !bf16) return false;
@@ -112,12 +112,14 @@ const char* cpu_isa_name(CpuIsa isa) {
 
 bool cpu_isa_available(CpuIsa isa) {
   switch (isa) {
-    case CpuIsa::kAmx: return detected().amx;
+    case CpuIsa::kAmx: return false;  // no tile kernel in this build
     case CpuIsa::kAvx512Bf16: return detected().avx512bf16;
     case CpuIsa::kFp32: return true;
   }
   return false;
 }
+
+bool cpu_has_amx() { return detected().amx; }
 
 CpuIsa cpu_isa_best() {
   if (cpu_isa_available(CpuIsa::kAmx)) return CpuIsa::kAmx;
@@ -143,8 +145,8 @@ CpuIsa cpu_isa_in_use() {
   if (use != want) {
     static std::once_flag noted;
     std::call_once(noted, [&] {
-      std::fprintf(stderr, "mlakit: MLAKIT_CPU_ISA=%s: this CPU lacks it; the CPU backend runs %s\n",
-                   cpu_isa_name(want), cpu_isa_name(use));
+      std::fprintf(stderr, "mlakit: MLAKIT_CPU_ISA=%s: %s; the CPU backend runs %s\n", cpu_isa_name(want),
+                   want == CpuIsa::kAmx ? "this build has no AMX kernel" : "this CPU lacks it", cpu_isa_name(use));
     });
   }
   return use;

@@ -1,6 +1,10 @@
-// Which instruction set carries the CPU backend's matrix products, chosen once per process:
-// the best the CPU and the OS grant (AMX tiles, else AVX-512 BF16, else the fp32 path), or a
-// lower one forced by MLAKIT_CPU_ISA=amx|avx512bf16|fp32 (tests, comparisons).
+// Which instruction set carries the CPU backend's matrix products: the best path this build has
+// and the CPU and OS grant (AMX tiles, else AVX-512 BF16, else the fp32 path), or a lower one
+// forced by MLAKIT_CPU_ISA=amx|avx512bf16|fp32 (tests, comparisons). Read at every run.
+//
+// This build has no AMX tile kernel: kAmx is never available, and on a CPU with AMX the
+// AVX-512 BF16 path runs (every CPU with AMX-BF16 has AVX-512 BF16). cpu_has_amx() says whether
+// the CPU and OS would grant the tiles.
 #pragma once
 
 namespace mlakit {
@@ -11,9 +15,13 @@ enum class CpuIsa : int { kFp32 = 0, kAvx512Bf16 = 1, kAmx = 2 };
 // "fp32", "avx512bf16", "amx".
 const char* cpu_isa_name(CpuIsa isa);
 
-// Whether this CPU (CPUID) and the OS (XCR0; for AMX also the Linux tile-data permission,
-// asked for here on the first call) let the process use `isa`. kFp32 is always available.
+// Whether this build has the path and this CPU (CPUID) and the OS (XCR0) let the process use it.
+// kFp32 is always available; kAmx never (no tile kernel in this build).
 bool cpu_isa_available(CpuIsa isa);
+
+// Whether the CPU has AMX-BF16 and the OS grants the process the tile data (on Linux asked for
+// with arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) on the first call).
+bool cpu_has_amx();
 
 // The best available path.
 CpuIsa cpu_isa_best();

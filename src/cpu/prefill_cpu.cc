@@ -50,7 +50,6 @@ void run_prefill(const plan::ScheduleHeader& header, const int32_t* qo_indptr,
   ItemFn fn = nullptr;
   switch (q.dtype) {
     case DType::kBF16:
-      // The AMX path runs the AVX-512 BF16 kernel (every AMX CPU has AVX-512 BF16).
       if (products_isa(q.dtype, cpu_isa_in_use()) != CpuIsa::kFp32) {
         prepare_avx512bf16(p);
         fn = run_item_avx512bf16;

@@ -22,8 +22,10 @@ class ForcedIsaEnvironment : public ::testing::Environment {
       return;  // an unknown value: the tests themselves report the error
     }
     if (requested && !mlakit::cpu::cpu_isa_available(want)) {
-      std::printf("[  SKIPPED ] MLAKIT_CPU_ISA=%s: this CPU (or OS) lacks that path; the best here is %s\n",
-                  mlakit::cpu::cpu_isa_name(want), mlakit::cpu::cpu_isa_name(mlakit::cpu::cpu_isa_best()));
+      std::printf("[  SKIPPED ] MLAKIT_CPU_ISA=%s: not available here (%s); the best here is %s\n",
+                  mlakit::cpu::cpu_isa_name(want),
+                  want == mlakit::cpu::CpuIsa::kAmx ? "this build has no AMX kernel" : "the CPU or OS lacks it",
+                  mlakit::cpu::cpu_isa_name(mlakit::cpu::cpu_isa_best()));
       std::fflush(stdout);
       GTEST_SKIP() << "MLAKIT_CPU_ISA=" << mlakit::cpu::cpu_isa_name(want) << " is not available here";
     }
