@@ -184,22 +184,27 @@ def attention(shapes, reps, threads, ceiling, gen):
 
 
 def scaling(shapes, reps, nthreads, gen):
-    log(f"\nthread scaling, 1 -> {nthreads} threads (GFLOP/s)")
+    """1 thread against all, the four calls in turns (a load that comes and goes hits both)."""
+    log(f"\nthread scaling, 1 -> {nthreads} threads (GFLOP/s; calls in turns)")
     rows = []
+
+    def on(n, fn):
+        def call():
+            set_threads(n)
+            fn()
+        return call
+
     for name, ql, kl, causal in shapes:
         c = AttnCase(name, ql, kl, causal, gen)
-        res = {}
-        for n in (1, nthreads):
-            set_threads(n)
-            t_m, t_f = time_in_turns([c.mlakit, c.torch_flash], reps)
-            res[n] = (c.flops / t_m / 1e9, c.flops / t_f / 1e9)
+        t = time_in_turns([on(1, c.mlakit), on(nthreads, c.mlakit), on(1, c.torch_flash), on(nthreads, c.torch_flash)], reps)
         set_threads(nthreads)
-        row = {"shape": name, "mlakit_gflops": {str(n): v[0] for n, v in res.items()},
-               "torch_flash_gflops": {str(n): v[1] for n, v in res.items()},
-               "mlakit_speedup": res[nthreads][0] / res[1][0], "torch_flash_speedup": res[nthreads][1] / res[1][1]}
+        m1, mn, f1, fn = (c.flops / x / 1e9 for x in t)
+        row = {"shape": name, "mlakit_gflops": {"1": m1, str(nthreads): mn},
+               "torch_flash_gflops": {"1": f1, str(nthreads): fn},
+               "mlakit_speedup": mn / m1, "torch_flash_speedup": fn / f1}
         rows.append(row)
-        log(f"{name:30s} mlakit {res[1][0]:6.1f} -> {res[nthreads][0]:6.1f} ({row['mlakit_speedup']:.2f}x)   "
-            f"torch_flash {res[1][1]:6.1f} -> {res[nthreads][1]:6.1f} ({row['torch_flash_speedup']:.2f}x)")
+        log(f"{name:30s} mlakit {m1:6.1f} -> {mn:6.1f} ({row['mlakit_speedup']:.2f}x)   "
+            f"torch_flash {f1:6.1f} -> {fn:6.1f} ({row['torch_flash_speedup']:.2f}x)")
     return rows
 
 
