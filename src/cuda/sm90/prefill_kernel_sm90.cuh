@@ -241,7 +241,7 @@ __device__ __forceinline__ void consumer(const Sm90Params& p, uint32_t sbase, un
       // The next item, with the last P V in flight: the producer hands it over once the scheduler
       // has claimed it (after this item's last K load was issued), so the wait for it and the slot's
       // L2 round trip run under the P V. Taken before the P V's issue, they delayed it by 0.3-0.6 us
-      // per item (block timelines: scripts/sm90-trace).
+      // per item (block timelines: bench/diagnostics/sm90_trace.py).
       upcoming = next_item();
       fetched = true;
 #if MLAKIT_SM90_TRACE
