@@ -458,7 +458,7 @@ def check_small(torch, M, P, args, dev, log):
     """All paths on a small schedule (one layer, all rows) against the reference and each other."""
     cfg = M.MLAConfig(layers=1, heads=args.heads, block_size=args.block_size)
     lens = [300, 77, 300, 1, 150]
-    sched = S.build_schedule(lens, 256)
+    sched = S.build_schedule(lens, 256, heads=args.heads)
     tables = S.BlockTables(lens, cfg.block_size, seed=args.seed + 7)
     steps = M.make_steps(sched, tables)
     model = M.ModelData(cfg, 256, tables.num_blocks, dev, seed=args.seed + 3)
@@ -584,7 +584,7 @@ def main(argv=None):
         small = check_small(torch, M, P, args, dev, log)
 
     cfg = M.MLAConfig(layers=args.layers, heads=args.heads, block_size=args.block_size)
-    scheds = {c: S.build_schedule([args.prompt] * c[0], c[1]) for c in cases}
+    scheds = {c: S.build_schedule([args.prompt] * c[0], c[1], args.bucket_step, args.heads) for c in cases}
     max_n = max(n for n, _ in cases)
     tables = S.BlockTables([args.prompt] * max_n, cfg.block_size, seed=args.seed + 1)
     cap_tokens = max(st.tokens for sc in scheds.values() for st in sc)
@@ -596,8 +596,8 @@ def main(argv=None):
     bufs = M.CommonBuffers(caps.max_batch, cap_tokens, tables.max_blocks, dev)
     log(f"model: {cfg.layers} layers, H={cfg.heads}, latent {cfg.latent}, block size {cfg.block_size}, "
         f"{tables.num_blocks} cache blocks/layer, input buffers for {cap_tokens} tokens "
-        f"({time.perf_counter() - t0:.1f} s to allocate); graph buckets: {S.GRAPH_BUCKET_FINE}-row steps "
-        f"to {S.GRAPH_BUCKET_FINE_UNTIL}, then {args.bucket_step}")
+        f"({time.perf_counter() - t0:.1f} s to allocate); graph buckets: mlakit.graph_rows_bucket, "
+        f"256-row steps to 1024, then {args.bucket_step}")
     clock = Clock(torch, dev)
 
     # Paths are built once and reused across cases (graphs keyed by shape carry over).
@@ -725,11 +725,12 @@ def main(argv=None):
 
 
 def work_of(sched, cfg, ceiling_tflops=None):
-    """The schedule's useful work through all layers (seed_schedule.step_flops: visible attention
-    pairs, up-projection of real rows), the same for every path, and the time it takes at the
-    run's matrix-product ceiling when that was measured."""
-    dims = S.MlaDims(heads=cfg.heads, latent=cfg.kv_lora_rank, nope=cfg.qk_nope, rope=cfg.qk_rope, v=cfg.v_head)
-    f = S.schedule_flops(sched, cfg.layers, dims)
+    """The schedule's useful work through all layers (seed_schedule.schedule_flops: visible
+    attention pairs, up-projection of real rows), the same for every path, and the time it takes
+    at the run's matrix-product ceiling when that was measured."""
+    # The schedule's FLOP count (tools/seed_schedule.cc) takes DeepSeek-Coder-V2-Lite's widths.
+    assert (cfg.kv_lora_rank, cfg.qk_nope, cfg.qk_rope, cfg.v_head) == (512, 128, 64, 128)
+    f = S.schedule_flops(sched, cfg.layers)
     w = {k + "_tflop": v / 1e12 for k, v in f.items()}
     w["ceiling_tflops"] = ceiling_tflops
     w["ms_at_ceiling"] = f["total"] / ceiling_tflops / 1e9 if ceiling_tflops else None

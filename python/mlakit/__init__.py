@@ -42,6 +42,7 @@ __all__ = [
     "RaggedPrefill",
     "MlaStep",
     "MlaPlanInfo",
+    "graph_rows_bucket",
     "StreamGraph",
     "PlanInfo",
     "PrefillOptions",
@@ -60,6 +61,7 @@ PrefillOptions = _C.PrefillOptions
 built_with_cuda = _C.built_with_cuda
 cuda_device_count = _C.cuda_device_count
 cuda_unavailable_reason = _C.cuda_unavailable_reason
+graph_rows_bucket = _C.graph_rows_bucket
 
 
 # --------------------------------------------------------------------------------------------

@@ -129,3 +129,14 @@ def test_block_table_forms_plan_the_same_step(rng, form):
 def test_stream_graph_refuses_the_cpu():
     with pytest.raises(ValueError, match="device"):
         mlakit.StreamGraph("cpu")
+
+
+def test_graph_rows_bucket():
+    # The library's rule for MlaStep.plan(graph_rows=...): 256-row steps to 1024, then step_above.
+    assert [mlakit.graph_rows_bucket(r, 8192) for r in (1, 256, 257, 999, 1025)] == [256, 256, 512, 1024, 1280]
+    assert mlakit.graph_rows_bucket(8961, 8993) == 8993
+    assert mlakit.graph_rows_bucket(1025, 8192, step_above=1024) == 2048
+    with pytest.raises(ValueError, match="rows"):
+        mlakit.graph_rows_bucket(9000, 8993)
+    with pytest.raises(ValueError, match="step_above"):
+        mlakit.graph_rows_bucket(5, 10, 0)
