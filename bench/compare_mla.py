@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The seed's serving workload, end to end (issue 7), on one GPU in one process.
+"""The seed's serving workload, end to end, on one GPU in one process.
 
 Replays the schedule of the seed's serving benchmark (N requests of 999 prompt tokens sent at
 once; chunked prefill with a token budget per step: a request cut at the budget continues in the
@@ -58,7 +58,7 @@ SEED_TTFT = {  # (N, budget) -> {path: (mean, median, p99) ms}
     (1, 8192): {"fa2_vllm": (29.76, 29.76, 29.76), "flashinfer_fa3": (37.58, 37.58, 37.58)},
     (100, 8192): {"fa2_vllm": (659.17, 666.53, 1196.01), "flashinfer_fa3": (1196.92, 1253.75, 2187.23)},
 }
-# Issue 7's targets: mlakit's step vs the FA2 and FlashInfer paths (total wall of the schedule).
+# The MLA step's targets: mlakit's step vs the FA2 and FlashInfer paths (total wall of the schedule).
 TARGETS = [((100, 8192), "fa2_vllm", 4.0), ((100, 8192), "flashinfer_fa3", 3.0),
            ((100, 8192), "flashinfer_fa3_host", 3.0), ((1, 8192), "flashinfer_fa3_host", 2.5),
            ((1, 8192), "fa2_vllm", 2.5), ((1, 8192), "flashinfer_fa3", 2.5)]
@@ -102,7 +102,7 @@ class Clock:
         """Keeps the GPU busy with bf16 matrix products for about `seconds`, then syncs, so the
         next pass starts under the power cap (an engine's other layers keep the GPU busy; mlakit's
         N=100 step reads ~5% faster from a rested GPU). A stress reading, not a steady state: after
-        200 ms of it the clock was still low and the host's calls slow (session 32, call 8)."""
+        200 ms of it the clock was still low and the host's calls slow on the H200."""
         if not self.cuda or seconds <= 0:
             return
         t = self.torch
@@ -126,7 +126,7 @@ def run_pass(path, steps, bufs, clock, on_out=None):
         clock.sync()
         e0, e1 = clock.event(), clock.event()
         # e0 is recorded before the wall clock starts: an engine records no event before its
-        # step, and one record from Python took 7.6-11.6 us on the H200's host (session 30), which
+        # step, and one record from Python took 7.6-11.6 us on the H200's host, which
         # the GPU (idle until the step's first launch) waited for inside every path's wall time.
         if e0 is not None:
             e0.record()
@@ -300,8 +300,8 @@ def time_paths(paths, steps, bufs, clock, reps, rest_s=0.0, heat_s=0.0):
     """{name: [pass, ...]}: --reps timed passes of every path, taken in turns (round r starts at
     path r mod n), so that whatever drifts over the run (the GPU's temperature and with it its
     clock under the power cap, the host's state) falls on every path alike. Run one path's passes
-    after another's instead and the second reads slower: session 29 measured mlakit's two graph
-    paths 1.6-4.9% apart at N=100, the slower one always the one run second. A path whose pass
+    after another's instead and the second reads slower: on the H200 mlakit's two graph
+    paths read 1.6-4.9% apart at N=100, the slower one always the one run second. A path whose pass
     raises is dropped: {name: exception}. rest_s > 0: the GPU idles that long before every pass
     (after a sync), so each pass starts from a rested GPU, as after a host-bound path's pass;
     heat_s > 0: bf16 products keep it busy that long before every pass (Clock.heat), so each
@@ -791,7 +791,7 @@ def report_case(case, cfg, args):
 
 
 def report_targets(cases):
-    """Issue 7's targets, for the best mlakit path available (a graph-replayed step first)."""
+    """The targets, for the best mlakit path available (a graph-replayed step first)."""
     by = {(c["requests"], c["budget"]): c for c in cases}
     rows = []
     for key, peer, want in TARGETS:
@@ -824,7 +824,7 @@ def report_targets(cases):
                 found = True
     if rows:
         log("")
-        log("issue 7 targets (mlakit_kernel_in_vllm_path* is mlakit's kernel in vLLM's path, not the MLA step):")
+        log("targets (mlakit_kernel_in_vllm_path* is mlakit's kernel in vLLM's path, not the MLA step):")
         for r in rows:
             if r["vs"] == "host share":
                 log(f"  {r['case']:22s} {r['mlakit_path']:26s} host share {100 * r['speedup']:.1f}% "

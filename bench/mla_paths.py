@@ -27,7 +27,7 @@ Paths:
                       (FlashInfer's plan() then copies them to the host and synchronizes)
   flashinfer_fa3_host the same path at its best: planned from host offsets, as an engine that
                       holds the lengths on the host would call it (no device-to-host copy in plan)
-  mlakit_step         mlakit's own MLA step (mlakit.MlaStep, issue 7): one host plan per step, per
+  mlakit_step         mlakit's own MLA step (mlakit.MlaStep): one host plan per step, per
                       layer one run() (cache write, gather of [context; new] latents through the
                       block table, one up-projection GEMM, split-K attention, no merge)
   mlakit_step_graph   the same, all layers captured into one CUDA graph per token bucket
@@ -296,7 +296,7 @@ class MlakitKernelInVllmPath(Path):
 
     def graph_key(self, st):
         # Shapes every op of the layer loop saw: T rows, ctx_total gathered rows (mlakit reads the
-        # batch from its plan workspace; today it needs tensors sized to the plan: issue 8).
+        # batch from its plan workspace; it needs tensors sized to the plan).
         return (st.T, st.ctx_total)
 
 

@@ -4,7 +4,7 @@ with MLAKIT_SM90_TRACE_FILE set; bench/diagnostics/sm90_trace.py gives the launc
 
 Phases of one item, as consumer thread 0 of warpgroup 1 stamps them (prefill_kernel_sm90.cuh):
 begin (item taken) -> qk (Q and the first K landed) -> s0 (first S done) -> vlast (the last tile's
-V landed) -> next (the next item taken; v12: after the last P V's issue) -> pv (last P V done) ->
+V landed) -> next (the next item taken) -> pv (last P V done) ->
 ostage (both warpgroups at the O staging barrier) -> end (epilogue done) -> the next item's begin.
 
     python3 bench/diagnostics/sm90_trace_phases.py TRACE.d192_bf16.txt [...]

@@ -1,5 +1,5 @@
 """bench/compare_mla.py's timed passes: taken in turns across the paths (a path run after another's
-passes reads slower under the GPU's power cap, session 29), a path that raises is dropped
+passes reads slower under the GPU's power cap), a path that raises is dropped
 without costing the others their passes, and --rest-ms / --heat-ms precede every pass."""
 import os
 import sys

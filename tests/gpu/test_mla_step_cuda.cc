@@ -5,7 +5,7 @@
 // over several steps on one cache (eager and through one CUDA graph replayed after re-planning,
 // each step attending what the previous replays wrote), chunk-size independence, and CUDA-graph
 // capture of a layer loop, replayed after re-planning (on sm90+ its attention -> next gather edges
-// are programmatic: PDL, docs/pdl.md). Outputs are NaN-poisoned before every run.
+// are programmatic: PDL, docs/sm90-kernel.md). Outputs are NaN-poisoned before every run.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -365,7 +365,7 @@ int programmatic_edges(cudaGraph_t g) {
 #endif
 }
 
-// docs/pdl.md: on sm90+ (unless switched off) each layer's attention -> the next layer's gather
+// docs/sm90-kernel.md: on sm90+ (unless switched off) each layer's attention -> the next layer's gather
 // is a programmatic edge; on older GPUs, or with MLAKIT_DISABLE_PDL=1, there is none.
 void expect_pdl_edges(cudaGraph_t g, int at_least) {
   int major = 0;

@@ -1,4 +1,4 @@
-// Kernel launches with Programmatic Dependent Launch (docs/pdl.md). In a chain of dependent
+// Kernel launches with Programmatic Dependent Launch (docs/sm90-kernel.md). In a chain of dependent
 // kernels (a CUDA graph of gather -> GEMM -> attention per layer) each launch otherwise waits for
 // the previous kernel to drain before its blocks are even scheduled: ~1-2 us of idle GPU per
 // kernel. With the PDL attribute the next kernel's launch and prologue overlap the previous one's

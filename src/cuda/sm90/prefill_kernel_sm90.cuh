@@ -310,7 +310,7 @@ __global__ void __launch_bounds__(Shape::kThreads, 1) prefill_sm90_kernel(const 
   const uint32_t sbase = (raw + 1023u) & ~1023u;
   unsigned char* smem = smem_raw + (sbase - raw);
 
-  // PDL (docs/pdl.md): from here on every thread reads what the previous kernel may write (the
+  // PDL (docs/sm90-kernel.md): from here on every thread reads what the previous kernel may write (the
   // schedule, q/k/v) or writes what it may still read (scratch, out), so all wait for it first.
   pdl_wait();
   const ScheduleView sched = ScheduleView::from(p.args);
