@@ -20,7 +20,7 @@
 namespace mlakit {
 namespace cuda {
 
-// Whether PDL is on for this process: built with MLAKIT_PDL (CMake option, default OFF) and
+// Whether PDL is on for this process: built with MLAKIT_PDL (CMake option, default ON) and
 // MLAKIT_DISABLE_PDL not set to a non-empty value other than "0" (read once, at first use).
 bool pdl_switched_on();
 
