@@ -53,6 +53,7 @@ __all__ = [
     "cuda_device_count",
     "cuda_unavailable_reason",
     "device_description",
+    "deepseek_softmax_scale",
 ]
 
 PlanInfo = _C.PlanInfo
@@ -474,7 +475,9 @@ class RaggedPrefill:
 
         ``causal``: query ``i`` of a sequence with lengths ``(lq, lk)`` sees keys
         ``j <= lk - lq + i`` (bottom-right aligned). ``sm_scale``: ``None`` means
-        ``1/sqrt(head_dim_qk)``. ``window_left = w >= 0``: keys ``j >= lk - lq + i - w`` only
+        ``1/sqrt(head_dim_qk)`` (DeepSeek-V2/V3 attention with YaRN checkpoints needs
+        :func:`mlakit.deepseek_softmax_scale` instead; their q and k must also carry RoPE in one
+        pair layout). ``window_left = w >= 0``: keys ``j >= lk - lq + i - w`` only
         (``-1`` or ``None``: no window). ``logits_soft_cap = c > 0``: ``s = c*tanh(s/c)``.
 
         For a CUDA plan the schedule is copied to the device workspace asynchronously on
@@ -623,6 +626,7 @@ def device_description(device: Any = "cpu") -> str:
 # The MLA prefill step (imports the helpers above, so it comes last).
 from .mla import MlaPlanInfo, MlaStep  # noqa: E402
 from .graph import StreamGraph  # noqa: E402
+from .deepseek import deepseek_softmax_scale  # noqa: E402
 
 
 def __dir__() -> list:
