@@ -27,8 +27,8 @@ What the step expects from the model (as Hugging Face's DeepSeek-V2/V3 attention
   the logits by ``qk_head_dim**-0.5 * mscale**2``, not the default ``qk_head_dim**-0.5`` (which
   gives 24-30% error on V2-Lite / V3): pass ``sm_scale=mlakit.deepseek_softmax_scale(config)``.
 * K and V are rounded to the step's dtype (bf16/fp16) after the up-projection, as an engine that
-  materializes them does; against float64 K/V the LSE moves by ~2.5e-3 (bf16) and the output by
-  bf16 rounding.
+  materializes them does; against float64 K/V the LSE moves by up to ~2.5e-3 in bf16 (~5e-4 in
+  fp16) and the output by the dtype's rounding.
 """
 
 from __future__ import annotations
