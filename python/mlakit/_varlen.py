@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import collections
 import ctypes
-import math
 import weakref
 from typing import Any, Optional, Tuple
 
@@ -62,6 +61,7 @@ _is_capturing = getattr(torch._C, "_cuda_isCurrentStreamCapturing", None) or tor
 _dispatch_modes = torch._C._len_torch_dispatch_stack
 _is_compiling = torch.compiler.is_compiling
 _string_at = ctypes.string_at
+_grad_enabled = torch.is_grad_enabled
 _trust_version = [True]
 
 
@@ -633,17 +633,18 @@ def flash_attn_varlen_func(q: Tensor, k: Tensor, v: Tensor, cu_seqlens_q: Tensor
         raise _unsupported("alibi_slopes", "ALiBi")
     if block_table is not None:
         raise _unsupported("block_table", "a paged KV cache")
-    if softcap is None or not 0.0 <= softcap < math.inf:
-        raise ValueError(f"mlakit: softcap: must be finite and >= 0 (0 = off), got {softcap}")
-    if softmax_scale is not None and not 0.0 < softmax_scale < math.inf:
-        raise ValueError(f"mlakit: softmax_scale: must be finite and > 0, or None, got {softmax_scale}")
+    # (Infinite values pass these and are refused, in these names, when the plan is made.)
+    if softcap is None or softcap < 0.0:
+        raise ValueError(f"mlakit: softcap: must be >= 0 (0 = off), got {softcap}")
+    if softmax_scale is not None and not softmax_scale > 0.0:
+        raise ValueError(f"mlakit: softmax_scale: must be > 0 or None, got {softmax_scale}")
     if window_size == (-1, -1):  # the default, without _window's conversions
         window_left, causal = -1, bool(causal)
     else:
         window_left, causal = _window(window_size, bool(causal), max_seqlen_k)
-    # Forward only: an output without a graph would drop the gradients silently. (Attribute
-    # reads first: is_grad_enabled() is asked only when some input requires grad.)
-    if (q.requires_grad or k.requires_grad or v.requires_grad) and torch.is_grad_enabled():
+    # Forward only: an output without a graph would drop the gradients silently. (Grad mode
+    # first: engines run with it off, and then no tensor attribute is read.)
+    if _grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad):
         name = "q" if q.requires_grad else "k" if k.requires_grad else "v"
         raise RuntimeError(
             f"mlakit: {name}: requires grad while grad is enabled, and mlakit.torch.flash_attn_varlen_func is "

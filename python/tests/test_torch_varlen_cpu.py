@@ -103,10 +103,11 @@ def test_return_conventions(gen):
      r"^mlakit: window_size: a right window \(window_size\[1\] = 3 > 0, below max_seqlen_k = 20\)"),
     (dict(window_size=(4, 19)), r"^mlakit: window_size: a right window \(window_size\[1\] = 19 > 0"),
     (dict(window_size=(4,)), r"^mlakit: window_size: must be a \(left, right\) pair"),
-    (dict(softcap=-1.0), r"^mlakit: softcap: must be finite and >= 0"),
-    (dict(softcap=math.inf), r"^mlakit: softcap: must be finite and >= 0"),
-    (dict(softmax_scale=0.0), r"^mlakit: softmax_scale: must be finite and > 0"),
-    (dict(softmax_scale=math.inf), r"^mlakit: softmax_scale: must be finite and > 0"),
+    (dict(softcap=-1.0), r"^mlakit: softcap: must be >= 0"),
+    (dict(softcap=math.inf), r"^mlakit: softcap: must be finite and >= 0 \(0 = off\), got inf$"),
+    (dict(softmax_scale=0.0), r"^mlakit: softmax_scale: must be > 0"),
+    (dict(softmax_scale=math.inf), r"^mlakit: softmax_scale: must be a positive finite number or None \(None means "
+                                   r"1/sqrt\(q's head dim\)\), got inf$"),
 ])
 def test_unsupported_is_rejected_and_writes_nothing(kwargs, match, gen):
     q, k, v, cq, ck = inputs(gen, torch.bfloat16, [6, 9], [6, 20])
