@@ -15,7 +15,8 @@
 //      config.workspace_rows, each request's context K/V sits ahead of its new K/V and one causal
 //      launch covers [context; new] (bottom-right aligned: no merge). Otherwise the new tokens run
 //      first, then the context in chunks of workspace_rows rows, merged by LSE.
-//   5. out [T, H, Dv] (ready for the output projection); optional lse [T, H] (float32, natural log).
+//   5. out [T, H, Dv] (ready for the output projection); optional lse [T, H] (float32, natural log;
+//      any non-overlapping strides, as RaggedPrefill::run takes: an [H, T] buffer's transposed view).
 //
 // L = kv_lora_rank (512), Dn = qk_nope_head_dim (128), R = qk_rope_head_dim (64),
 // Dv = v_head_dim (128) for DeepSeek-Coder-V2-Lite (H = 16) and DeepSeek-V3 (H = 128).

@@ -7,6 +7,7 @@ from ._mlakit import PlanInfo as PlanInfo
 from ._mlakit import PrefillOptions as PrefillOptions
 from .mla import MlaPlanInfo as MlaPlanInfo, MlaStep as MlaStep
 from .graph import StreamGraph as StreamGraph
+from .deepseek import deepseek_softmax_scale as deepseek_softmax_scale
 
 __version__: str
 
