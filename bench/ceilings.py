@@ -2,7 +2,7 @@
 warm-ups) and a device-to-device copy's bandwidth. bench/compare.py states every kernel's TFLOP/s
 as a fraction of the first; bench/compare_mla.py states the MLA step's useful work the same way.
 Measured in the same process as what it scales, since the H200's rate moves between hosts and
-power states (774-804 TFLOP/s across runs)."""
+power states (774-809 TFLOP/s across runs on the H200)."""
 
 
 def ceilings(torch, dev):
