@@ -31,7 +31,7 @@ Setup setup(const MlaConfig& c) {
   Setup s;
   s.backend = backend::make_backend(c.device, "config.device");
   try {
-    s.choice = s.backend->choose_kernel(c.qk_nope_head_dim + c.qk_rope_head_dim, c.v_head_dim, c.dtype,
+    s.choice = s.backend->choose_kernel(c.qk_nope_head_dim + c.qk_rope_head_dim, c.v_head_dim, c.dtype, c.dtype,
                                         c.num_heads, c.kernel);
   } catch (const Error& e) {
     // The attention backend names its own config fields; name the MLA ones.
