@@ -183,6 +183,7 @@ struct MlaStep::Impl {
     a.head_dim_vo = c.v_head_dim;
     a.num_qo_heads = a.num_kv_heads = c.num_heads;
     a.dtype = t;
+    a.out_dtype = t;
     a.schedule = {ws() + layout.block_offset(i), layout.schedule};
     a.scratch = staging->scratch();  // launches run in stream order, so they share it
     backend->attention(choice, a, s);
