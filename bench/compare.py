@@ -24,7 +24,7 @@ FP8 (--dtype e4m3): also `mlakit_fp8`, mlakit's e4m3 kernel (bf16 output) on the
 quantized to float8_e4m3fn with FlashAttention-3's descale factors ([batch, Hkv], amax / 448 of
 each tensor), checked against the float32 reference of the dequantized inputs, beside mlakit's
 bf16 kernel and the bf16 peers on every workload; the run also measures the FP8 matrix-product
-ceiling (torch._scaled_mm e4m3 x e4m3 -> bf16, 8192^3, cuBLASLt) and reports each FP8 row's
+ceiling (torch._scaled_mm e4m3 x e4m3 -> bf16, 8192^3, fast accumulation: cuBLASLt) and reports each FP8 row's
 TFLOP/s, its % of that ceiling and its speedup over mlakit bf16. No peer runs e4m3 attention at
 (192, 128) offline (FlashInfer's fa3 FP8 is deferred; FlashAttention-3 is not carried).
 
