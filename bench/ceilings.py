@@ -4,7 +4,7 @@ and fast accumulation: cuBLASLt's FP8 GEMM, measured the same way), and a device
 bandwidth. bench/compare.py states every kernel's TFLOP/s
 as a fraction of the first; bench/compare_mla.py states the MLA step's useful work the same way.
 Measured in the same process as what it scales, since the H200's rate moves between hosts and
-power states (774-804 TFLOP/s across runs)."""
+power states (774-809 TFLOP/s across runs on the H200)."""
 
 
 def _time_mm(torch, fn):

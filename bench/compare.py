@@ -31,7 +31,7 @@ TFLOP/s, its % of that ceiling and its speedup over mlakit bf16. No peer runs e4
 plan() host cost (FlashInfer with host and with device indptr, mlakit with host indptr): host
 wall time of one plan() call, device idle before it, median of --plan-iters calls.
 
-Per-call cost (issue 8, --overhead, on by default): at 1x999, for mlakit's run() (and its native
+Per-call cost (--overhead, on by default): at 1x999, for mlakit's run() (and its native
 launch alone), its torch op and eager helper, mlakit.torch.flash_attn_varlen_func (device
 cu_seqlens: unchanged, and read back every call; with host copies; host cu_seqlens), FA2's
 _flash_attention_forward and FlashInfer's run(): the device time of the kernel(s) (CUDA events,
@@ -622,7 +622,7 @@ def main(argv=None):
     ap.add_argument("--fi-allow-jit", action="store_true",
                     help="let FlashInfer JIT-compile modules for shapes that are not prebuilt")
     ap.add_argument("--overhead", default="1x999",
-                    help="workload of the per-call cost table (issue 8); 'none' to skip")
+                    help="workload of the per-call cost table; 'none' to skip")
     ap.add_argument("--smoke", action="store_true",
                     help="quick check that everything runs: workloads scaled 1/16, 3 timed calls, no Flex")
     ap.add_argument("--json", default=None, help="write results here")
@@ -842,7 +842,7 @@ def main(argv=None):
         torch.cuda.empty_cache()
         cases.append(case)
 
-    # Per-call cost (issue 8).
+    # Per-call cost.
     overhead_rows = None
     if args.overhead != "none":
         ow = W.find(args.overhead)

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The seed's serving workload, end to end (issue 7), on one GPU in one process.
+"""The seed's serving workload, end to end, on one GPU in one process.
 
 Replays the schedule of the seed's serving benchmark (N requests of 999 prompt tokens sent at
 once; chunked prefill with a token budget per step: a request cut at the budget continues in the
@@ -58,7 +58,7 @@ SEED_TTFT = {  # (N, budget) -> {path: (mean, median, p99) ms}
     (1, 8192): {"fa2_vllm": (29.76, 29.76, 29.76), "flashinfer_fa3": (37.58, 37.58, 37.58)},
     (100, 8192): {"fa2_vllm": (659.17, 666.53, 1196.01), "flashinfer_fa3": (1196.92, 1253.75, 2187.23)},
 }
-# Issue 7's targets: mlakit's step vs the FA2 and FlashInfer paths (total wall of the schedule).
+# The MLA step's targets: mlakit's step vs the FA2 and FlashInfer paths (total wall of the schedule).
 TARGETS = [((100, 8192), "fa2_vllm", 4.0), ((100, 8192), "flashinfer_fa3", 3.0),
            ((100, 8192), "flashinfer_fa3_host", 3.0), ((1, 8192), "flashinfer_fa3_host", 2.5),
            ((1, 8192), "fa2_vllm", 2.5), ((1, 8192), "flashinfer_fa3", 2.5)]
@@ -102,7 +102,7 @@ class Clock:
         """Keeps the GPU busy with bf16 matrix products for about `seconds`, then syncs, so the
         next pass starts under the power cap (an engine's other layers keep the GPU busy; mlakit's
         N=100 step reads ~5% faster from a rested GPU). A stress reading, not a steady state: after
-        200 ms of it the clock was still low and the host's calls slow (session 32, call 8)."""
+        200 ms of it the clock was still low and the host's calls slow on the H200."""
         if not self.cuda or seconds <= 0:
             return
         t = self.torch
@@ -126,7 +126,7 @@ def run_pass(path, steps, bufs, clock, on_out=None):
         clock.sync()
         e0, e1 = clock.event(), clock.event()
         # e0 is recorded before the wall clock starts: an engine records no event before its
-        # step, and one record from Python took 7.6-11.6 us on the H200's host (session 30), which
+        # step, and one record from Python took 7.6-11.6 us on the H200's host, which
         # the GPU (idle until the step's first launch) waited for inside every path's wall time.
         if e0 is not None:
             e0.record()
@@ -300,8 +300,8 @@ def time_paths(paths, steps, bufs, clock, reps, rest_s=0.0, heat_s=0.0):
     """{name: [pass, ...]}: --reps timed passes of every path, taken in turns (round r starts at
     path r mod n), so that whatever drifts over the run (the GPU's temperature and with it its
     clock under the power cap, the host's state) falls on every path alike. Run one path's passes
-    after another's instead and the second reads slower: session 29 measured mlakit's two graph
-    paths 1.6-4.9% apart at N=100, the slower one always the one run second. A path whose pass
+    after another's instead and the second reads slower: on the H200 mlakit's two graph
+    paths read 1.6-4.9% apart at N=100, the slower one always the one run second. A path whose pass
     raises is dropped: {name: exception}. rest_s > 0: the GPU idles that long before every pass
     (after a sync), so each pass starts from a rested GPU, as after a host-bound path's pass;
     heat_s > 0: bf16 products keep it busy that long before every pass (Clock.heat), so each
@@ -458,7 +458,7 @@ def check_small(torch, M, P, args, dev, log):
     """All paths on a small schedule (one layer, all rows) against the reference and each other."""
     cfg = M.MLAConfig(layers=1, heads=args.heads, block_size=args.block_size)
     lens = [300, 77, 300, 1, 150]
-    sched = S.build_schedule(lens, 256)
+    sched = S.build_schedule(lens, 256, heads=args.heads)
     tables = S.BlockTables(lens, cfg.block_size, seed=args.seed + 7)
     steps = M.make_steps(sched, tables)
     model = M.ModelData(cfg, 256, tables.num_blocks, dev, seed=args.seed + 3)
@@ -584,7 +584,7 @@ def main(argv=None):
         small = check_small(torch, M, P, args, dev, log)
 
     cfg = M.MLAConfig(layers=args.layers, heads=args.heads, block_size=args.block_size)
-    scheds = {c: S.build_schedule([args.prompt] * c[0], c[1]) for c in cases}
+    scheds = {c: S.build_schedule([args.prompt] * c[0], c[1], args.bucket_step, args.heads) for c in cases}
     max_n = max(n for n, _ in cases)
     tables = S.BlockTables([args.prompt] * max_n, cfg.block_size, seed=args.seed + 1)
     cap_tokens = max(st.tokens for sc in scheds.values() for st in sc)
@@ -596,8 +596,8 @@ def main(argv=None):
     bufs = M.CommonBuffers(caps.max_batch, cap_tokens, tables.max_blocks, dev)
     log(f"model: {cfg.layers} layers, H={cfg.heads}, latent {cfg.latent}, block size {cfg.block_size}, "
         f"{tables.num_blocks} cache blocks/layer, input buffers for {cap_tokens} tokens "
-        f"({time.perf_counter() - t0:.1f} s to allocate); graph buckets: {S.GRAPH_BUCKET_FINE}-row steps "
-        f"to {S.GRAPH_BUCKET_FINE_UNTIL}, then {args.bucket_step}")
+        f"({time.perf_counter() - t0:.1f} s to allocate); graph buckets: mlakit.graph_rows_bucket, "
+        f"256-row steps to 1024, then {args.bucket_step}")
     clock = Clock(torch, dev)
 
     # Paths are built once and reused across cases (graphs keyed by shape carry over).
@@ -725,11 +725,12 @@ def main(argv=None):
 
 
 def work_of(sched, cfg, ceiling_tflops=None):
-    """The schedule's useful work through all layers (seed_schedule.step_flops: visible attention
-    pairs, up-projection of real rows), the same for every path, and the time it takes at the
-    run's matrix-product ceiling when that was measured."""
-    dims = S.MlaDims(heads=cfg.heads, latent=cfg.kv_lora_rank, nope=cfg.qk_nope, rope=cfg.qk_rope, v=cfg.v_head)
-    f = S.schedule_flops(sched, cfg.layers, dims)
+    """The schedule's useful work through all layers (seed_schedule.schedule_flops: visible
+    attention pairs, up-projection of real rows), the same for every path, and the time it takes
+    at the run's matrix-product ceiling when that was measured."""
+    # The schedule's FLOP count (tools/seed_schedule.cc) takes DeepSeek-Coder-V2-Lite's widths.
+    assert (cfg.kv_lora_rank, cfg.qk_nope, cfg.qk_rope, cfg.v_head) == (512, 128, 64, 128)
+    f = S.schedule_flops(sched, cfg.layers)
     w = {k + "_tflop": v / 1e12 for k, v in f.items()}
     w["ceiling_tflops"] = ceiling_tflops
     w["ms_at_ceiling"] = f["total"] / ceiling_tflops / 1e9 if ceiling_tflops else None
@@ -790,7 +791,7 @@ def report_case(case, cfg, args):
 
 
 def report_targets(cases):
-    """Issue 7's targets, for the best mlakit path available (a graph-replayed step first)."""
+    """The targets, for the best mlakit path available (a graph-replayed step first)."""
     by = {(c["requests"], c["budget"]): c for c in cases}
     rows = []
     for key, peer, want in TARGETS:
@@ -823,7 +824,7 @@ def report_targets(cases):
                 found = True
     if rows:
         log("")
-        log("issue 7 targets (mlakit_kernel_in_vllm_path* is mlakit's kernel in vLLM's path, not the MLA step):")
+        log("targets (mlakit_kernel_in_vllm_path* is mlakit's kernel in vLLM's path, not the MLA step):")
         for r in rows:
             if r["vs"] == "host share":
                 log(f"  {r['case']:22s} {r['mlakit_path']:26s} host share {100 * r['speedup']:.1f}% "

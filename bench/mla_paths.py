@@ -27,11 +27,11 @@ Paths:
                       (FlashInfer's plan() then copies them to the host and synchronizes)
   flashinfer_fa3_host the same path at its best: planned from host offsets, as an engine that
                       holds the lengths on the host would call it (no device-to-host copy in plan)
-  mlakit_step         mlakit's own MLA step (mlakit.MlaStep, issue 7): one host plan per step, per
+  mlakit_step         mlakit's own MLA step (mlakit.MlaStep): one host plan per step, per
                       layer one run() (cache write, gather of [context; new] latents through the
                       block table, one up-projection GEMM, split-K attention, no merge)
   mlakit_step_graph   the same, all layers captured into one CUDA graph per token bucket
-                      (seed_schedule.graph_bucket), re-planned per step and replayed
+                      (mlakit.graph_rows_bucket), re-planned per step and replayed
   mlakit_kernel_in_vllm_path   vLLM's Python path above with only the kernel swapped: mlakit's
                       RaggedPrefill (no V pad, host plan) and mlakit.merge_states (what the anchors
                       call "the same path with mlakit's kernel"); _graph: its layer loop captured,
@@ -58,7 +58,7 @@ class Skip(Exception):
 
 
 class Capacity:
-    # bucket_step: the graph paths' rows per bucket above 1024 (seed_schedule.graph_bucket).
+    # bucket_step: the graph paths' rows per bucket above 1024 (mlakit.graph_rows_bucket).
     def __init__(self, max_batch, max_tokens, max_ctx_tokens, max_blocks, num_blocks,
                  bucket_step=S.GRAPH_BUCKET_STEP_ABOVE):
         self.max_batch, self.max_tokens = max_batch, max_tokens
@@ -296,7 +296,7 @@ class MlakitKernelInVllmPath(Path):
 
     def graph_key(self, st):
         # Shapes every op of the layer loop saw: T rows, ctx_total gathered rows (mlakit reads the
-        # batch from its plan workspace; today it needs tensors sized to the plan: issue 8).
+        # batch from its plan workspace; it needs tensors sized to the plan).
         return (st.T, st.ctx_total)
 
 
@@ -370,7 +370,7 @@ class MlakitStepGraphPath(MlakitStepPath):
     """mlakit's MLA step, re-planned per step, all layers replayed from one CUDA graph per token bucket."""
     name = "mlakit_step_graph"
 
-    # The bucket of a step is seed_schedule.graph_bucket(context + new tokens, workspace rows,
+    # The bucket of a step is mlakit.graph_rows_bucket(context + new tokens, workspace rows,
     # caps.bucket_step), the rule mlakit-bench seed uses. A step is planned with graph_rows = its
     # bucket, which sizes the host-sized launches (gather, up-projection GEMM) for that many rows;
     # the inputs are views of the first min(bucket, capacity) rows of the fixed input buffers (the
@@ -389,7 +389,7 @@ class MlakitStepGraphPath(MlakitStepPath):
         self.host_split = []    # per run_step: (plan us, replay us)
 
     def bucket(self, st):
-        return S.graph_bucket(st.T + st.ctx_total, self.rows_cap, self.caps.bucket_step)
+        return _mlakit().graph_rows_bucket(st.T + st.ctx_total, self.rows_cap, self.caps.bucket_step)
 
     def plan(self, st):
         self._plan(st, self.bucket(st))

@@ -1,4 +1,4 @@
-"""Per-call cost of attention entry points from Python (issue 8), used by bench/compare.py.
+"""Per-call cost of attention entry points from Python, used by bench/compare.py.
 
 For each entry point, on one small problem (1x999 by default, where the host cost matters most):
   device_us     CUDA events around each call, median, with a spin kernel (torch.cuda._sleep)
@@ -156,7 +156,7 @@ def entry_points(torch, w, mlakit_mod, fi_mod, fi_workspace):
             import mlakit.torch as mt
             f = getattr(mt, "flash_attn_varlen_func", None)
             if f is None:
-                raise RuntimeError("mlakit.torch has no flash_attn_varlen_func yet (issue 8, in progress)")
+                raise RuntimeError("this mlakit.torch has no flash_attn_varlen_func")
             trust = getattr(mt, "varlen_trust_version", None)
             if read_back and trust is None:
                 raise RuntimeError("this mlakit reads device cu_seqlens back on every call: see the row above")
@@ -272,7 +272,7 @@ def report(rows, workload, iters, log):
             f"{r['sync_wall_us']:9.1f} {r['overhead_us']:8.1f} {('%.1e' % e) if e is not None else '(ref)':>8s}")
     fa2 = by.get(FA2)
     for name in (RUN, FA_DEV, FA_COPIES, FA_HOST, FA_READ):
-        if fa2 and name in by:  # issue 8's target: no more per-call overhead than FA2's
+        if fa2 and name in by:  # the target: no more per-call overhead than FA2's
             d = by[name]["overhead_us"] - fa2["overhead_us"]
             log(f"  {name}: overhead {by[name]['overhead_us']:.1f} µs vs FA2's {fa2['overhead_us']:.1f} µs "
                 f"({'within' if d <= 0 else f'{d:.1f} µs over'} FA2's); sync wall {by[name]['sync_wall_us']:.1f} "

@@ -1,6 +1,9 @@
 """The seed's serving benchmark as an engine schedules it: chunked prefill under a token budget.
 
-Plain Python (no torch), so the schedule can be built and printed anywhere:
+The schedule itself is defined once, in C++ (tools/seed_schedule.cc): build_schedule() reads it
+from `mlakit-bench seed --print-schedule` ($MLAKIT_BENCH, else build*/mlakit-bench of this
+checkout), with each step's graph bucket and useful FLOP. This module adds what only the Python
+benchmarks need (paged block tables, TTFT statistics). No torch needed:
 
     python3 bench/seed_schedule.py --requests 100 --budget 8192
 
@@ -22,9 +25,18 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
+import glob
+import json
 import math
+import os
 import random
-from typing import Dict, List, Sequence
+import subprocess
+from typing import Dict, List, Optional, Sequence
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# Rows per CUDA-graph bucket above 1024 (mlakit.graph_rows_bucket's step_above; 256-row steps below).
+GRAPH_BUCKET_STEP_ABOVE = 256
 
 
 @dataclasses.dataclass(frozen=True)
@@ -40,6 +52,8 @@ class Chunk:
 class Step:
     index: int
     chunks: List[Chunk]
+    graph_rows: int = 0   # mlakit.graph_rows_bucket(tokens + context, workspace rows, bucket step)
+    flops: Optional[Dict[str, float]] = None  # useful work of one layer: attention, up_projection
 
     @property
     def tokens(self) -> int:
@@ -54,34 +68,38 @@ class Step:
         return len(self.chunks)
 
 
-def build_schedule(prompt_lens: Sequence[int], budget: int) -> List[Step]:
-    """The prefill steps of requests with these prompt lengths, all arriving at time 0."""
+def bench_binary() -> str:
+    """mlakit-bench: $MLAKIT_BENCH, else the newest build*/mlakit-bench of this checkout."""
+    env = os.environ.get("MLAKIT_BENCH")
+    if env:
+        return env
+    found = sorted(glob.glob(os.path.join(REPO, "build*", "mlakit-bench")), key=os.path.getmtime, reverse=True)
+    if not found:
+        raise RuntimeError("the seed's schedule is defined by mlakit-bench (tools/seed_schedule.cc): build it "
+                           "(cmake --build build --target mlakit-bench) or set MLAKIT_BENCH")
+    return found[0]
+
+
+@functools.lru_cache(maxsize=None)
+def _schedule_json(prompts: tuple, budget: int, bucket_step: int, heads: int) -> dict:
+    cmd = [bench_binary(), "seed", "--print-schedule", "--prompts", ",".join(map(str, prompts)),
+           "--budgets", str(budget), "--bucket-step", str(bucket_step), "--heads", str(heads)]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise ValueError(f"{' '.join(cmd[1:4])} ...: {proc.stderr.strip() or proc.stdout.strip()}")
+    return json.loads(proc.stdout)
+
+
+def build_schedule(prompt_lens: Sequence[int], budget: int, bucket_step: int = GRAPH_BUCKET_STEP_ABOVE,
+                   heads: int = 16) -> List[Step]:
+    """The prefill steps of requests with these prompt lengths, all arriving at time 0, with each
+    step's graph bucket (under the workspace of budget + largest context rows) and its useful
+    FLOP at `heads` heads (DeepSeek-Coder-V2-Lite's other widths)."""
     if budget < 1:
         raise ValueError("budget must be >= 1")
-    done = [0] * len(prompt_lens)      # tokens already prefilled per request
-    running: List[int] = []            # admitted, prompt not finished (FCFS order)
-    waiting = list(range(len(prompt_lens)))
-    steps: List[Step] = []
-    while running or waiting:
-        left = budget
-        chunks = []
-        for r in running:
-            if left == 0:
-                break
-            n = min(prompt_lens[r] - done[r], left)
-            chunks.append(Chunk(r, done[r], n, done[r] + n == prompt_lens[r]))
-            done[r] += n
-            left -= n
-        while waiting and left > 0:
-            r = waiting.pop(0)
-            running.append(r)
-            n = min(prompt_lens[r], left)
-            chunks.append(Chunk(r, 0, n, n == prompt_lens[r]))
-            done[r] += n
-            left -= n
-        running = [r for r in running if done[r] < prompt_lens[r]]
-        steps.append(Step(len(steps), chunks))
-    return steps
+    d = _schedule_json(tuple(int(n) for n in prompt_lens), int(budget), int(bucket_step), int(heads))
+    return [Step(i, [Chunk(*e) for e in st["entries"]], st["graph_rows"], st["flops"])
+            for i, st in enumerate(d["steps"])]
 
 
 class BlockTables:
@@ -108,60 +126,13 @@ class BlockTables:
         return [self.slot(req, p) for p in range(start, start + count)]
 
 
-# CUDA-graph buckets. A graph-replayed MLA step (mlakit.MlaStep plan(..., graph_rows=G)) sizes its
-# gather and up-projection launches for G rows on the host, so one captured graph serves every
-# step with context + new tokens <= G; a G far above the step's rows wastes up-projection work
-# (N=1 at budget 8192 planned with G = budget + context ran 2x slower than eager on the H200).
-# Engines therefore capture one graph per bucket of token counts (vLLM: 1, 2, 4, multiples of 8 to
-# 256, then of 16 to 512, for decode; larger steps run eagerly). Prefill steps are large, so the
-# buckets here are coarser: multiples of 256 rows, up to 1024 and then of `step_above` (256 by
-# default), never above the cap (the step's workspace rows = budget + largest context, where
-# every step fits). The padding is up-projection and gather work on rows nothing reads (attention
-# runs the plan's lengths); tools/seed_schedule.h gives what it costs at each step size.
-# The same rule and constants are in tools/seed_schedule.{h,cc} (graph_bucket), so C++ and Python
-# replay alike.
-GRAPH_BUCKET_FINE, GRAPH_BUCKET_FINE_UNTIL, GRAPH_BUCKET_STEP_ABOVE = 256, 1024, 256
-
-
-def graph_bucket(rows: int, cap: int, step_above: int = GRAPH_BUCKET_STEP_ABOVE) -> int:
-    """The graph_rows bucket of a step attending `rows` rows (context + new tokens), <= cap."""
-    if rows > cap:
-        raise ValueError(f"step rows {rows} exceed the graph cap {cap}")
-    if step_above < 1:
-        raise ValueError(f"step_above must be positive, got {step_above}")
-    unit = GRAPH_BUCKET_FINE if rows <= GRAPH_BUCKET_FINE_UNTIL else step_above
-    return min(cap, max(unit, -(-rows // unit) * unit))
-
-
-@dataclasses.dataclass(frozen=True)
-class MlaDims:
-    """Per-head widths of the MLA step (DeepSeek-Coder-V2-Lite and -V3 share them)."""
-    heads: int = 16
-    latent: int = 512   # kv_lora_rank
-    nope: int = 128     # qk_nope_head_dim
-    rope: int = 64      # qk_rope_head_dim
-    v: int = 128        # v_head_dim
-
-
-def step_flops(step: Step, dims: MlaDims = MlaDims()) -> Dict[str, int]:
-    """The useful work of one layer of a step, in FLOP, the same for every path that computes it:
-    attention counts visible (query, key) pairs only (a new token at position p of its request
-    sees p + 1 keys: its context and the new tokens up to itself), 2 x (nope + rope) for Q K^T and
-    2 x v for P V per pair and head; the up-projection counts the real rows (context + new tokens,
-    no bucket padding), 2 x latent x heads x (nope + v) each. tools/seed_schedule.cc
-    (seed_step_flops) counts the same."""
-    pairs = sum(c.new * c.ctx + c.new * (c.new + 1) // 2 for c in step.chunks)
-    rows = step.tokens + step.context_tokens
-    return {"attention": 2 * pairs * dims.heads * (dims.nope + dims.rope + dims.v),
-            "up_projection": 2 * rows * dims.latent * dims.heads * (dims.nope + dims.v)}
-
-
-def schedule_flops(steps: Sequence[Step], layers: int, dims: MlaDims = MlaDims()) -> Dict[str, int]:
-    """step_flops summed over the schedule and `layers` layers, with their total."""
-    out = {"attention": 0, "up_projection": 0}
+def schedule_flops(steps: Sequence[Step], layers: int) -> Dict[str, float]:
+    """The steps' useful work (tools/seed_schedule.cc's seed_step_flops) over `layers` layers,
+    with its total."""
+    out = {"attention": 0.0, "up_projection": 0.0}
     for st in steps:
-        for k, v in step_flops(st, dims).items():
-            out[k] += layers * v
+        for k in out:
+            out[k] += layers * st.flops[k]
     out["total"] = out["attention"] + out["up_projection"]
     return out
 
@@ -213,13 +184,12 @@ def main():
     ap.add_argument("--bucket-step", type=int, default=GRAPH_BUCKET_STEP_ABOVE,
                     help="rows per CUDA-graph bucket above 1024")
     args = ap.parse_args()
-    steps = build_schedule([args.prompt] * args.requests, args.budget)
+    steps = build_schedule([args.prompt] * args.requests, args.budget, args.bucket_step)
     print(f"{args.requests} x {args.prompt} tokens, budget {args.budget}: {len(steps)} steps")
     print(describe(steps))
-    cap = args.budget + max(st.context_tokens for st in steps)
     rows = [st.tokens + st.context_tokens for st in steps]
-    padded = [graph_bucket(r, cap, args.bucket_step) for r in rows]
-    print(f"CUDA-graph buckets (graph_rows, cap {cap}): {sorted(set(padded))}; "
+    padded = [st.graph_rows for st in steps]
+    print(f"CUDA-graph buckets (graph_rows): {sorted(set(padded))}; "
           f"rows padded {100.0 * (sum(padded) / sum(rows) - 1):.1f}%")
 
 

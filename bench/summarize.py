@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Markdown tables of a bench/compare.py JSON result, as the README shows them: mlakit beside each
-peer with ratios, plan() host cost, and the per-call cost table (issue 8).
+peer with ratios, plan() host cost, and the per-call cost table.
 
     python3 bench/summarize.py bench/results/<run>/compare.json
 
@@ -62,7 +62,7 @@ def main(path):
             row = f"| `{c['workload']}` | n/a | | |"
         print(row + " " + " | ".join(cell(c["results"].get(p), ml_ms) for p in peers) + " |")
 
-    # Percent of the ceiling for every method (issue 6 asks it for every workload).
+    # Percent of the ceiling for every method.
     methods = ["mlakit"] + peers
     print()
     print(f"TFLOP/s as {pct_head}:")
@@ -89,7 +89,7 @@ def main(path):
             vals = [num((c["results"].get(m) or {}).get(f"plan_us_{kind}_indptr"), ".1f") for m, kind in cols]
             print(f"| `{c['workload']}` | " + " | ".join(vals) + " |")
 
-    # Per-call cost (issue 8).
+    # Per-call cost.
     rows = d.get("overhead")
     if rows:
         print()

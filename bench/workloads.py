@@ -1,13 +1,16 @@
 """Named attention workloads shared by the Python benchmark scripts.
 
-Mirrors tools/bench_workloads.cc (mlakit-bench); keep the two in step. All workloads are
-DeepSeek MLA prefill shapes: (Dqk, Dvo) = (192, 128), bf16, H = 16 unless stated.
+Read from bench/workloads.txt, the one definition that mlakit-bench compiles in too. All workloads
+are DeepSeek MLA prefill shapes: (Dqk, Dvo) = (192, 128), bf16, H = 16 unless stated.
 Plain Python (no numpy/torch) so any script can import it.
 """
 from __future__ import annotations
 
 import dataclasses
+import os
 from typing import List, Optional
+
+WORKLOADS_TXT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "workloads.txt")
 
 
 @dataclasses.dataclass
@@ -79,23 +82,31 @@ def _prefix(lens: List[int]) -> List[int]:
     return out
 
 
+def parse_workloads(text: str) -> List[Workload]:
+    """Workloads in bench/workloads.txt's format: name, q lengths, kv lengths (--lens syntax),
+    causal or non-causal, heads; '#' starts a comment."""
+    out = []
+    for n, line in enumerate(text.splitlines(), 1):
+        fields = line.split("#", 1)[0].split()
+        if not fields:
+            continue
+        if len(fields) != 5:
+            raise ValueError(f"workloads line {n}: want name, q lengths, kv lengths, mask, heads")
+        name, q, kv, mask, heads = fields
+        if mask not in ("causal", "non-causal"):
+            raise ValueError(f"workloads line {n}: mask is causal or non-causal, got {mask!r}")
+        ql, kvl = parse_lens(q), parse_lens(kv)
+        if len(ql) != len(kvl):
+            raise ValueError(f"workloads line {n}: as many q as kv lengths")
+        h = int(heads)
+        out.append(Workload(name, ql, kvl, causal=mask == "causal", heads=h, kv_heads=h))
+    return out
+
+
 def named_workloads() -> List[Workload]:
     """The named workloads, in the order `--all` runs them (same as mlakit-bench)."""
-    step = [999] * 8 + [200]  # one chunked-prefill step: 8 x 999 + 200 = 8192 tokens
-    return [
-        Workload("1x999", [999], [999], causal=True),
-        Workload("8x999+200", step, list(step), causal=True),
-        Workload("100x999", [999] * 100, [999] * 100, causal=True),
-        Workload("1x16384", [16384], [16384], causal=True),
-        Workload("1x32768", [32768], [32768], causal=False),
-        Workload("ctx_8x1024_vs_4096", [1024] * 8, [4096] * 8, causal=False),
-        Workload("v3_128h_4096", [4096], [4096], causal=True, heads=128, kv_heads=128),
-        # DeepSeek-V3 on one GPU (128 heads), one 8192-token prompt: issue 6's "H=128, 1x8192 causal".
-        Workload("v3_128h_8192", [8192], [8192], causal=True, heads=128, kv_heads=128),
-        # The context chunk of a request cut at an 8192-token budget (8 x 999 + 200): its other
-        # 799 tokens attend to the 200 cached ones, no mask (issue 6: "799 vs 200, non-causal").
-        Workload("ctx_799_vs_200", [799], [200], causal=False),
-    ]
+    with open(WORKLOADS_TXT, encoding="utf-8") as f:
+        return parse_workloads(f.read())
 
 
 # Names the anchors file (peers-h200-2026-12-02.json) uses for the same shapes.

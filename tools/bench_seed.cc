@@ -18,6 +18,7 @@
 #include "bench_gpu.h"
 #include "bench_json.h"
 #include "bench_source_digest.h"
+#include "bench_workloads.h"
 #include "mlakit/mlakit.h"
 #include "seed_check.h"
 #include "seed_model.h"
@@ -58,15 +59,22 @@ graph-replayed. Defaults: DeepSeek-Coder-V2-Lite (27 layers, 16 heads, latent 51
                         time is made of on this machine
   --no-check            skip the correctness check against the float64 reference
   --json PATH           write all cases as JSON
+  --print-schedule      print the schedule of one case as JSON and exit (nothing runs): the
+                        first of --requests (or --prompts) and of --budgets, with each step's
+                        graph_rows under --bucket-step and its useful FLOP at --heads;
+                        bench/seed_schedule.py reads the schedule this way
+  --prompts LENS        explicit prompt lengths instead of --requests x --prompt, in --lens
+                        syntax (e.g. 300,77,2x150)
 )";
 
 struct SeedArgs {
   std::vector<int> requests, budgets;
   int prompt = 999, layers = -1, heads = 16, block_size = 16, reps = -1;
-  int64_t bucket_step = kGraphBucketStepAbove;
+  int64_t bucket_step = 256;
+  std::vector<int32_t> prompts;  // --prompts: explicit lengths (print-schedule)
   std::vector<std::string> modes;
   std::string device = "auto", json;
-  bool per_step = false, check = true, host_probe = false, upload_in_run = false;
+  bool per_step = false, check = true, host_probe = false, upload_in_run = false, print_schedule = false;
 };
 
 [[noreturn]] void usage(const std::string& msg) {
@@ -121,7 +129,14 @@ SeedArgs parse(int argc, char** argv) {
     else if (o == "--upload-in-run") a.upload_in_run = true;
     else if (o == "--no-check") a.check = false;
     else if (o == "--json") a.json = need(i);
-    else usage("unknown option " + o);
+    else if (o == "--print-schedule") a.print_schedule = true;
+    else if (o == "--prompts") {
+      try {
+        a.prompts = parse_lens(need(i));
+      } catch (const std::exception& e) {
+        usage(std::string("--prompts: ") + e.what());
+      }
+    } else usage("unknown option " + o);
   }
   for (const auto& m : a.modes)
     if (m != "eager" && m != "graph") usage("--modes takes eager and/or graph, got " + m);
@@ -208,7 +223,7 @@ CaseResult run_case(const SeedArgs& a, Device dev, int n, int budget, const std:
   std::vector<int64_t> bucket(inputs.size(), 0), rows(inputs.size(), 0);
   for (size_t i = 0; i < inputs.size(); ++i) {
     const SeedStep& s = cr.steps[i];
-    bucket[i] = graph ? graph_bucket(s.tokens + s.context, cfg.workspace_rows, a.bucket_step) : 0;
+    bucket[i] = graph ? mlakit::graph_rows_bucket(s.tokens + s.context, cfg.workspace_rows, a.bucket_step) : 0;
     rows[i] = graph ? std::min<int64_t>(bucket[i], budget) : s.tokens;
   }
   auto options = [&](size_t i) {
@@ -346,6 +361,19 @@ CaseResult run_case(const SeedArgs& a, Device dev, int n, int budget, const std:
 
 int run_seed(int argc, char** argv) {
   SeedArgs a = parse(argc, argv);
+  if (a.print_schedule) {
+    const int budget = a.budgets.empty() ? 8192 : a.budgets.front();
+    std::vector<int32_t> prompts = a.prompts;
+    if (prompts.empty()) prompts.assign(static_cast<size_t>(a.requests.empty() ? 1 : a.requests.front()), a.prompt);
+    MlaDims dims;
+    dims.heads = a.heads;
+    try {
+      std::printf("%s\n", seed_schedule_json(seed_schedule(prompts, budget), budget, a.bucket_step, dims).c_str());
+    } catch (const std::exception& e) {
+      usage(e.what());
+    }
+    return 0;
+  }
   Device dev = Device::cpu();
   const int ncuda = mlakit::cuda_device_count();
   if (a.device == "cuda" || (a.device == "auto" && ncuda > 0)) {

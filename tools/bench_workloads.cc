@@ -1,11 +1,29 @@
 // Named workloads: the shapes of DeepSeek MLA prefill (H=16 per GPU under TP8, or 128 heads for
-// V3 on one GPU), with (Dqk, Dvo) = (192, 128). Mirrored in bench/workloads.py.
+// V3 on one GPU), with (Dqk, Dvo) = (192, 128), read from bench/workloads.txt.
 #include "bench_workloads.h"
 
 #include <algorithm>
+#include <sstream>
 #include <stdexcept>
 
 namespace mlakit_bench {
+
+namespace {
+
+// A non-negative decimal integer, all of `s` (std::stol would accept "12abc" and report "abc"
+// as "stol").
+bool parse_count(const std::string& s, long* out) {
+  if (s.empty() || s.size() > 10) return false;
+  long v = 0;
+  for (char c : s) {
+    if (c < '0' || c > '9') return false;
+    v = v * 10 + (c - '0');
+  }
+  *out = v;
+  return true;
+}
+
+}  // namespace
 
 int64_t Workload::total_q() const {
   int64_t s = 0;
@@ -38,41 +56,46 @@ size_t Workload::bytes_per_set() const {
   return e * (q + k + v) + eo * o;
 }
 
-static Workload make(const std::string& name, std::vector<int32_t> q, std::vector<int32_t> kv,
-                     bool causal, int heads = 16) {
-  Workload w;
-  w.name = name;
-  w.q_lens = std::move(q);
-  w.kv_lens = std::move(kv);
-  w.heads = heads;
-  w.kv_heads = heads;
-  w.options.causal = causal;
-  return w;
+// bench/workloads.txt, embedded by CMake (the one definition of the named workloads).
+static const char kWorkloadsTxt[] =
+#include "bench_workloads_txt.inc"
+    ;
+
+std::vector<Workload> parse_workloads(const std::string& text) {
+  std::vector<Workload> all;
+  std::istringstream lines(text);
+  std::string line;
+  int n = 0;
+  while (std::getline(lines, line)) {
+    ++n;
+    const size_t hash = line.find('#');
+    if (hash != std::string::npos) line.resize(hash);
+    std::istringstream f(line);
+    std::string name, q, kv, mask, heads;
+    if (!(f >> name)) continue;  // blank or comment
+    std::string extra;
+    if (!(f >> q >> kv >> mask >> heads) || (f >> extra))
+      throw std::invalid_argument("workloads line " + std::to_string(n) + ": want name, q lengths, kv lengths, mask, heads");
+    Workload w;
+    w.name = name;
+    w.q_lens = parse_lens(q);
+    w.kv_lens = parse_lens(kv);
+    if (w.q_lens.size() != w.kv_lens.size())
+      throw std::invalid_argument("workloads line " + std::to_string(n) + ": as many q as kv lengths");
+    if (mask != "causal" && mask != "non-causal")
+      throw std::invalid_argument("workloads line " + std::to_string(n) + ": mask is causal or non-causal");
+    w.options.causal = mask == "causal";
+    long h = 0;
+    if (!parse_count(heads, &h) || h < 1)
+      throw std::invalid_argument("workloads line " + std::to_string(n) + ": heads is a positive number");
+    w.heads = w.kv_heads = static_cast<int>(h);
+    all.push_back(std::move(w));
+  }
+  return all;
 }
 
 std::vector<Workload> named_workloads() {
-  std::vector<Workload> all;
-  all.push_back(make("1x999", {999}, {999}, true));
-  {
-    // One chunked-prefill step: 8 x 999 + 200 = 8192 tokens.
-    std::vector<int32_t> l(8, 999);
-    l.push_back(200);
-    all.push_back(make("8x999+200", l, l, true));
-  }
-  {
-    std::vector<int32_t> l(100, 999);
-    all.push_back(make("100x999", l, l, true));
-  }
-  all.push_back(make("1x16384", {16384}, {16384}, true));
-  all.push_back(make("1x32768", {32768}, {32768}, false));
-  all.push_back(make("ctx_8x1024_vs_4096", std::vector<int32_t>(8, 1024),
-                     std::vector<int32_t>(8, 4096), false));
-  all.push_back(make("v3_128h_4096", {4096}, {4096}, true, 128));
-  // DeepSeek-V3 on one GPU (128 heads), one 8192-token prompt (issue 6: "H=128, 1x8192 causal").
-  all.push_back(make("v3_128h_8192", {8192}, {8192}, true, 128));
-  // The context chunk of a request cut at an 8192-token budget (8 x 999 + 200): its other 799
-  // tokens attend to the 200 cached ones, no mask.
-  all.push_back(make("ctx_799_vs_200", {799}, {200}, false));
+  static const std::vector<Workload> all = parse_workloads(kWorkloadsTxt);
   return all;
 }
 
@@ -95,22 +118,6 @@ Workload scaled(const Workload& w, int divisor) {
   return s;
 }
 
-namespace {
-
-// A non-negative decimal integer, all of `s` (std::stol would accept "12abc" and report "abc"
-// as "stol").
-bool parse_count(const std::string& s, long* out) {
-  if (s.empty() || s.size() > 10) return false;
-  long v = 0;
-  for (char c : s) {
-    if (c < '0' || c > '9') return false;
-    v = v * 10 + (c - '0');
-  }
-  *out = v;
-  return true;
-}
-
-}  // namespace
 
 std::vector<int32_t> parse_lens(const std::string& spec) {
   std::vector<int32_t> out;

@@ -1,5 +1,5 @@
-// Workload definitions for mlakit-bench. The same names and shapes are mirrored in
-// bench/workloads.py for the Python peers (keep the two in step).
+// Workload definitions for mlakit-bench. The named ones come from bench/workloads.txt, which
+// bench/workloads.py reads too.
 #pragma once
 
 #include <cstdint>
@@ -35,6 +35,8 @@ struct Workload {
 
 // The named workloads, in the order --all runs them.
 std::vector<Workload> named_workloads();
+// Workloads in bench/workloads.txt's format; throws std::invalid_argument naming a bad line.
+std::vector<Workload> parse_workloads(const std::string& text);
 // Looks up one by name; false if unknown.
 bool find_named(const std::string& name, Workload* out);
 // Every length divided by `divisor` (rounded down, at least 1).

@@ -76,6 +76,7 @@ Modes and output:
   --plan-only         only host costs of plan() and run() at batch 1, 8, 100 (999 tokens each)
   --json PATH         write all results as JSON
   --list              list the named workloads and exit
+  --list-json         the same with every length, as JSON (bench/workloads.py reads bench/workloads.txt alike)
 Exit code: 0 all checks passed; 1 a check failed or a workload errored; 2 bad usage.
 )";
 
@@ -105,7 +106,7 @@ struct Args {
   double tol = -1.0;
   uint64_t seed = 1234;
   double peak_tflops = 774.0;
-  bool plan_only = false, list = false;
+  bool plan_only = false, list = false, list_json = false;
   std::string json_path;
   std::string command_line;
 };
@@ -212,6 +213,7 @@ Args parse_args(int argc, char** argv) {
     else if (o == "--plan-only") a.plan_only = true;
     else if (o == "--json") a.json_path = need(i);
     else if (o == "--list") a.list = true;
+    else if (o == "--list-json") a.list_json = true;
     else usage_error("unknown option " + o);
   }
   if (a.device != "auto" && a.device != "cpu" && a.device != "cuda")
@@ -691,6 +693,25 @@ int main(int argc, char** argv) {
   // `mlakit-bench seed ...`: the seed's serving workload through the MLA step (bench_seed.h).
   if (argc > 1 && std::string(argv[1]) == "seed") return mb::run_seed(argc - 1, argv + 1);
   const Args a = parse_args(argc, argv);
+  if (a.list_json) {
+    // Every named workload with its lengths: what bench/workloads.py must read alike.
+    std::printf("[");
+    const auto all = mb::named_workloads();
+    for (size_t i = 0; i < all.size(); ++i) {
+      const mb::Workload& w = all[i];
+      auto lens = [](const std::vector<int32_t>& v) {
+        std::string s = "[";
+        for (size_t j = 0; j < v.size(); ++j) s += (j ? ", " : "") + std::to_string(v[j]);
+        return s + "]";
+      };
+      std::printf("%s\n {\"name\": \"%s\", \"q_lens\": %s, \"kv_lens\": %s, \"causal\": %s, \"heads\": %d, "
+                  "\"kv_heads\": %d, \"dqk\": %d, \"dvo\": %d}",
+                  i ? "," : "", w.name.c_str(), lens(w.q_lens).c_str(), lens(w.kv_lens).c_str(),
+                  w.options.causal ? "true" : "false", w.heads, w.kv_heads, w.dqk, w.dvo);
+    }
+    std::printf("\n]\n");
+    return 0;
+  }
   if (a.list) {
     std::printf("%-22s %5s %6s %10s %10s %7s\n", "name", "B", "H", "tokens_q", "tokens_kv", "causal");
     for (const mb::Workload& w : mb::named_workloads())

@@ -1,10 +1,15 @@
-// The seed's serving workload as a chunked-prefill engine schedules it: N requests of P prompt
-// tokens, all arriving at once, served first come first served under a token budget per step.
+// The seed's serving workload as a chunked-prefill engine schedules it: requests of given prompt
+// lengths, all arriving at once, served first come first served under a token budget per step.
 // Each step takes the oldest unfinished requests in order; a request that does not fit is cut at
 // the budget and continues next step, its first part then being context (already in the cache).
+//
+// This is the one definition of the schedule: bench/seed_schedule.py reads it from
+// `mlakit-bench seed --print-schedule` (seed_schedule_json below), so the C++ and Python
+// benchmarks replay the same steps.
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 namespace mlakit_bench {
@@ -23,6 +28,10 @@ struct SeedStep {
 };
 
 // max_requests_per_step bounds the requests of one step (vLLM's max_num_seqs); 0 = no bound.
+// Throws std::invalid_argument on a non-positive budget or prompt length.
+std::vector<SeedStep> seed_schedule(const std::vector<int32_t>& prompt_lens, int budget,
+                                    int max_requests_per_step = 0);
+// `requests` prompts of `prompt_tokens` each.
 std::vector<SeedStep> seed_schedule(int requests, int prompt_tokens, int budget,
                                     int max_requests_per_step = 0);
 
@@ -30,7 +39,6 @@ std::vector<SeedStep> seed_schedule(int requests, int prompt_tokens, int budget,
 // attention counts visible (query, key) pairs (a new token at position p of its request sees
 // p + 1 keys), 2 x (nope + rope + v) per pair and head; the up-projection counts the real rows
 // (context + new tokens, no graph-bucket padding), 2 x latent x heads x (nope + v) each.
-// bench/seed_schedule.py (step_flops) counts the same, so both tools report one rate.
 struct MlaDims {
   int heads = 16, latent = 512, nope = 128, rope = 64, v = 128;
 };
@@ -40,21 +48,15 @@ struct StepFlops {
 };
 StepFlops seed_step_flops(const SeedStep& step, const MlaDims& dims);
 
-// CUDA-graph buckets. A graph-replayed MlaStep (MlaPlanOptions::graph_rows = G) sizes its gather
-// and up-projection launches for G rows on the host, so one captured graph serves every step with
-// context + new tokens <= G, and a G far above the step's rows wastes up-projection work (N = 1 at
-// budget 8192 planned with G = budget + context took 2.63 ms per step on the H200, eager 1.31).
-// Engines capture one graph per bucket of token counts (vLLM: 1, 2, 4, multiples of 8 to 256,
-// then of 16 to 512, for decode). Prefill steps are large, so these buckets are coarser:
-// multiples of 256 rows, up to 1024 and then of `step_above` (256 by default), never above `cap`
-// (the workspace rows, budget + largest context, where every step fits as one launch). The
-// padding is up-projection and gather work on rows nothing reads (the attention runs the plan's
-// lengths): at N = 100, 1.2% of the rows at budget 8192 and 4.5% at 2048 with 256-row steps, which
-// take 6 and 5 graphs; with 1024-row steps 4.5% and 20% in 3 and 2 graphs, and the
-// graph-replayed step measured 1.0% and 2.9% slower (C++, docs/performance.md).
-// bench/seed_schedule.py (graph_bucket) has the same rule, so bench/compare_mla.py replays alike.
-// Throws std::invalid_argument when rows > cap or step_above < 1.
-constexpr int64_t kGraphBucketFine = 256, kGraphBucketFineUntil = 1024, kGraphBucketStepAbove = 256;
-int64_t graph_bucket(int64_t rows, int64_t cap, int64_t step_above = kGraphBucketStepAbove);
+// The rows of the workspace that holds every step of `steps` as one launch: the budget plus the
+// largest context of a step.
+int64_t seed_workspace_rows(const std::vector<SeedStep>& steps, int budget);
+
+// The schedule as JSON: {"budget", "workspace_rows", "bucket_step", "dims": {...}, "steps": [{
+// "tokens", "context", "graph_rows" (mlakit::graph_rows_bucket of the step's rows under the
+// workspace rows), "flops": {"attention", "up_projection"}, "entries": [[request, context, new,
+// finishes], ...]}, ...]}.
+std::string seed_schedule_json(const std::vector<SeedStep>& steps, int budget, int64_t bucket_step,
+                               const MlaDims& dims);
 
 }  // namespace mlakit_bench

@@ -42,6 +42,7 @@ __all__ = [
     "RaggedPrefill",
     "MlaStep",
     "MlaPlanInfo",
+    "graph_rows_bucket",
     "StreamGraph",
     "PlanInfo",
     "PrefillOptions",
@@ -53,6 +54,7 @@ __all__ = [
     "cuda_device_count",
     "cuda_unavailable_reason",
     "device_description",
+    "deepseek_softmax_scale",
 ]
 
 PlanInfo = _C.PlanInfo
@@ -60,6 +62,7 @@ PrefillOptions = _C.PrefillOptions
 built_with_cuda = _C.built_with_cuda
 cuda_device_count = _C.cuda_device_count
 cuda_unavailable_reason = _C.cuda_unavailable_reason
+graph_rows_bucket = _C.graph_rows_bucket
 
 
 # --------------------------------------------------------------------------------------------
@@ -335,6 +338,39 @@ def _check_lse_layout(layout: str) -> None:
                          f"got {layout!r}")
 
 
+_MERGE_ARGS = ("out_a", "lse_a", "out_b", "lse_b", "lse_out", "out")
+
+
+def _merge_error(e: Exception, out_a: Any, lses: Tuple[Tuple[str, Any], ...], head_major: bool = False,
+                 names: Optional[dict] = None) -> Exception:
+    """A merge's error told in the caller's terms: an LSE of the wrong shape with the layout the
+    function takes (the common mistake: FlashAttention's [H, N] where [N, H] is taken, or the
+    reverse), else the library's message with ``names`` (its argument -> the caller's) applied.
+    ``lses``: (caller's name, the array as the caller gave it)."""
+    shape = getattr(out_a, "shape", None)
+    if isinstance(e, ValueError) and shape is not None and len(shape) == 3:
+        n, h = int(shape[0]), int(shape[1])
+        want = [h, n] if head_major else [n, h]
+        out_name = (names or {}).get("out_a", "out_a")
+        for name, lse in lses:
+            got = None if lse is None else [int(x) for x in getattr(lse, "shape", ())]
+            if got is not None and got != want:
+                layout = ("[H, T] (heads first: vLLM's and FlashAttention's layout)" if head_major else
+                          "[N, H] (tokens first; an [H, N] array such as FlashAttention's LSE passes as its .T)")
+                return ValueError(f"mlakit: {name}: shape {got} must be {layout} = {want}, "
+                                  f"for {out_name} of shape {[int(x) for x in shape]}")
+    if not names:
+        return e
+    msg = str(e)
+    for old in _MERGE_ARGS:
+        new = names.get(old, old)
+        if msg.startswith(f"mlakit: {old}: "):
+            msg = f"mlakit: {new}: " + msg[len(f"mlakit: {old}: "):]
+        elif old != "out":
+            msg = msg.replace(f" {old}'s ", f" {new}'s ").replace(f" {old} ", f" {new} ")
+    return type(e)(msg)
+
+
 def _indptr_len_and_last(x: Any) -> Tuple[int, int]:
     """(entries, last value) of an indptr argument, for capacity growth; (0, 0) if unreadable."""
     try:
@@ -465,7 +501,9 @@ class RaggedPrefill:
 
         ``causal``: query ``i`` of a sequence with lengths ``(lq, lk)`` sees keys
         ``j <= lk - lq + i`` (bottom-right aligned). ``sm_scale``: ``None`` means
-        ``1/sqrt(head_dim_qk)``. ``window_left = w >= 0``: keys ``j >= lk - lq + i - w`` only
+        ``1/sqrt(head_dim_qk)`` (DeepSeek-V2/V3 attention with YaRN checkpoints needs
+        :func:`mlakit.deepseek_softmax_scale` instead; their q and k must also carry RoPE in one
+        pair layout). ``window_left = w >= 0``: keys ``j >= lk - lq + i - w`` only
         (``-1`` or ``None``: no window). ``logits_soft_cap = c > 0``: ``s = c*tanh(s/c)``.
 
         For a CUDA plan the schedule is copied to the device workspace asynchronously on
@@ -583,9 +621,9 @@ def merge_states(out_a: Any, lse_a: Any, out_b: Any, lse_b: Any, out: Any = None
                  *, stream: Any = None) -> Tuple[Any, Any]:
     """Merges two partial attentions over disjoint key sets by their log-sum-exp.
 
-    ``out_*``: ``[N, H, D]`` (bf16, fp16 or fp32, all the same); ``lse_*``: ``[N, H]`` float32
-    (any strides: an ``[H, N]`` array's ``.T`` works; see :func:`mlakit.torch.merge_attn_states`
-    for vLLM's ``[H, N]`` signature).
+    ``out_*``: ``[N, H, D]`` (bf16, fp16 or fp32, all the same); ``lse_*``: ``[N, H]`` float32,
+    tokens first (any strides: an ``[H, N]`` array such as FlashAttention's LSE passes as its
+    ``.T``; see :func:`mlakit.torch.merge_attn_states` for vLLM's ``[H, N]`` signature).
     ``lse = log(exp(lse_a) + exp(lse_b))``,
     ``out = out_a*exp(lse_a - lse) + out_b*exp(lse_b - lse)``; ``-inf`` on one side passes the
     other through, both ``-inf`` gives ``out = 0, lse = -inf``. ``out``/``lse_out`` are allocated
@@ -595,8 +633,11 @@ def merge_states(out_a: Any, lse_a: Any, out_b: Any, lse_b: Any, out: Any = None
         out = _empty(out_a, _shape(out_a, "out_a", 3))
     if lse_out is None:
         lse_out = _empty(lse_a, _shape(lse_a, "lse_a", 2))
-    _C.merge_states(_native(out_a), _native(lse_a), _native(out_b), _native(lse_b), _native(out), _native(lse_out),
-                    _launch_stream(stream, out_a))
+    try:
+        _C.merge_states(_native(out_a), _native(lse_a), _native(out_b), _native(lse_b), _native(out),
+                        _native(lse_out), _launch_stream(stream, out_a))
+    except ValueError as e:
+        raise _merge_error(e, out_a, (("lse_a", lse_a), ("lse_b", lse_b), ("lse_out", lse_out))) from None
     return out, lse_out
 
 
@@ -643,6 +684,7 @@ def device_description(device: Any = "cpu") -> str:
 # The MLA prefill step (imports the helpers above, so it comes last).
 from .mla import MlaPlanInfo, MlaStep  # noqa: E402
 from .graph import StreamGraph  # noqa: E402
+from .deepseek import deepseek_softmax_scale  # noqa: E402
 
 
 def __dir__() -> list:

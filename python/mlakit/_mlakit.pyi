@@ -37,6 +37,9 @@ def cuda_device_count() -> int:
 def cuda_unavailable_reason() -> str:
     """Why CUDA is unusable here; empty when it is usable."""
 
+def graph_rows_bucket(rows: int, cap: int, step_above: int = 256) -> int:
+    """The MlaStep.plan(graph_rows=...) bucket of a step of `rows` rows under a workspace of `cap`."""
+
 def device_description(device: str) -> str:
     """E.g. 'NVIDIA H200 (sm_90, 132 SMs)' or 'cpu'."""
 

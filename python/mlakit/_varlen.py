@@ -64,6 +64,7 @@ _is_capturing = getattr(torch._C, "_cuda_isCurrentStreamCapturing", None) or tor
 _dispatch_modes = torch._C._len_torch_dispatch_stack
 _is_compiling = torch.compiler.is_compiling
 _string_at = ctypes.string_at
+_grad_enabled = torch.is_grad_enabled
 _trust_version = [True]
 
 
@@ -150,6 +151,8 @@ _same_source = _mlakit._C._same_source
 
 
 def _check_offsets(t: Tensor, name: str) -> None:
+    if not (t.is_cpu or t.is_cuda):
+        raise TypeError(f"mlakit: {name}: is on device '{t.device}'; mlakit runs on cpu and cuda tensors")
     if t.dim() != 1:
         raise ValueError(f"mlakit: {name}: must be 1-D (batch_size + 1 offsets), got shape {list(t.shape)}")
     if t.dtype not in _INT_DTYPES:
@@ -210,21 +213,92 @@ def _insert(key: tuple, p: _Plan) -> None:
                 del _plans[old_key]
 
 
-def _check_inputs(q: Tensor, k: Tensor, v: Tensor) -> None:
-    for name, t in (("q", q), ("k", k), ("v", v)):
+def _check_inputs(q: Tensor, k: Tensor, v: Tensor, out: Optional[Tensor] = None) -> None:
+    """q, k, v (and out) as flash_attn_varlen_func takes them, each problem told in its caller's
+    terms (the heads and head dims of q, k and v, not the plan's config fields they fill)."""
+    named = (("q", q), ("k", k), ("v", v)) + ((("out", out),) if out is not None else ())
+    for name, t in named:
+        if not (t.is_cpu or t.is_cuda):
+            raise TypeError(f"mlakit: {name}: is on device '{t.device}'; mlakit runs on cpu and cuda tensors")
         if t.dim() != 3:
             raise ValueError(f"mlakit: {name}: must be [tokens, heads, head_dim], got shape {list(t.shape)}")
     if q.dtype not in _INPUT_DTYPES:
         raise TypeError(f"mlakit: q: dtype {q.dtype} is not supported (bfloat16, float16 or float8_e4m3fn)")
+    for name, t in named[1:]:
+        if t.dtype != q.dtype:
+            raise TypeError(f"mlakit: {name}: dtype {t.dtype} differs from q's {q.dtype}")
+        if t.device != q.device:
+            raise TypeError(f"mlakit: {name}: is on {t.device} but q is on {q.device}")
+    heads, kv_heads = q.shape[1], k.shape[1]
+    if kv_heads <= 0 or heads <= 0:
+        raise ValueError(f"mlakit: {'k' if heads > 0 else 'q'}: has no heads (shape {list((k if heads > 0 else q).shape)})")
+    if v.shape[1] != kv_heads:
+        raise ValueError(f"mlakit: v: has {v.shape[1]} heads but k has {kv_heads}")
+    if heads % kv_heads != 0:
+        raise ValueError(f"mlakit: q: has {heads} heads, not a multiple of k's {kv_heads} (grouped-query attention: "
+                         "each k/v head serves an equal group of q heads)")
+    if q.shape[2] <= 0 or v.shape[2] <= 0:
+        raise ValueError(f"mlakit: {'q' if q.shape[2] <= 0 else 'v'}: head dim must be > 0")
+    if k.shape[2] != q.shape[2]:
+        raise ValueError(f"mlakit: k: head dim {k.shape[2]} differs from q's {q.shape[2]}")
+    if out is not None and (out.shape[1] != heads or out.shape[2] != v.shape[2]):
+        raise ValueError(f"mlakit: out: shape {list(out.shape)} must be [rows, {heads}, {v.shape[2]}] "
+                         "(q's heads, v's head dim)")
+
+
+# The plan's names (config fields, RaggedPrefill.plan's arguments) in flash_attn_varlen_func's terms,
+# for an error the library raises that the checks above did not foresee. {q}/{k}: the offsets'
+# names (cu_seqlens_* or the host copies cu_seqlens_*_cpu the lengths came from).
+_FA_ARGUMENTS = {
+    "qo_indptr": "{q}", "kv_indptr": "{k}", "batch_size": "{q}", "config.max_batch": "{q}",
+    "config.num_qo_heads": "q", "config.num_kv_heads": "k", "config.head_dim_qk": "q",
+    "config.head_dim_vo": "v", "config.dtype": "q", "config.device": "q", "config.max_q_tokens": "q",
+    "config.max_kv_tokens": "k", "config.kernel": "q", "options.sm_scale": "softmax_scale",
+    "sm_scale": "softmax_scale", "options.logits_soft_cap": "softcap", "options.window_left": "window_size",
+}
+_FA_WORDS = (
+    ("config.num_qo_heads", "q's heads"), ("config.num_kv_heads", "k's heads"),
+    ("config.head_dim_qk", "q's head dim"), ("config.head_dim_vo", "v's head dim"),
+    ("config.dtype", "q's dtype"), ("config.max_q_tokens", "the q capacity"),
+    ("config.max_kv_tokens", "the k capacity"), ("config.max_batch", "the batch capacity"),
+    ("num_qo_heads", "q's heads"), ("num_kv_heads", "k's heads"), ("head_dim_qk", "q's head dim"),
+    ("head_dim_vo", "v's head dim"), ("qo_indptr", "{q}"), ("kv_indptr", "{k}"),
+    ("options.logits_soft_cap", "softcap"), ("options.sm_scale", "softmax_scale"),
+    ("options.window_left", "window_size[0]"),
+)
+
+
+def _in_fa_terms(e: Exception, q: Tensor, k: Tensor, v: Tensor, out: Optional[Tensor], host_q: Any,
+                 host_k: Any) -> Exception:
+    """The error a plan or launch raised, told with flash_attn_varlen_func's argument names: the
+    argument checks' own error if one fails, else the message with the plan's names replaced."""
+    try:
+        _check_inputs(q, k, v, out)
+    except (TypeError, ValueError) as mine:
+        return mine
+    msg = str(e)
+    if not msg.startswith("mlakit: "):
+        return e
+    names = {"q": "cu_seqlens_q_cpu" if host_q is not None else "cu_seqlens_q",
+             "k": "cu_seqlens_k_cpu" if host_k is not None else "cu_seqlens_k"}
+    arg, sep, rest = msg[len("mlakit: "):].partition(": ")
+    if not sep:
+        arg, rest = "", msg[len("mlakit: "):]
+    if arg in ("config.head_dim_qk", "config.head_dim_vo"):
+        rest = f"head dim {q.shape[2]} (v's {v.shape[2]}): {rest}"
+    for old, new in _FA_WORDS:
+        rest = rest.replace(old, new.format(**names))
+    arg = _FA_ARGUMENTS.get(arg, arg).format(**names)
+    return type(e)(f"mlakit: {arg}: {rest}" if arg else f"mlakit: {rest}")
 
 
 def _lengths(cu_q: Tensor, cu_k: Tensor, host_q: Any, host_k: Any) -> Tuple[Tuple[int, ...], Tuple[int, ...]]:
     """The offsets' values: from the host copies where given, else read back (a sync)."""
     if host_q is None and host_k is None and cu_q.is_cuda and cu_k.is_cuda:
         return _read_back(cu_q, cu_k)
-    return (_host_values(_as_host(host_q), "cu_seqlens_q_cpu") if host_q is not None
+    return (_host_values(_as_host(host_q, "cu_seqlens_q_cpu"), "cu_seqlens_q_cpu") if host_q is not None
             else _host_values(cu_q, "cu_seqlens_q"),
-            _host_values(_as_host(host_k), "cu_seqlens_k_cpu") if host_k is not None
+            _host_values(_as_host(host_k, "cu_seqlens_k_cpu"), "cu_seqlens_k_cpu") if host_k is not None
             else _host_values(cu_k, "cu_seqlens_k"))
 
 
@@ -320,10 +394,13 @@ def _run(q: Tensor, k: Tensor, v: Tensor, cu_seqlens_q: Tensor, cu_seqlens_k: Te
         # The extension reads the tensors itself (dtypes it does not take go through DLPack,
         # whose error names the argument) and launches on PyTorch's current stream of q's device.
         # lse is [H, rows] (FlashAttention's layout): the extension reads it transposed.
-        if descales is None:
-            plan.run(q, k, v, out, lse, None, lse is not None)
-        else:
-            plan.run(q, k, v, out, lse, None, lse is not None, *descales)
+        try:
+            if descales is None:
+                plan.run(q, k, v, out, lse, None, lse is not None)
+            else:
+                plan.run(q, k, v, out, lse, None, lse is not None, *descales)
+        except (TypeError, ValueError) as e:  # a try costs nothing until it raises
+            raise _in_fa_terms(e, q, k, v, out, cu_seqlens_q_cpu, cu_seqlens_k_cpu) from None
         # After the launch (this host work then overlaps the kernel), what the plan in force
         # needs no check for: inside a CUDA graph capture, mark it (a captured plan is never
         # evicted: the graph reads its device workspace on every replay); else LRU order.
@@ -340,8 +417,8 @@ def _run(q: Tensor, k: Tensor, v: Tensor, cu_seqlens_q: Tensor, cu_seqlens_k: Te
                 "mlakit: cu_seqlens_q: no plan for these cu_seqlens tensors; call flash_attn_varlen_func once "
                 "with them before capturing a CUDA graph (a plan cannot be made during capture)")
         if host_q is not None and host_k is not None:
-            lengths = (_host_values(_as_host(host_q), "cu_seqlens_q_cpu"),
-                       _host_values(_as_host(host_k), "cu_seqlens_k_cpu"))
+            lengths = (_host_values(_as_host(host_q, "cu_seqlens_q_cpu"), "cu_seqlens_q_cpu"),
+                       _host_values(_as_host(host_k, "cu_seqlens_k_cpu"), "cu_seqlens_k_cpu"))
             if lengths != plan.lengths:
                 raise RuntimeError(
                     "mlakit: cu_seqlens_q: the lengths differ from the plan in force and a plan cannot be made "
@@ -349,14 +426,20 @@ def _run(q: Tensor, k: Tensor, v: Tensor, cu_seqlens_q: Tensor, cu_seqlens_k: Te
                     "mlakit.torch.varlen_replan) before capturing")
         plan.captured = True
     else:
-        plan = _replan(key, plan, q, k, v, cu_seqlens_q, cu_seqlens_k, cu_seqlens_q_cpu, cu_seqlens_k_cpu, sig,
-                       trust)
+        try:
+            plan = _replan(key, plan, q, k, v, cu_seqlens_q, cu_seqlens_k, cu_seqlens_q_cpu, cu_seqlens_k_cpu,
+                           sig, trust)
+        except (TypeError, ValueError) as e:
+            raise _in_fa_terms(e, q, k, v, out, cu_seqlens_q_cpu, cu_seqlens_k_cpu) from None
     if out is None:
         out = q.new_empty(qs[0], qs[1], vs[2]) if q.dtype is not _FP8 else _fp8_out(q, vs[2])
-    if descales is None:
-        plan.run(q, k, v, out, lse, None, lse is not None)
-    else:
-        plan.run(q, k, v, out, lse, None, lse is not None, *descales)
+    try:
+        if descales is None:
+            plan.run(q, k, v, out, lse, None, lse is not None)
+        else:
+            plan.run(q, k, v, out, lse, None, lse is not None, *descales)
+    except (TypeError, ValueError) as e:
+        raise _in_fa_terms(e, q, k, v, out, cu_seqlens_q_cpu, cu_seqlens_k_cpu) from None
     return out
 
 
@@ -416,10 +499,10 @@ def varlen_replan(cu_seqlens_q: Tensor, cu_seqlens_k: Tensor, cu_seqlens_q_cpu: 
     return n
 
 
-def _as_host(x: Any) -> Tensor:
+def _as_host(x: Any, name: str) -> Tensor:
     if isinstance(x, Tensor):
-        if x.is_cuda:
-            raise TypeError("mlakit: cu_seqlens_q_cpu: must be a host (CPU) tensor or a list of ints")
+        if not x.is_cpu:
+            raise TypeError(f"mlakit: {name}: must be a host (CPU) tensor or a list of ints, got one on {x.device}")
         return x
     return torch.tensor(list(x), dtype=torch.int32)
 
@@ -502,9 +585,12 @@ def _unsupported(name: str, why: str) -> ValueError:
     return ValueError(f"mlakit: {name}: {why} (not supported by mlakit.torch.flash_attn_varlen_func)")
 
 
-def _window(window_size: Any, causal: bool) -> Tuple[int, bool]:
+def _window(window_size: Any, causal: bool, max_seqlen_k: Any) -> Tuple[int, bool]:
     """FlashAttention's (left, right) window -> (window_left, causal). A negative side means
-    unlimited; right == 0 is the causal diagonal; a right window > 0 has no mlakit equivalent."""
+    unlimited; right == 0 is the causal diagonal; a right window at or past ``max_seqlen_k``
+    reaches past every key, and flash-attn 2 sets it to -1 (unlimited): so does this. A right
+    window in (0, max_seqlen_k) has no mlakit equivalent. (A left window needs no such rule: one
+    at or past every key masks nothing in mlakit either.)"""
     if window_size is None:
         return -1, causal
     try:
@@ -512,7 +598,15 @@ def _window(window_size: Any, causal: bool) -> Tuple[int, bool]:
     except (TypeError, ValueError):
         raise ValueError(f"mlakit: window_size: must be a (left, right) pair of ints, got {window_size!r}") from None
     if right > 0 and not causal:
-        raise _unsupported("window_size", f"a right window (window_size[1] = {right} > 0)")
+        try:
+            longest = int(max_seqlen_k)
+        except (TypeError, ValueError):
+            raise ValueError(f"mlakit: max_seqlen_k: must be an int (a right window is compared with it), got "
+                             f"{max_seqlen_k!r}") from None
+        if right < longest:
+            raise _unsupported("window_size", f"a right window (window_size[1] = {right} > 0, below max_seqlen_k = "
+                                              f"{longest})")
+        right = -1
     return (left if left >= 0 else -1), (causal or right == 0)
 
 
@@ -528,26 +622,36 @@ def flash_attn_varlen_func(q: Tensor, k: Tensor, v: Tensor, cu_seqlens_q: Tensor
     """FlashAttention's ``flash_attn_varlen_func`` on mlakit (forward only).
 
     Arguments and results as in flash-attn 2 (and vLLM's fork): ``q [total_q, H, Dqk]``,
-    ``k [total_k, Hkv, Dqk]``, ``v [total_k, Hkv, Dv]`` (``Dv`` may differ from ``Dqk``, e.g.
-    MLA's 192/128: no padding of V), ``cu_seqlens_*`` int32 offsets (``batch + 1``, on the device
-    or the host). Tensors may hold more rows than ``cu_seqlens_*[-1]`` (capacity-sized buffers):
-    rows past the batch are neither read nor written (``out`` rows there are left as they were).
-    ``softmax_scale`` (default ``1/sqrt(Dqk)``), ``causal`` (bottom-right aligned),
-    ``window_size=(left, right)`` (``right`` must be ``-1``, or ``0`` = causal), ``softcap``.
-    ``max_seqlen_*`` and ``deterministic`` are accepted and not needed (mlakit is deterministic).
+    ``k [total_k, Hkv, Dqk]``, ``v [total_k, Hkv, Dv]`` (``H`` a multiple of ``Hkv``; ``Dv``
+    may differ from ``Dqk``, e.g. MLA's 192/128: no padding of V), ``cu_seqlens_*`` int32 offsets
+    (``batch + 1``, on the device or the host). Tensors may hold more rows than
+    ``cu_seqlens_*[-1]`` (capacity-sized buffers): rows past the batch are neither read nor
+    written (``out`` rows there are left as they were, as in flash-attn: uninitialized when
+    ``out`` is allocated here). ``softmax_scale`` (default ``1/sqrt(Dqk)``; DeepSeek's YaRN
+    checkpoints need :func:`mlakit.deepseek_softmax_scale`), ``causal`` (bottom-right aligned),
+    ``window_size=(left, right)``, ``softcap``. ``right`` must be ``-1``, ``0`` (= causal) or, as
+    flash-attn 2 reads it, ``>= max_seqlen_k`` (no right limit); ``max_seqlen_k`` is read for
+    that only, ``max_seqlen_q`` and ``deterministic`` are accepted and not needed (mlakit is
+    deterministic). For MLA with the RoPE part in q and k (``Dqk = nope + rope``): q's and k's
+    RoPE columns must share one pair layout (interleaved or rotate-half).
 
     Returns ``out [total_q, H, Dv]``; with ``return_softmax_lse=True`` ``(out, softmax_lse)``,
     ``softmax_lse [H, total_q]`` float32 (natural log; ``-inf`` for a row with no key, where
     FlashAttention-2 writes ``+inf``); with ``return_attn_probs=True`` ``(out, softmax_lse,
-    None)``: the probabilities are never materialized. ``out=`` writes into a preallocated
-    tensor.
+    S_dmask)`` with ``S_dmask`` an empty tensor of q's dtype, as flash-attn 2 returns it without
+    dropout. ``out=`` writes into a preallocated tensor.
 
     FP8 (FlashAttention-3's arguments): ``float8_e4m3fn`` q, k, v with optional float32
     ``q_descale`` / ``k_descale`` / ``v_descale`` ``[batch, Hkv]`` (entry ``[b, h]`` multiplies
     sequence ``b``'s kv head ``h``; ``None`` = 1); ``out`` is bf16.
 
-    Not supported (ValueError): ``dropout_p > 0``, ``alibi_slopes``, a right window,
-    ``block_table`` (paged KV).
+    Forward only: while grad is enabled, an input that requires grad is refused (RuntimeError)
+    rather than given an output without a graph (its gradients would be lost silently); call it
+    under ``torch.no_grad()`` / ``torch.inference_mode()``, as engines do.
+
+    Not supported (ValueError): ``dropout_p > 0``, ``alibi_slopes``, a right window shorter
+    than ``max_seqlen_k``, ``block_table`` (paged KV). Errors name this function's arguments
+    (``cu_seqlens_q``, the heads of ``q`` and ``k``, ...).
 
     Planning: a plan is made only when the lengths change. ``cu_seqlens_q_cpu`` /
     ``cu_seqlens_k_cpu`` (host copies of the offsets; CPU tensors or lists) let a call with CUDA
@@ -566,6 +670,7 @@ def flash_attn_varlen_func(q: Tensor, k: Tensor, v: Tensor, cu_seqlens_q: Tensor
         raise _unsupported("alibi_slopes", "ALiBi")
     if block_table is not None:
         raise _unsupported("block_table", "a paged KV cache")
+    # (Infinite values pass these and are refused, in these names, when the plan is made.)
     if softcap is None or softcap < 0.0:
         raise ValueError(f"mlakit: softcap: must be >= 0 (0 = off), got {softcap}")
     if softmax_scale is not None and not softmax_scale > 0.0:
@@ -573,7 +678,15 @@ def flash_attn_varlen_func(q: Tensor, k: Tensor, v: Tensor, cu_seqlens_q: Tensor
     if window_size == (-1, -1):  # the default, without _window's conversions
         window_left, causal = -1, bool(causal)
     else:
-        window_left, causal = _window(window_size, bool(causal))
+        window_left, causal = _window(window_size, bool(causal), max_seqlen_k)
+    # Forward only: an output without a graph would drop the gradients silently. (Grad mode
+    # first: engines run with it off, and then no tensor attribute is read.)
+    if _grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad):
+        name = "q" if q.requires_grad else "k" if k.requires_grad else "v"
+        raise RuntimeError(
+            f"mlakit: {name}: requires grad while grad is enabled, and mlakit.torch.flash_attn_varlen_func is "
+            "forward-only (no backward: its output would carry no graph); call it under torch.no_grad() or "
+            "torch.inference_mode(), or pass detached inputs")
     scale = 0.0 if softmax_scale is None else float(softmax_scale)
     want_lse = return_softmax_lse or return_attn_probs
     # _direct(), inlined (this runs before every launch), and out a plain tensor too.
@@ -589,8 +702,8 @@ def flash_attn_varlen_func(q: Tensor, k: Tensor, v: Tensor, cu_seqlens_q: Tensor
             out = _run(q, k, v, cu_seqlens_q, cu_seqlens_k, cu_seqlens_q_cpu, cu_seqlens_k_cpu, scale, causal,
                        window_left, float(softcap), out, lse, trust=True, descales=(q_descale, k_descale, v_descale))
     else:
-        host_q = None if cu_seqlens_q_cpu is None else _as_host(cu_seqlens_q_cpu)
-        host_k = None if cu_seqlens_k_cpu is None else _as_host(cu_seqlens_k_cpu)
+        host_q = None if cu_seqlens_q_cpu is None else _as_host(cu_seqlens_q_cpu, "cu_seqlens_q_cpu")
+        host_k = None if cu_seqlens_k_cpu is None else _as_host(cu_seqlens_k_cpu, "cu_seqlens_k_cpu")
         args = (q, k, v, cu_seqlens_q, cu_seqlens_k, host_q, host_k, scale, causal, window_left, float(softcap))
         d = (() if q_descale is None and k_descale is None and v_descale is None
              else (q_descale, k_descale, v_descale))
@@ -602,7 +715,8 @@ def flash_attn_varlen_func(q: Tensor, k: Tensor, v: Tensor, cu_seqlens_q: Tensor
         else:
             out, lse = torch.ops.mlakit.flash_attn_varlen(*args, *d), None
     if return_attn_probs:
-        return out, lse, None
+        # flash-attn 2 returns S_dmask only with dropout; without, an empty tensor of q's dtype.
+        return out, lse, q.new_empty(0)
     if return_softmax_lse:
         return out, lse
     return out

@@ -6,16 +6,34 @@ the paged cache, up-projects the latents of every position the step attends (con
 with ``kv_b_proj``, and runs attention with K split into the per-head "nope" part and the shared
 RoPE key, returning ``out [T, H, v_head_dim]``. See ``include/mlakit/mla.h`` and ``docs/mla.md``.
 
+    scale = mlakit.deepseek_softmax_scale(model.config)      # YaRN checkpoints need it
     step = mlakit.MlaStep(num_heads=16, dtype=torch.bfloat16, device="cuda", block_size=16,
                           num_blocks=kv_cache.shape[0], max_batch=256, max_tokens=8192,
                           max_context_tokens=8192)
-    step.plan(query_lens, context_lens, block_table)          # host arrays, once per step
+    step.plan(query_lens, context_lens, block_table, sm_scale=scale)   # host arrays, once per step
     for layer in layers:                                       # graph-capturable
         out = step.run(q[layer], kv_c[layer], k_pe[layer], kv_b_proj[layer], kv_cache[layer])
+
+What the step expects from the model (as Hugging Face's DeepSeek-V2/V3 attention computes it):
+
+* ``kv_c`` is the latent **after** ``kv_a_layernorm`` (the RMSNorm of the first ``kv_lora_rank``
+  columns of ``kv_a_proj_with_mqa``'s output); ``k_pe`` is the last ``qk_rope_head_dim`` columns
+  with RoPE applied. The cache holds both, so the norm is applied once, before the step.
+* ``q``'s last ``qk_rope_head_dim`` columns and ``k_pe`` (the new ones and those already in the
+  cache) must carry RoPE in the same pair layout: interleaved pairs ``(2i, 2i+1)`` (DeepSeek's own
+  code; Hugging Face's ``rope_interleave=True``) or rotate-half ``(i, i + d/2)``. The step only
+  takes dot products of the two, so either works when q and every cached key share it.
+* DeepSeek's YaRN checkpoints (``rope_scaling`` with ``mscale_all_dim``: V2, V2-Lite, V3) scale
+  the logits by ``qk_head_dim**-0.5 * mscale**2``, not the default ``qk_head_dim**-0.5`` (which
+  gives 24-30% error on V2-Lite / V3): pass ``sm_scale=mlakit.deepseek_softmax_scale(config)``.
+* K and V are rounded to the step's dtype (bf16/fp16) after the up-projection, as an engine that
+  materializes them does; against float64 K/V the LSE moves by up to ~2.5e-3 in bf16 (~5e-4 in
+  fp16) and the output by the dtype's rounding.
 """
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import sys
 from typing import Any, Optional
@@ -63,8 +81,35 @@ def _flat_block_table(block_table: Any):
     return list(itertools.chain.from_iterable(rows)), cols
 
 
+def _clear_past_the_step(fresh: list, total_q: int, rows: int, q: Any, stream: Any) -> None:
+    """Rows [total_q, rows) of outputs run() allocated set to a key-less row's values (out 0, lse
+    -inf), so no uninitialized memory is returned; the launch writes the rows before them.
+
+    Eager, only the rows past the step are written: disjoint from what the launch writes, so
+    no ordering between the two is needed. Inside a CUDA graph capture the plan of a replay is
+    not known, so the whole tensors are cleared before the captured launch (same stream)."""
+    if type(q).__module__.startswith("torch") and q.is_cuda:
+        torch = sys.modules["torch"]
+        # On the launch stream: an explicit one (a raw handle, a torch or CuPy stream), else
+        # PyTorch's current stream, which the launch takes too.
+        ctx = (torch.cuda.stream(torch.cuda.ExternalStream(_stream_handle(stream, like=q), device=q.device))
+               if stream is not None else contextlib.nullcontext())
+        with ctx:
+            start = 0 if torch.cuda.is_current_stream_capturing() else total_q
+            for x, value in fresh:
+                if start < rows:
+                    x[start:].fill_(value)
+        return
+    if total_q < rows:
+        for x, value in fresh:
+            x[total_q:] = value
+
+
 class MlaStep:
-    """One engine step of MLA prefill attention, planned once and run per layer.
+    """One engine step of MLA prefill attention, planned once and run per layer (inputs as the
+    module docstring says: ``kv_c`` after ``kv_a_layernorm``, q and k RoPE in one pair layout,
+    ``sm_scale`` from :func:`mlakit.deepseek_softmax_scale` for YaRN checkpoints; K/V pass
+    through the step's dtype after the up-projection).
 
     Static config (fixed at construction): ``num_heads`` (16 for DeepSeek-Coder-V2-Lite, 128 for
     DeepSeek-V3), ``kv_lora_rank`` (512), ``qk_nope_head_dim`` (128), ``qk_rope_head_dim`` (64),
@@ -127,7 +172,9 @@ class MlaStep:
         the cache; ``block_table``: ``[batch_size, cols]`` cache block of every ``block_size``
         positions of each request; ``slot_mapping`` (optional, ``[total new tokens]``): where the
         new tokens go instead of their block-table slots. All host arrays (lists, NumPy, CPU
-        tensors). ``sm_scale`` None = ``1/sqrt(qk_nope_head_dim + qk_rope_head_dim)``.
+        tensors). ``sm_scale`` None = ``1/sqrt(qk_nope_head_dim + qk_rope_head_dim)``; DeepSeek's
+        YaRN checkpoints (V2, V2-Lite, V3) need ``mlakit.deepseek_softmax_scale(config)`` instead
+        (``qk_head_dim**-0.5 * mscale**2``; the default is 24-30% off on their outputs).
 
         ``graph_rows`` > 0 sizes run()'s gather/up-projection launches for that many rows, so a CUDA
         graph captured under one plan replays correctly after any later plan with the same
@@ -147,20 +194,35 @@ class MlaStep:
     def run(self, q: Any, kv_c: Any, k_pe: Any, kv_b_proj: Any, kv_cache: Any, out: Any = None,
             lse: Any = None, *, return_lse: bool = False, stream: Any = None) -> Any:
         """One layer: writes the new tokens' ``[kv_c, k_pe]`` into ``kv_cache`` (mutated), then
-        attention of ``q [T, H, nope + rope]`` over each request's context and new tokens.
+        attention of ``q [T, H, nope + rope]`` (RoPE applied to the last ``rope`` columns) over
+        each request's context and new tokens.
 
-        ``kv_c [T, kv_lora_rank]``, ``k_pe [T, rope]`` (RoPE applied), ``kv_b_proj
-        [H * (nope + v), kv_lora_rank]`` (checkpoint layout), ``kv_cache [num_blocks, block_size,
-        kv_lora_rank + rope]``. ``T`` may exceed the plan's new tokens (a token bucket): rows past
-        them are ignored and ``out``'s are not written. Returns ``out [T, H, v_head_dim]`` (and
+        ``kv_c [T, kv_lora_rank]`` (the latent after ``kv_a_layernorm``), ``k_pe [T, rope]`` (RoPE
+        applied, in q's pair layout), ``kv_b_proj [H * (nope + v), kv_lora_rank]`` (checkpoint
+        layout), ``kv_cache [num_blocks, block_size, kv_lora_rank + rope]``. K/V are up-projected
+        into the step's dtype (bf16/fp16) before attention. Every tensor's last dimension must be
+        contiguous, except ``lse``'s: it takes any non-overlapping strides, as
+        :meth:`RaggedPrefill.run` does (``[T, H]``, or an ``[H, T]`` array's ``.T``).
+
+        ``T`` may exceed the plan's new tokens (a token bucket): rows past them are ignored. An
+        ``out`` / ``lse`` passed in keeps its rows past them as they were (nothing is written
+        there). One this call allocates has ``T`` rows, like ``q``, and its rows past the new
+        tokens hold what a row with no key gets: ``out`` 0 and ``lse`` ``-inf`` (written on the
+        launch stream; inside a ``torch.cuda.graph`` capture the whole tensor is cleared first, so
+        a replay returns them whatever its plan). Returns ``out [T, H, v_head_dim]`` (and
         ``lse [T, H]`` float32 when ``return_lse``); only launches, on the caller's current stream.
         """
         if out is None or (return_lse and lse is None):
             t = _shape(q, "q", 3)[0]
+            fresh = []  # the outputs allocated here, with what their rows past the step hold
             if out is None:
                 out = _empty(q, (t, self.num_heads, self.v_head_dim))
+                fresh.append((out, 0.0))
             if return_lse and lse is None:
                 lse = _empty(q, (t, self.num_heads), "float32")
+                fresh.append((lse, float("-inf")))
+            if fresh:
+                _clear_past_the_step(fresh, self._impl.info().total_q, t, q, stream)
         self._impl.run(_native(q), _native(kv_c), _native(k_pe), _native(kv_b_proj), _native(kv_cache),
                        _native(out), _native(lse), _launch_stream(stream, q))
         return (out, lse) if return_lse else out

@@ -173,7 +173,10 @@ def _merged(out_a: Tensor, lse_a: Tensor, out_b: Tensor, lse_b: Tensor) -> Tuple
 
 
 def _merge_into(out_a: Tensor, lse_a: Tensor, out_b: Tensor, lse_b: Tensor, out: Tensor, lse: Tensor) -> None:
-    _mlakit._C.merge_states(out_a, lse_a, out_b, lse_b, out, lse, None)
+    try:
+        _mlakit._C.merge_states(out_a, lse_a, out_b, lse_b, out, lse, None)
+    except ValueError as e:  # a try costs nothing until it raises
+        raise _mlakit._merge_error(e, out_a, (("lse_a", lse_a), ("lse_b", lse_b))) from None
 
 
 @_merge_states.register_fake
@@ -201,8 +204,17 @@ def _merge_attn_states(output: Tensor, prefix_output: Tensor, prefix_lse: Tensor
 def _merge_ht(output: Tensor, prefix_output: Tensor, prefix_lse: Tensor, suffix_output: Tensor,
               suffix_lse: Tensor, output_lse: Optional[Tensor]) -> None:
     # [H, T] LSE tensors reach merge_states as [T, H] views (strides (1, T)): no copies.
-    _mlakit._C.merge_states(prefix_output, prefix_lse.T, suffix_output, suffix_lse.T, output,
-                            None if output_lse is None else output_lse.T, None)
+    try:
+        _mlakit._C.merge_states(prefix_output, prefix_lse.T, suffix_output, suffix_lse.T, output,
+                                None if output_lse is None else output_lse.T, None)
+    except (TypeError, ValueError) as e:  # told with this function's names and [H, T] layout
+        raise _mlakit._merge_error(e, prefix_output, (("prefix_lse", prefix_lse), ("suffix_lse", suffix_lse),
+                                                      ("output_lse", output_lse)),
+                                   head_major=True, names=_MERGE_ATTN_NAMES) from None
+
+
+_MERGE_ATTN_NAMES = {"out_a": "prefix_output", "lse_a": "prefix_lse", "out_b": "suffix_output",
+                     "lse_b": "suffix_lse", "out": "output", "lse_out": "output_lse"}
 
 
 @_merge_attn_states.register_fake
@@ -293,8 +305,8 @@ def merge_attn_states(output: Tensor, prefix_output: Tensor, prefix_lse: Tensor,
     """vLLM's ``merge_attn_states``: writes the merge of two partial attentions into
     ``output`` (and ``output_lse``); returns None.
 
-    ``*output [T, H, D]`` (bf16, fp16 or fp32, all one dtype), ``*_lse [H, T]`` float32
-    (FlashAttention's layout). A side whose lse is ``-inf`` or ``+inf`` (FlashAttention-2's
+    ``*output [T, H, D]`` (bf16, fp16 or fp32, all one dtype), ``*_lse [H, T]`` float32, heads
+    first (FlashAttention's and vLLM's layout; :func:`merge_states` takes ``[T, H]``). A side whose lse is ``-inf`` or ``+inf`` (FlashAttention-2's
     value for a row with no key) is empty: the other side passes through; both empty give
     ``0`` and ``-inf``. On :func:`merge_states` (no copies: the LSE tensors are read through
     transposed views).

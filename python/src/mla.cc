@@ -168,6 +168,10 @@ void bind_mla(nb::module_& m) {
           nb::arg("v_head_dim"), nb::arg("dtype"), nb::arg("block_size"), nb::arg("num_blocks"),
           nb::arg("max_batch"), nb::arg("max_tokens"), nb::arg("max_context_tokens"), nb::arg("workspace_rows"),
           nb::arg("device"));
+  m.def("graph_rows_bucket", &mlakit::graph_rows_bucket, nb::arg("rows"), nb::arg("cap"),
+        nb::arg("step_above") = 256,
+        "The MlaStep.plan(graph_rows=...) bucket of a step of `rows` rows (context + new tokens) under "
+        "a workspace of `cap` rows: multiples of 256 up to 1024 rows, then of step_above, never above cap.");
 }
 
 }  // namespace mlakit_py

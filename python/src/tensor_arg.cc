@@ -233,24 +233,34 @@ int64_t as_int64(PyObject* o) {
   return static_cast<int64_t>(x);
 }
 
-// A torch tensor's view read from the attributes mlakit._torch_descriptor reads (dtype, is_cuda /
-// is_cpu, get_device(), data_ptr(), shape, stride()), through the C API. False (nothing read
-// past the dtype and device) when mlakit does not take its dtype or device: the caller then
-// exports it through DLPack, whose error names what is wrong.
+// str(t.device) of a torch tensor, e.g. "meta" or "mps:0".
+std::string torch_device_name(PyObject* t) {
+  nb::object where = nb::steal(PyObject_GetAttrString(t, "device"));
+  if (!where.is_valid()) nb::raise_python_error();
+  return nb::cast<std::string>(nb::str(where));
+}
+
+// A torch tensor's view read from the attributes mlakit._torch_descriptor reads (is_cuda /
+// is_cpu, get_device(), dtype, data_ptr(), shape, stride()), through the C API. A device other
+// than the CPU or CUDA (meta, mps, xpu...) is reported as such: such a tensor has no memory
+// mlakit can address, and the DLPack export would only say that it failed. False (nothing read
+// past the dtype) when mlakit does not take its dtype: the caller then exports it through
+// DLPack, whose error names the dtype.
 bool view_of_torch(PyObject* obj, const char* name, mlakit::TensorView* v) {
-  nb::object dt = attr(obj, g_torch.dtype);
-  int code = -1;
-  for (int i = 0; i < 6; ++i)
-    if (g_torch.dtypes[i] != nullptr && dt.ptr() == g_torch.dtypes[i]) code = i;
-  if (code < 0) return false;
   mlakit::Device device;
   if (truthy(attr(obj, g_torch.is_cuda))) {
     device = mlakit::Device::cuda(static_cast<int>(as_int64(call0(obj, g_torch.get_device).ptr())));
   } else if (truthy(attr(obj, g_torch.is_cpu))) {
     device = mlakit::Device::cpu();
   } else {
-    return false;
+    throw Error(ErrorKind::kTypeMismatch, name,
+                "is on device '" + torch_device_name(obj) + "'; mlakit runs on cpu and cuda tensors");
   }
+  nb::object dt = attr(obj, g_torch.dtype);
+  int code = -1;
+  for (int i = 0; i < 6; ++i)
+    if (g_torch.dtypes[i] != nullptr && dt.ptr() == g_torch.dtypes[i]) code = i;
+  if (code < 0) return false;
   nb::object shape = attr(obj, g_torch.shape), strides = call0(obj, g_torch.stride);
   if (!PyTuple_Check(shape.ptr()) || !PyTuple_Check(strides.ptr()) ||
       PyTuple_GET_SIZE(shape.ptr()) != PyTuple_GET_SIZE(strides.ptr()))
@@ -542,6 +552,9 @@ std::vector<int32_t> host_indptr(nb::handle obj, const char* name, int64_t* cols
     }
     return values;
   }
+  if (is_torch_tensor(obj))  // e.g. on the meta device: DLPack cannot export it
+    throw Error(ErrorKind::kTypeMismatch, name,
+                "is on device '" + torch_device_name(obj.ptr()) + "'; expected a host (CPU) int32 array");
   throw Error(ErrorKind::kTypeMismatch, name,
               "expected a host int32 array or a sequence of ints, got " + py_type_name(obj));
 }

@@ -137,6 +137,35 @@ def test_graph_replay_after_replan(upload_in_run):
     check_replays(gen, x, out, sets, plan_and_replay)
 
 
+def test_outputs_it_allocates_hold_key_less_rows_past_the_step():
+    """run() without out= at the bucket's row count: rows past the step's new tokens are out 0 and
+    lse -inf, eager (on PyTorch's current stream or an explicit one), and in a torch.cuda.graph
+    capture replayed after re-planning with fewer new tokens (the whole output is cleared in the
+    graph, so the rows the captured plan wrote do not survive a smaller one)."""
+    sets = [([300, 1, 100], [0, 17, 100]), ([7, 200, 0, 12], [1, 0, 33, 64]), ([512], [500])]
+    gen, step, x, _ = graph_setup(13, False, sets[0])
+    args = (x["q"], x["kv_c"], x["k_pe"], x["w"], x["cache"])
+
+    def key_less_past(out, lse, tq):
+        torch.cuda.synchronize()
+        assert out.shape[0] == BUCKET and lse.shape == (BUCKET, H)
+        assert torch.all(out[tq:] == 0) and torch.all(torch.isneginf(lse[tq:]))
+        assert not out[:tq].isnan().any() and torch.isfinite(lse[:tq]).all()
+
+    key_less_past(*step.run(*args, return_lse=True), 401)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    key_less_past(*step.run(*args, return_lse=True, stream=side), 401)
+    torch.cuda.current_stream().wait_stream(side)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        out, lse = step.run(*args, return_lse=True)
+    for q_lens, ctx_lens in sets[1:] + sets[:1]:
+        step.plan(q_lens, ctx_lens, block_table(gen, q_lens, ctx_lens, GRAPH_BLOCKS), graph_rows=GRAPH_ROWS)
+        g.replay()
+        key_less_past(out, lse, sum(q_lens))
+
+
 @pytest.mark.parametrize("upload_in_run", [False, True], ids=["upload_in_plan", "upload_in_run"])
 def test_stream_graph_plan_and_replay_in_one_call(upload_in_run):
     """mlakit.StreamGraph: the layer captured natively, then plan(..., replay=graph) plans and

@@ -129,3 +129,79 @@ def test_block_table_forms_plan_the_same_step(rng, form):
 def test_stream_graph_refuses_the_cpu():
     with pytest.raises(ValueError, match="device"):
         mlakit.StreamGraph("cpu")
+
+
+def test_graph_rows_bucket():
+    # The library's rule for MlaStep.plan(graph_rows=...): 256-row steps to 1024, then step_above.
+    assert [mlakit.graph_rows_bucket(r, 8192) for r in (1, 256, 257, 999, 1025)] == [256, 256, 512, 1024, 1280]
+    assert mlakit.graph_rows_bucket(8961, 8993) == 8993
+    assert mlakit.graph_rows_bucket(1025, 8192, step_above=1024) == 2048
+    with pytest.raises(ValueError, match="rows"):
+        mlakit.graph_rows_bucket(9000, 8993)
+    with pytest.raises(ValueError, match="step_above"):
+        mlakit.graph_rows_bucket(5, 10, 0)
+
+
+def _bucket(c, extra):
+    """The case's layer tensors with `extra` NaN rows past the step (a token bucket)."""
+    pad = lambda a: np.concatenate([a, np.full((extra,) + a.shape[1:], np.nan, a.dtype)])  # noqa: E731
+    return pad(c["q"]), pad(c["kv_c"]), pad(c["k_pe"])
+
+
+@pytest.mark.parametrize("workspace_rows", [0, 48], ids=["one_launch", "chunks"])
+def test_outputs_it_allocates_hold_key_less_rows_past_the_step(rng, workspace_rows):
+    """run() without out= at a bucket's row count: out has q's rows, the step's rows as without
+    the bucket, and past them what a row with no key gets (out 0, lse -inf), never uninitialized
+    memory. An out passed in keeps its rows past the step."""
+    c = make_case(rng, [20, 1, 9], [0, 37, 70])
+    tq, extra = 30, 11
+    step = mlakit.MlaStep(H, L, DN, R, DV, dtype="fp16", device="cpu", block_size=BS,
+                          num_blocks=c["cache"].shape[0], max_batch=4, max_tokens=48,
+                          max_context_tokens=128, workspace_rows=workspace_rows)
+    step.plan(c["q_lens"], c["ctx_lens"], c["bt"])
+    want, want_lse = step.run(c["q"], c["kv_c"], c["k_pe"], c["w"], c["cache"].copy(), return_lse=True)
+    q, kv_c, k_pe = _bucket(c, extra)
+    out, lse = step.run(q, kv_c, k_pe, c["w"], c["cache"].copy(), return_lse=True)
+    assert out.shape == (tq + extra, H, DV) and lse.shape == (tq + extra, H)
+    np.testing.assert_array_equal(out[:tq], want)
+    np.testing.assert_array_equal(lse[:tq], want_lse)
+    assert np.all(out[tq:] == 0) and np.all(np.isneginf(lse[tq:]))
+    assert np.all(step.run(q, kv_c, k_pe, c["w"], c["cache"].copy())[tq:] == 0)  # out alone
+    given = np.full((tq + extra, H, DV), 7, np.float16)
+    out2, lse2 = step.run(q, kv_c, k_pe, c["w"], c["cache"].copy(), out=given, return_lse=True)
+    assert out2 is given and np.all(given[tq:] == 7) and np.all(np.isneginf(lse2[tq:]))
+    np.testing.assert_array_equal(given[:tq], want)
+
+
+def test_outputs_it_allocates_hold_key_less_rows_past_the_step_torch(rng):
+    torch = pytest.importorskip("torch")
+    c = make_case(rng, [5, 3], [10, 0])
+    step = mlakit.MlaStep(H, L, DN, R, DV, dtype=torch.float16, device="cpu", block_size=BS,
+                          num_blocks=c["cache"].shape[0], max_batch=2, max_tokens=16, max_context_tokens=16)
+    step.plan(c["q_lens"], c["ctx_lens"], c["bt"])
+    q, kv_c, k_pe = (torch.from_numpy(a) for a in _bucket(c, 5))
+    out, lse = step.run(q, kv_c, k_pe, torch.from_numpy(c["w"]), torch.from_numpy(c["cache"].copy()),
+                        return_lse=True)
+    assert out.shape == (13, H, DV) and torch.all(out[8:] == 0) and torch.all(torch.isneginf(lse[8:]))
+    assert not torch.isnan(out[:8]).any() and torch.isfinite(lse[:8]).all()
+
+
+@pytest.mark.parametrize("workspace_rows", [0, 48], ids=["one_launch", "chunks"])
+def test_lse_takes_any_non_overlapping_strides(rng, workspace_rows):
+    """As RaggedPrefill.run: lse [T, H], or an [H, T] array's .T (FlashAttention's layout), in one
+    launch and with context chunks merged through it; an overlapping view is refused by name."""
+    c = make_case(rng, [20, 1, 9], [0, 37, 70])
+    step = mlakit.MlaStep(H, L, DN, R, DV, dtype="fp16", device="cpu", block_size=BS,
+                          num_blocks=c["cache"].shape[0], max_batch=4, max_tokens=32,
+                          max_context_tokens=128, workspace_rows=workspace_rows)
+    step.plan(c["q_lens"], c["ctx_lens"], c["bt"])
+    want, want_lse = step.run(c["q"], c["kv_c"], c["k_pe"], c["w"], c["cache"].copy(), return_lse=True)
+    lse_ht = np.full((H, 30), np.nan, np.float32)
+    out = step.run(c["q"], c["kv_c"], c["k_pe"], c["w"], c["cache"].copy(), lse=lse_ht.T)
+    np.testing.assert_array_equal(out, want)
+    np.testing.assert_array_equal(lse_ht.T, want_lse)
+    shared = np.lib.stride_tricks.as_strided(lse_ht, shape=(30, H), strides=(4, 0))
+    cache = c["cache"].copy()
+    with pytest.raises(ValueError, match=r"^mlakit: lse: elements overlap in memory"):
+        step.run(c["q"], c["kv_c"], c["k_pe"], c["w"], cache, lse=shared)
+    np.testing.assert_array_equal(cache, c["cache"])  # nothing written

@@ -102,10 +102,34 @@ def test_errors_name_the_argument():
         attn._impl.run(q.to(torch.complex64).requires_grad_(), k, v, out, None, None)
     with pytest.raises(ValueError, match=r"^mlakit: v: has 5 dimensions; mlakit takes at most 4"):
         attn._impl.run(q, k, v.reshape(1, 1, tk, 2, 16), out, None, None)
-    with pytest.raises(TypeError, match=r"^mlakit: out: expected a writable array"):
+    # A device mlakit cannot address is named (not reported as a failed DLPack export).
+    with pytest.raises(TypeError, match=r"^mlakit: out: is on device 'meta'; mlakit runs on cpu and cuda tensors$"):
         attn._impl.run(q, k, v, torch.empty(tq, 4, 16, dtype=torch.bfloat16, device="meta"), None, None)
     with pytest.raises(TypeError, match=r"^mlakit: q: dtype fp32 is not supported"):
         attn._impl.run(q.float(), k, v, out, None, None)
+
+
+def test_a_device_mlakit_cannot_address_is_named():
+    """A tensor on the meta device (or mps, xpu...) is reported by its device, whichever entry point
+    meets it first: the tensor readers of run(), plan()'s host arrays, merge_states, the MLA step."""
+    attn, tq, tk = _plan()
+    q, k, v = torch.zeros(tq, 4, 32).bfloat16(), torch.zeros(tk, 2, 32).bfloat16(), torch.zeros(tk, 2, 16).bfloat16()
+    words = r"is on device 'meta'; mlakit runs on cpu and cuda tensors$"
+    with pytest.raises(TypeError, match=rf"^mlakit: q: {words}"):
+        attn.run(q.to("meta"), k, v)
+    with pytest.raises(TypeError, match=rf"^mlakit: v: {words}"):
+        mlakit.ragged_prefill(q, k, v.to("meta"), [0, 5, 14], [0, 7, 19])
+    with pytest.raises(TypeError, match=r"^mlakit: qo_indptr: is on device 'meta'; expected a host \(CPU\) int32 array$"):
+        attn.plan(torch.zeros(3, dtype=torch.int32, device="meta"), [0, 7, 19])
+    o, lse = torch.zeros(3, 2, 8), torch.zeros(3, 2)
+    with pytest.raises(TypeError, match=rf"^mlakit: lse_b: {words}"):
+        mlakit.merge_states(o, lse, o, lse.to("meta"))
+    step = mlakit.MlaStep(2, 64, 32, 32, 32, dtype="bf16", num_blocks=2, max_batch=1, max_tokens=4)
+    step.plan([2], [0], [[0]])
+    rows = lambda n: torch.zeros(2, n, dtype=torch.bfloat16)  # noqa: E731
+    with pytest.raises(TypeError, match=rf"^mlakit: kv_c: {words}"):
+        step.run(torch.zeros(2, 2, 64, dtype=torch.bfloat16), rows(64).to("meta"), rows(32),
+                 torch.zeros(128, 64, dtype=torch.bfloat16), torch.zeros(2, 16, 96, dtype=torch.bfloat16))
 
 
 def test_stream_none_on_the_cpu():

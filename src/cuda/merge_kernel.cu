@@ -33,7 +33,7 @@ __device__ __forceinline__ __half from_f<__half>(float x) { return __float2half_
 // rewrites lse_out, so lse_out (and out) may alias the inputs.
 template <typename T>
 __global__ void merge_kernel(const MergeArgs a) {
-  // PDL (docs/pdl.md): both partial results are usually the previous kernel's outputs.
+  // PDL (docs/sm90-kernel.md): both partial results are usually the previous kernel's outputs.
   pdl_wait();
   // The next kernel's blocks may be scheduled as these retire (they wait for this grid).
   pdl_launch_dependents();

@@ -2,7 +2,7 @@
 // so the CPU tests cover them.
 //
 // Why a choice at all: for the MLA shapes (k = 512, n = heads x 256) cuBLAS's default and
-// cuBLASLt's first heuristic candidate run 11-15% below the best of cuBLASLt's other candidates
+// cuBLASLt's first heuristic candidate run 11-13% slower than the best of cuBLASLt's other candidates
 // on the H200 at every row count measured (256x128 tiles where 128x128 or 176x128 fill the 132
 // SMs better). The choice is made by timing the
 // candidates once per class of row counts, outside any graph capture, among those of the first

@@ -24,10 +24,10 @@ std::string shape_str(const TensorView& t) {
   return s + "]";
 }
 
-// ndim, dtype, device, exact sizes (-1: any, -2: >= min_rows), contiguous last dim, no negative
-// strides, and for CUDA 16-byte aligned data and row strides.
+// ndim, dtype, device, exact sizes (-1: any, -2: >= min_rows), contiguous last dim (unless
+// `any_strides`), no negative strides, and for CUDA 16-byte aligned data and row strides.
 void check_tensor(const TensorView& t, const char* name, std::initializer_list<int64_t> want,
-                  int64_t min_rows, DType dtype, Device device, bool cuda) {
+                  int64_t min_rows, DType dtype, Device device, bool cuda, bool any_strides = false) {
   const int nd = static_cast<int>(want.size());
   std::string want_s = "[";
   {
@@ -52,7 +52,7 @@ void check_tensor(const TensorView& t, const char* name, std::initializer_list<i
   for (int i = 0; i < nd; ++i) {
     if (t.shape[i] > 1 && t.strides[i] < 0) invalid(name, "negative strides are not supported");
   }
-  if (t.shape[nd - 1] > 1 && t.strides[nd - 1] != 1) {
+  if (!any_strides && t.shape[nd - 1] > 1 && t.strides[nd - 1] != 1) {
     invalid(name, "the last dimension must be contiguous (stride 1): " + t.describe());
   }
   if (cuda && t.numel() > 0) {
@@ -64,6 +64,21 @@ void check_tensor(const TensorView& t, const char* name, std::initializer_list<i
       }
     }
   }
+}
+
+// A [rows, H] output of one float per (token, head) written by several threads: no two elements
+// may share an address. Ordered by stride, the outer dimension must step past the inner one's
+// whole extent (a stride of 0, or a head stride reaching into the next token, fails).
+void check_no_overlap_2d(const TensorView& t, const char* name) {
+  if (t.numel() <= 1) return;
+  bool overlap;
+  if (t.shape[0] > 1 && t.shape[1] > 1) {
+    const int in = t.strides[0] <= t.strides[1] ? 0 : 1;
+    overlap = t.strides[in] < 1 || t.strides[1 - in] < t.strides[in] * t.shape[in];
+  } else {  // a size-1 dimension never addresses anything
+    overlap = t.strides[t.shape[0] > 1 ? 0 : 1] < 1;
+  }
+  if (overlap) invalid(name, "elements overlap in memory: " + t.describe());
 }
 
 }  // namespace
@@ -181,7 +196,12 @@ void check_layer(const MlaConfig& c, const MlaLayer& y, const TensorView& out, c
   check_tensor(y.kv_b_proj, "kv_b_proj", {H * (Dn + Dv), L}, 0, t, dev, r.cuda);
   check_tensor(y.kv_cache, "kv_cache", {c.num_blocks, c.block_size, L + R}, 0, t, dev, r.cuda);
   check_tensor(out, "out", {-2, H, Dv}, r.total_q, t, dev, r.cuda);
-  if (lse) check_tensor(*lse, "lse", {-2, H}, r.total_q, DType::kFP32, dev, false);
+  if (lse) {
+    // One float per (token, head): any non-overlapping strides, as RaggedPrefill takes ([T, H],
+    // or an [H, T] buffer through a transposed view); attention and merge address it by both.
+    check_tensor(*lse, "lse", {-2, H}, r.total_q, DType::kFP32, dev, false, /*any_strides=*/true);
+    check_no_overlap_2d(*lse, "lse");
+  }
 }
 
 }  // namespace mla

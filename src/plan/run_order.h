@@ -25,7 +25,7 @@ inline int largest_head_divisor(int heads, int cap) {
 }
 
 // The cap: 16 keeps ~8 items per K/V stream in flight on a 132-SM GPU for 999-token prompts.
-// Measured on the H200 (docs/performance.md): +2-3% on causal ragged batches over head-major
+// Measured on the H200 (docs/performance.md): +1-3% on causal ragged batches over head-major
 // order (one head per group), -8% on the 1x32768 non-causal workload.
 constexpr int kMaxHeadGroup = 16;
 inline int run_head_group(int heads) { return largest_head_divisor(heads, kMaxHeadGroup); }

@@ -3,7 +3,7 @@
 // 16 and 64, shuffled block tables, chunk-size independence, the cache write (fused into the
 // first launch's gather) and its round trip through later steps, bucket-sized tensors (their
 // padding rows never written to the cache), plan reuse across layers, an allocation-free re-plan,
-// and rejected inputs (named, nothing written).
+// an lse of any non-overlapping strides, and rejected inputs (named, nothing written).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -147,6 +147,46 @@ TEST(CpuMlaStep, BucketSizedTensorsAndGraphRows) {
   EXPECT_EQ(cache_after.bytes(), expected_cache(m).bytes());
   const int64_t per_row = cfg.num_heads * cfg.v_head_dim;
   for (int64_t i = m.total_q() * per_row; i < r.out.numel(); ++i) ASSERT_TRUE(std::isnan(r.out.get(i))) << i;
+}
+
+TEST(CpuMlaStep, LseTakesAnyNonOverlappingStrides) {
+  // As RaggedPrefill::run: lse may be [T, H] or an [H, T] buffer seen through a transposed view
+  // (FlashAttention's layout), in one launch and with context chunks merged through it. The
+  // values are the same as through a contiguous lse; an overlapping view is refused by name.
+  const MlaCase m = make_mla_case(small_dims(), {12, 5}, {60, 3}, 41, 3, /*extra_q_rows=*/4);
+  const int64_t rows = m.q.shape()[0], H = m.cfg.num_heads, tq = m.total_q();
+  for (int64_t workspace_rows : {int64_t{0}, int64_t{40}}) {
+    SCOPED_TRACE("workspace_rows " + std::to_string(workspace_rows));
+    MlaConfig cfg = m.cfg;
+    cfg.workspace_rows = workspace_rows;
+    const StepResult want = run_step(m, cfg);
+    EXPECT_EQ(want.info.chunked, workspace_rows > 0);
+    MlaStep step(cfg);
+    step.plan(m.batch());
+    HostTensor out(cfg.dtype, {rows, H, cfg.v_head_dim}), lse_ht(DType::kFP32, {H, rows});
+    out.fill_bytes(0xFF);
+    lse_ht.fill_bytes(0xFF);
+    HostTensor cache = m.cache;
+    MlaLayer y = m.layer();
+    y.kv_cache = cache.view();
+    const TensorView lse_t(lse_ht.data(), DType::kFP32, {rows, H}, {1, rows}, Device::cpu());
+    step.run(y, out.view(), &lse_t);
+    EXPECT_EQ(out.bytes(), want.out.bytes());
+    for (int64_t t = 0; t < rows; ++t) {
+      for (int64_t h = 0; h < H; ++h) {
+        const double got = lse_ht.get(h * rows + t), w = want.lse.get(t * H + h);
+        if (t < tq) EXPECT_EQ(got, w) << t << "," << h;
+        else EXPECT_TRUE(std::isnan(got)) << t << "," << h;  // rows past the step: not written
+      }
+    }
+    out.fill_bytes(0xAB);
+    const std::vector<uint8_t> before = out.bytes();
+    const TensorView shared(lse_ht.data(), DType::kFP32, {rows, H}, {1, 0}, Device::cpu());
+    EXPECT_TRUE(throws_error([&] { step.run(y, out.view(), &shared); }, ErrorKind::kInvalidArgument, "lse"));
+    const TensorView into_next_row(lse_ht.data(), DType::kFP32, {rows, H}, {2, 1}, Device::cpu());
+    EXPECT_TRUE(throws_error([&] { step.run(y, out.view(), &into_next_row); }, ErrorKind::kInvalidArgument, "lse"));
+    EXPECT_EQ(out.bytes(), before);
+  }
 }
 
 // A prefill over three steps on one cache: each step's context is (partly) what the steps before

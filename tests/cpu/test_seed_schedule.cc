@@ -6,8 +6,10 @@
 #include <algorithm>
 #include <set>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
+#include "mlakit/mla.h"
 #include "seed_schedule.h"
 
 namespace mlakit_bench {
@@ -70,45 +72,50 @@ TEST(SeedSchedule, CutRequestContinuesWithContext) {
   EXPECT_EQ(l[2].entries[0].context, 4096);
 }
 
-// Graph buckets (the rule bench/seed_schedule.py's graph_bucket repeats): 256-row steps to 1024,
-// then steps of `step_above` rows (256 by default), capped; every step of the seed's schedules
-// fits its bucket.
-TEST(SeedSchedule, GraphBuckets) {
-  EXPECT_EQ(graph_bucket(1, 8192), 256);
-  EXPECT_EQ(graph_bucket(256, 8192), 256);
-  EXPECT_EQ(graph_bucket(257, 8192), 512);
-  EXPECT_EQ(graph_bucket(999, 8192), 1024);
-  EXPECT_EQ(graph_bucket(1025, 8192), 1280);
-  EXPECT_EQ(graph_bucket(8192, 8993), 8192);
-  EXPECT_EQ(graph_bucket(8392, 8993), 8448);
-  EXPECT_EQ(graph_bucket(8961, 8993), 8993);  // capped at the workspace rows
-  EXPECT_EQ(graph_bucket(100, 200), 200);
-  EXPECT_THROW(graph_bucket(9000, 8993), std::invalid_argument);
-  // Other steps above 1024 (--bucket-step): the region up to 1024 keeps 256-row steps.
-  EXPECT_EQ(graph_bucket(999, 8192, 1024), 1024);
-  EXPECT_EQ(graph_bucket(1025, 8192, 1024), 2048);
-  EXPECT_EQ(graph_bucket(8193, 8993, 1024), 8993);
-  EXPECT_EQ(graph_bucket(2049, 8192, 100), 2100);
-  EXPECT_THROW(graph_bucket(2049, 8192, 0), std::invalid_argument);
+// Every step of the seed's schedules fits its graph bucket (mlakit::graph_rows_bucket under the
+// workspace rows), and the buckets are the ones the schedule JSON reports.
+TEST(SeedSchedule, GraphBucketsOfTheSeedCases) {
   struct Case {
     int n, budget;
-    std::set<int64_t> want;  // as `python3 bench/seed_schedule.py [--bucket-step S]` prints them
-    int64_t step = kGraphBucketStepAbove;
+    std::set<int64_t> want;
+    int64_t step = 256;
   };
   for (const Case& c : {Case{1, 8192, {1024}}, Case{100, 8192, {2048, 8192, 8448, 8704, 8960, 8993}},
                         Case{100, 2048, {2048, 2304, 2560, 2816, 2999}},
                         Case{100, 8192, {2048, 8192, 8993}, 1024}, Case{100, 2048, {2048, 2999}, 1024}}) {
     const auto steps = seed_schedule(c.n, 999, c.budget);
-    int64_t max_ctx = 0;
-    for (const SeedStep& s : steps) max_ctx = std::max(max_ctx, s.context);
+    const int64_t cap = seed_workspace_rows(steps, c.budget);
     std::set<int64_t> got;
     for (const SeedStep& s : steps) {
-      const int64_t b = graph_bucket(s.tokens + s.context, c.budget + max_ctx, c.step);
+      const int64_t b = mlakit::graph_rows_bucket(s.tokens + s.context, cap, c.step);
       EXPECT_GE(b, s.tokens + s.context);
       got.insert(b);
     }
     EXPECT_EQ(got, c.want) << "N=" << c.n << " budget " << c.budget;
+    const std::string json = seed_schedule_json(steps, c.budget, c.step, MlaDims{});
+    for (int64_t b : c.want) EXPECT_NE(json.find("\"graph_rows\": " + std::to_string(b)), std::string::npos) << b;
   }
+}
+
+// Prompts of different lengths: requests finish in order within a step, and each prompt's
+// tokens are all processed once.
+TEST(SeedSchedule, UnequalPrompts) {
+  const std::vector<int32_t> lens = {300, 77, 300, 1, 150};
+  const auto steps = seed_schedule(lens, 256);
+  std::vector<int32_t> done(lens.size(), 0);
+  for (const SeedStep& s : steps) {
+    int64_t tokens = 0;
+    for (const SeedEntry& e : s.entries) {
+      EXPECT_EQ(e.context, done[e.request]);
+      done[e.request] += e.new_tokens;
+      EXPECT_EQ(e.finishes, done[e.request] == lens[e.request]);
+      tokens += e.new_tokens;
+    }
+    EXPECT_LE(tokens, 256);
+  }
+  for (size_t r = 0; r < lens.size(); ++r) EXPECT_EQ(done[r], lens[r]);
+  EXPECT_EQ(steps.size(), 4u);  // 828 tokens under a 256-token budget
+  EXPECT_THROW(seed_schedule(std::vector<int32_t>{5, 0}, 256), std::invalid_argument);
 }
 
 // The step's useful work: visible pairs counted by enumerating every (query, key) position of

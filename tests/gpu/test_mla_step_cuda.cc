@@ -3,9 +3,10 @@
 // than a block / not a block multiple / larger than the workspace chunk, the seed's 999-token
 // prompt), the cache write (fused into the first launch's gather) and its round trip, a prefill
 // over several steps on one cache (eager and through one CUDA graph replayed after re-planning,
-// each step attending what the previous replays wrote), chunk-size independence, and CUDA-graph
-// capture of a layer loop, replayed after re-planning (on sm90+ its attention -> next gather edges
-// are programmatic: PDL, docs/pdl.md). Outputs are NaN-poisoned before every run.
+// each step attending what the previous replays wrote), chunk-size independence, an lse written
+// through a transposed view ([H, rows] memory), and CUDA-graph capture of a layer loop, replayed
+// after re-planning (on sm90+ its attention -> next gather edges are programmatic: PDL,
+// docs/sm90-kernel.md). Outputs are NaN-poisoned before every run.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -249,6 +250,41 @@ TEST(CudaMlaChunks, ChunkSizeIndependence) {
   }
 }
 
+TEST(CudaMlaLse, HeadMajorBufferThroughATransposedView) {
+  // lse as an [H, rows] buffer (FlashAttention's layout) seen as [rows, H] with strides (1, rows):
+  // the attention launch and the LSE merge of context chunks write it through both strides; the
+  // values equal those written into a contiguous [rows, H] lse.
+  MLAKIT_SKIP_IF_NO_GPU();
+  const MlaCase m = make_mla_case(dims(16, 16), {70, 5}, {300, 2}, 43);
+  const int64_t rows = m.q.shape()[0], H = m.cfg.num_heads;
+  for (int64_t workspace_rows : {int64_t{0}, int64_t{128}}) {
+    SCOPED_TRACE("workspace_rows " + std::to_string(workspace_rows));
+    MlaConfig cfg = m.cfg;
+    cfg.device = Device::cuda(0);
+    cfg.workspace_rows = workspace_rows;
+    MlaStep step(cfg);
+    step.plan(m.batch());
+    EXPECT_EQ(step.info().chunked, workspace_rows > 0);
+    DeviceLayer d(m, cfg.device);
+    TensorView lse = d.lse->view();
+    step.run(d.layer(), d.out->view(), &lse);
+    HostTensor poison(DType::kFP32, {H, rows});
+    poison.fill_bytes(0xFF);
+    DeviceTensor lse_ht(poison, cfg.device);
+    const TensorView lse_t(lse_ht.view().data, DType::kFP32, {rows, H}, {1, rows}, cfg.device);
+    DeviceLayer d2(m, cfg.device);
+    step.run(d2.layer(), d2.out->view(), &lse_t);
+    synchronize(cfg.device);
+    const Fetched want = fetch(d, m), got = fetch(d2, m);
+    HostTensor ht(DType::kFP32, {H, rows});
+    lse_ht.copy_to(ht);
+    EXPECT_EQ(got.out.bytes(), want.out.bytes());
+    for (int64_t t = 0; t < m.total_q(); ++t) {
+      for (int64_t h = 0; h < H; ++h) ASSERT_EQ(ht.get(h * rows + t), want.lse.get(t * H + h)) << t << "," << h;
+    }
+  }
+}
+
 #if MLAKIT_WITH_CUDA
 // Host data of a case into the same device buffers (a graph keeps reading them).
 void upload(const HostTensor& h, const DeviceTensor& d) {
@@ -365,7 +401,7 @@ int programmatic_edges(cudaGraph_t g) {
 #endif
 }
 
-// docs/pdl.md: on sm90+ (unless switched off) each layer's attention -> the next layer's gather
+// docs/sm90-kernel.md: on sm90+ (unless switched off) each layer's attention -> the next layer's gather
 // is a programmatic edge; on older GPUs, or with MLAKIT_DISABLE_PDL=1, there is none.
 void expect_pdl_edges(cudaGraph_t g, int at_least) {
   int major = 0;

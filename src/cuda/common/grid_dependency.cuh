@@ -1,4 +1,4 @@
-// Programmatic Dependent Launch, device side (docs/pdl.md): the two griddepcontrol instructions
+// Programmatic Dependent Launch, device side (docs/sm90-kernel.md): the two griddepcontrol instructions
 // every mlakit kernel uses. A kernel launched with PDL (cuda/common/pdl_launch.h) may start while
 // the previous kernel in the stream is still running, so it must wait before its first global
 // read or write of anything that kernel may produce or still read.

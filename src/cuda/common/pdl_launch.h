@@ -1,4 +1,4 @@
-// Kernel launches with Programmatic Dependent Launch (docs/pdl.md). In a chain of dependent
+// Kernel launches with Programmatic Dependent Launch (docs/sm90-kernel.md). In a chain of dependent
 // kernels (a CUDA graph of gather -> GEMM -> attention per layer) each launch otherwise waits for
 // the previous kernel to drain before its blocks are even scheduled: ~1-2 us of idle GPU per
 // kernel. With the PDL attribute the next kernel's launch and prologue overlap the previous one's
@@ -20,7 +20,7 @@
 namespace mlakit {
 namespace cuda {
 
-// Whether PDL is on for this process: built with MLAKIT_PDL (CMake option, default OFF) and
+// Whether PDL is on for this process: built with MLAKIT_PDL (CMake option, default ON) and
 // MLAKIT_DISABLE_PDL not set to a non-empty value other than "0" (read once, at first use).
 bool pdl_switched_on();
 

@@ -54,7 +54,7 @@ __global__ void __launch_bounds__(Shape::THREADS, 1) prefill_sm80_kernel(const P
   const int lane = tid & 31;
   const int warp = tid >> 5;
 
-  // PDL (docs/pdl.md): the schedule, q/k/v and out may belong to the previous kernel in the
+  // PDL (docs/sm90-kernel.md): the schedule, q/k/v and out may belong to the previous kernel in the
   // stream until it completes; every thread waits before its first global access.
   pdl_wait();
   const ScheduleView sched = ScheduleView::from(args);

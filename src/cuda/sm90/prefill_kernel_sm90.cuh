@@ -261,7 +261,7 @@ __device__ __forceinline__ void consumer(const Sm90Params& p, uint32_t sbase, un
       // The next item, with the last P V in flight: the producer hands it over once the scheduler
       // has claimed it (after this item's last K load was issued), so the wait for it and the slot's
       // L2 round trip run under the P V. Taken before the P V's issue, they delayed it by 0.3-0.6 us
-      // per item (block timelines: scripts/sm90-trace).
+      // per item (block timelines: bench/diagnostics/sm90_trace.py).
       upcoming = next_item();
       fetched = true;
 #if MLAKIT_SM90_TRACE
@@ -339,7 +339,7 @@ __global__ void __launch_bounds__(Shape::kThreads, 1) prefill_sm90_kernel(const 
   const uint32_t sbase = (raw + 1023u) & ~1023u;
   unsigned char* smem = smem_raw + (sbase - raw);
 
-  // PDL (docs/pdl.md): from here on every thread reads what the previous kernel may write (the
+  // PDL (docs/sm90-kernel.md): from here on every thread reads what the previous kernel may write (the
   // schedule, q/k/v) or writes what it may still read (scratch, out), so all wait for it first.
   pdl_wait();
   const ScheduleView sched = ScheduleView::from(p.args);

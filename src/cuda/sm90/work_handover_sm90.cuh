@@ -108,7 +108,7 @@ __device__ __forceinline__ void scheduler_warp(const Sm90Params& p, const Schedu
     named_barrier_arrive<kBarSchedFull, kSchedHop>();
     if (!ip.valid) break;
   }
-  // No item left for this block (PDL, docs/pdl.md): the next kernel's blocks may be scheduled
+  // No item left for this block (PDL, docs/sm90-kernel.md): the next kernel's blocks may be scheduled
   // as SMs free up; they still wait for this whole grid before touching memory.
   pdl_launch_dependents();
   // The last block out leaves the counters zero for the next launch (or graph replay).

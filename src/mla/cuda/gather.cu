@@ -18,7 +18,7 @@ using mlakit::mla::is_new_token_entry;
 using mlakit::mla::new_token_of;
 
 __global__ void gather_kernel(const mlakit::mla::GatherArgs a) {
-  // PDL (docs/pdl.md): what it reads (count, map, cache, new rows) may come from the previous
+  // PDL (docs/sm90-kernel.md): what it reads (count, map, cache, new rows) may come from the previous
   // kernel, and what it writes (`out`, the cache) may still be read by it: the last layer's
   // attention reads its K RoPE part straight from `out`.
   pdl_wait();
