@@ -36,5 +36,9 @@ uint16_t float_to_bf16(float f);
 float bf16_to_float(uint16_t h);
 uint16_t float_to_fp16(float f);
 float fp16_to_float(uint16_t h);
+// Host <-> e4m3 (OCP float8 e4m3fn): exact decode; encode rounds to nearest even, saturates to
+// +-448 and keeps NaN (as the GPU's cvt.rn.satfinite does).
+uint8_t float_to_e4m3(float f);
+float e4m3_to_float(uint8_t x);
 
 }  // namespace mlakit

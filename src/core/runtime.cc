@@ -9,6 +9,7 @@
 #include <new>
 #include <unordered_set>
 
+#include "cpu/e4m3_convert.h"
 #include "cpu/half_convert.h"
 #include "cuda/common/host_sync.h"
 #include "mlakit/error.h"
@@ -121,5 +122,7 @@ uint16_t float_to_bf16(float f) { return cpu::float_to_bf16(f); }
 float bf16_to_float(uint16_t h) { return cpu::bf16_to_float(h); }
 uint16_t float_to_fp16(float f) { return cpu::float_to_fp16(f); }
 float fp16_to_float(uint16_t h) { return cpu::fp16_to_float(h); }
+uint8_t float_to_e4m3(float f) { return cpu::float_to_e4m3(f); }
+float e4m3_to_float(uint8_t x) { return cpu::e4m3_to_float(x); }
 
 }  // namespace mlakit
