@@ -225,7 +225,10 @@ def _check_inputs(q: Tensor, k: Tensor, v: Tensor, out: Optional[Tensor] = None)
     if q.dtype not in _INPUT_DTYPES:
         raise TypeError(f"mlakit: q: dtype {q.dtype} is not supported (bfloat16, float16 or float8_e4m3fn)")
     for name, t in named[1:]:
-        if t.dtype != q.dtype:
+        if name == "out" and q.dtype is _FP8:
+            if t.dtype not in (torch.bfloat16, torch.float16):
+                raise TypeError(f"mlakit: out: dtype {t.dtype}: float8_e4m3fn inputs write bfloat16 or float16")
+        elif t.dtype != q.dtype:
             raise TypeError(f"mlakit: {name}: dtype {t.dtype} differs from q's {q.dtype}")
         if t.device != q.device:
             raise TypeError(f"mlakit: {name}: is on {t.device} but q is on {q.device}")
