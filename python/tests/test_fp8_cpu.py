@@ -96,6 +96,14 @@ def test_torch_float8_tensors_ops_and_varlen(rng):
     fa = mt.flash_attn_varlen_func(tq, tk, tv, cu_q, cu_k, max(q_lens), max(kv_lens), causal=True,
                                    q_descale=tqd, k_descale=tkd, v_descale=tvd)
     assert fa.dtype == torch.bfloat16 and torch.equal(fa, got)
+    # Into a preallocated bf16 out (new offsets tensors: a fresh plan, whose checks see out).
+    pre = torch.full_like(got, float("nan"))
+    mt.flash_attn_varlen_func(tq, tk, tv, cu_q.clone(), cu_k.clone(), max(q_lens), max(kv_lens), causal=True,
+                              q_descale=tqd, k_descale=tkd, v_descale=tvd, out=pre)
+    assert torch.equal(pre, got)
+    with pytest.raises(TypeError, match="float8_e4m3fn inputs write bfloat16 or float16"):
+        mt.flash_attn_varlen_func(tq, tk, tv, cu_q.clone(), cu_k.clone(), max(q_lens), max(kv_lens), causal=True,
+                                  out=torch.empty(got.shape, dtype=torch.float32))
     # The traced path (a dispatch mode on the stack) runs the custom op, with the same result.
     from torch.utils._python_dispatch import TorchDispatchMode
 
