@@ -20,6 +20,14 @@ Methods (each skipped with a printed reason when it cannot run):
                     from the offline copy in .peers/flashinfer (bench/peers.py installs it into
                     /tmp/site when `import flashinfer` fails; --no-fi-setup to forbid that)
 
+FP8 (--dtype e4m3): also `mlakit_fp8`, mlakit's e4m3 kernel (bf16 output) on the same inputs
+quantized to float8_e4m3fn with FlashAttention-3's descale factors ([batch, Hkv], amax / 448 of
+each tensor), checked against the float32 reference of the dequantized inputs, beside mlakit's
+bf16 kernel and the bf16 peers on every workload; the run also measures the FP8 matrix-product
+ceiling (torch._scaled_mm e4m3 x e4m3 -> bf16, 8192^3, fast accumulation: cuBLASLt) and reports each FP8 row's
+TFLOP/s, its % of that ceiling and its speedup over mlakit bf16. No peer runs e4m3 attention at
+(192, 128) offline (FlashInfer's fa3 FP8 is deferred; FlashAttention-3 is not carried).
+
 plan() host cost (FlashInfer with host and with device indptr, mlakit with host indptr): host
 wall time of one plan() call, device idle before it, median of --plan-iters calls.
 
@@ -68,8 +76,10 @@ import peers  # noqa: E402
 ALL_METHODS = ["mlakit", "flashinfer_fa3", "flashinfer_fa2", "fa2_varlen_padV", "sdpa_cudnn",
                "sdpa_efficient", "flex_attention"]
 # Not run by default: mlakit with its key-range splitting off (kv_split="off"), for measuring
-# what the default split rules (the tail rule) buy in the same process.
-EXTRA_METHODS = ["mlakit_nosplit"]
+# what the default split rules (the tail rule) buy in the same process; mlakit's FP8 kernel
+# (added by --dtype e4m3).
+EXTRA_METHODS = ["mlakit_nosplit", "mlakit_fp8"]
+FP8_TOL = 5e-2  # the row-max check below; P rounded to e4m3 costs ~2.5% of a row's L2 norm (docs/fp8.md)
 FI_BACKENDS = {"flashinfer_fa3": "fa3", "flashinfer_fa2": "fa2"}
 ANCHOR_DIRS = [os.path.join(REPO, "shared", "anchors"), os.path.join(os.path.dirname(REPO), "shared", "anchors")]
 ANCHOR_FILE_A = "peers-h200-2026-12-02.json"     # FA2 / SDPA / Flex, per case
@@ -145,6 +155,42 @@ def make_sets(torch, w, nsets, dev, seed):
         v = torch.randn(w.total_kv, w.kv_heads, w.dvo, device=dev, dtype=dt, generator=g)
         sets.append((q, k, v))
     return sets
+
+
+def fp8_sets(torch, w, sets):
+    """Each input set quantized to float8_e4m3fn as an engine would feed FlashAttention-3: one
+    descale per tensor (amax / 448), given as [batch, Hkv] factors; and set 0 dequantized (the
+    inputs the FP8 result is checked against)."""
+    out = []
+    for q, k, v in sets:
+        quant = []
+        for x in (q, k, v):
+            scale = max(float(x.abs().amax()), 1e-30) / 448.0
+            x8 = (x.float() / scale).to(torch.float8_e4m3fn)
+            d = torch.full((max(w.batch, 1), w.kv_heads), scale, device=x.device, dtype=torch.float32)
+            quant.append((x8, d))
+        out.append(quant)
+    deq = tuple((x8.float() * d[0, 0]).to(torch.float32) for x8, d in out[0])
+    return out, deq
+
+
+def build_mlakit_fp8(torch, mlakit, w, sets8, dev):
+    p = mlakit.RaggedPrefill(num_qo_heads=w.heads, num_kv_heads=w.kv_heads, head_dim_qk=w.dqk,
+                             head_dim_vo=w.dvo, dtype="e4m3", out_dtype="bf16", max_batch=w.batch,
+                             max_q_tokens=w.total_q, max_kv_tokens=w.total_kv, device="cuda")
+    qo_h = torch.tensor(w.qo_indptr(), dtype=torch.int32)
+    kv_h = torch.tensor(w.kv_indptr(), dtype=torch.int32)
+
+    def plan_host():
+        p.plan(qo_h, kv_h, causal=w.causal)
+
+    plan_host()
+
+    def run(i):
+        (q, qd), (k, kd), (v, vd) = sets8[i]
+        return p.run(q, k, v, q_descale=qd, k_descale=kd, v_descale=vd)
+
+    return run, (lambda o: o), NullCtx(), Runner({"host": plan_host})
 
 
 def sample_rows(w, nrandom, seed):
@@ -486,6 +532,26 @@ def fmt(x, spec):
     return format(x, spec) if isinstance(x, (int, float)) and math.isfinite(x) else "-"
 
 
+def report_fp8(cases, ceil):
+    """The FP8 table: mlakit_fp8 beside mlakit bf16, as TFLOP/s, % of the FP8 ceiling, speedup."""
+    rows = [c for c in cases if "ms" in c["results"].get("mlakit_fp8", {})]
+    if not rows:
+        return
+    fp8_ceil = ceil.get("gemm_e4m3_8192_tflops")
+    log("")
+    log(f"FP8 (e4m3 -> bf16): {'% of ' + format(fp8_ceil, '.0f') + ' = FP8 ceiling' if fp8_ceil else 'no FP8 ceiling'}")
+    log(f"{'workload':20s} {'fp8 ms':>9s} {'TFLOP/s':>8s} {'%fp8ceil':>8s} {'bf16 ms':>9s} {'bf16 TF/s':>9s} "
+        f"{'speedup':>8s} {'relerr':>8s}")
+    for c in rows:
+        f8, bf = c["results"]["mlakit_fp8"], c["results"].get("mlakit", {})
+        sp = bf["ms"] / f8["ms"] if bf.get("ms") else float("nan")
+        log(f"{c['workload']:20s} {f8['ms']:9.4f} {f8['tflops']:8.1f} {fmt(f8.get('pct_fp8_ceiling'), '8.1f'):>8s} "
+            f"{fmt(bf.get('ms', float('nan')), '9.4f'):>9s} {fmt(bf.get('tflops', float('nan')), '9.1f'):>9s} "
+            f"{fmt(sp, '8.2f'):>8s} {fmt(f8.get('relerr'), '8.1e'):>8s}")
+    log("speedup = mlakit bf16 ms / mlakit fp8 ms; relerr against the float32 reference of the "
+        "dequantized inputs (row max |o - r| / max |r|)")
+
+
 def report(cases, anchors, ceil, peak_tflops, mlakit_source):
     """The results table: every method of every workload, ratio to mlakit, % of the ceiling."""
     ceiling_tflops = ceil.get("gemm_bf16_8192_tflops")
@@ -511,8 +577,11 @@ def report(cases, anchors, ceil, peak_tflops, mlakit_source):
     log("vs mlakit = method ms / mlakit ms (>1: mlakit is faster); "
         + (f"%ceil = TFLOP/s / this run's matmul ceiling ({ceil_txt} TFLOP/s); " if ceil_txt else "")
         + f"anchor ms from shared/anchors/{ANCHOR_FILE_A} and {ANCHOR_FILE_B} (earlier runs)")
+    report_fp8(cases, ceil)
     if ceil:
-        log(f"ceilings this run: matmul {fmt(ceil.get('gemm_bf16_8192_tflops'), '.1f')} TFLOP/s, "
+        fp8 = (f", FP8 matmul {fmt(ceil.get('gemm_e4m3_8192_tflops'), '.1f')} TFLOP/s"
+               if "gemm_e4m3_8192_tflops" in ceil or "gemm_e4m3_error" in ceil else "")
+        log(f"ceilings this run: matmul {fmt(ceil.get('gemm_bf16_8192_tflops'), '.1f')} TFLOP/s{fp8}, "
             f"copy {fmt(ceil.get('d2d_copy_GBps_rw'), '.0f')} GB/s (read+write)")
     if mlakit_source:
         log(f"mlakit numbers from: {mlakit_source}")
@@ -538,6 +607,9 @@ def main(argv=None):
     ap.add_argument("--peak-tflops", type=float, default=774.0,
                     help="fixed reference for pct_peak (pct_ceiling uses this run's measured matmul)")
     ap.add_argument("--seed", type=int, default=1234)
+    ap.add_argument("--dtype", default="bf16", choices=["bf16", "e4m3"],
+                    help="e4m3: also mlakit's FP8 kernel (method mlakit_fp8) beside the bf16 methods, and "
+                         "the FP8 matmul ceiling (default bf16: the bf16 methods only)")
     ap.add_argument("--gap-ms", type=float, default=0.0,
                     help="rest the GPU this long before each timed call (default 0: back to back)")
     ap.add_argument("--bench-bin", default=None, help="mlakit-bench for the fallback")
@@ -585,6 +657,8 @@ def main(argv=None):
         methods = [m for m in ALL_METHODS if not (args.smoke and m == "flex_attention")]
     else:
         methods = [m.strip() for m in args.methods.split(",") if m.strip()]
+    if args.dtype == "e4m3" and "mlakit_fp8" not in methods:
+        methods.append("mlakit_fp8")
     for m in methods:
         if m not in ALL_METHODS + EXTRA_METHODS:
             ap.error(f"unknown method {m!r}")
@@ -609,7 +683,7 @@ def main(argv=None):
 
     ceil = {}
     if not args.no_ceilings:
-        ceil = ceilings(torch, dev)
+        ceil = ceilings(torch, dev, fp8="mlakit_fp8" in methods)
         log(f"ceilings (this run): {ceil}")
     ceiling_tflops = ceil.get("gemm_bf16_8192_tflops")
 
@@ -622,7 +696,7 @@ def main(argv=None):
 
     # mlakit: binding first, bench binary second.
     mlakit_mod, mlakit_source, fallback = None, None, {}
-    if "mlakit" in methods or "mlakit_nosplit" in methods or args.overhead != "none":
+    if "mlakit" in methods or "mlakit_nosplit" in methods or "mlakit_fp8" in methods or args.overhead != "none":
         try:
             import mlakit as mlakit_mod  # noqa: F811
             if mlakit_mod.cuda_device_count() == 0:
@@ -677,12 +751,22 @@ def main(argv=None):
             cases.append(case)
             continue
         tol = 1e-2 if w.dtype == "bf16" else 2e-3
+        sets8 = ref8 = None
+        if "mlakit_fp8" in methods:
+            try:
+                sets8, deq = fp8_sets(torch, w, sets)
+                ref8 = reference(torch, w, *deq, rows, heads)
+                del deq
+            except Exception as ex:  # noqa: BLE001
+                log(f"  FP8 inputs/reference failed: {short(ex)}")
 
         for m in methods:
             res = {}
             try:
-                if m == "mlakit_nosplit" and mlakit_mod is None:
+                if m in ("mlakit_nosplit", "mlakit_fp8") and mlakit_mod is None:
                     raise Skip("needs the mlakit binding")
+                if m == "mlakit_fp8" and sets8 is None:
+                    raise Skip("no FP8 inputs (see above)")
                 if m == "mlakit" and mlakit_mod is None:
                     r = fallback.get(w.name)
                     if r is None:
@@ -696,6 +780,8 @@ def main(argv=None):
                         built = build_mlakit(torch, mlakit_mod, w, sets, dev)
                     elif m == "mlakit_nosplit":
                         built = build_mlakit(torch, mlakit_mod, w, sets, dev, kv_split="off")
+                    elif m == "mlakit_fp8":
+                        built = build_mlakit_fp8(torch, mlakit_mod, w, sets8, dev)
                     elif m in FI_BACKENDS:
                         built = build_flashinfer(torch, FI_STATE["mod"], w, sets, dev, FI_BACKENDS[m],
                                                  args.fi_allow_jit)
@@ -712,7 +798,7 @@ def main(argv=None):
                     with ctx:
                         out = to_ragged(run(0))
                         torch.cuda.synchronize()
-                        err = relerr(torch, out, ref, rows, heads)
+                        err = relerr(torch, out, ref8 if m == "mlakit_fp8" else ref, rows, heads)
                         del out
                         ms, wall = time_cuda(torch, run, nsets, warmup, iters, args.gap_ms)
                     res = {"ms": ms, "tflops": flops / (ms * 1e-3) / 1e12, "sync_wall_ms": wall,
@@ -727,8 +813,15 @@ def main(argv=None):
                 res["pct_peak"] = 100.0 * res["tflops"] / args.peak_tflops
                 if ceiling_tflops:
                     res["pct_ceiling"] = 100.0 * res["tflops"] / ceiling_tflops
-                res["check"] = "PASS" if (res.get("relerr") is not None and res["relerr"] <= tol) else "FAIL"
-                if m == "mlakit" and res["check"] != "PASS":
+                m_tol = FP8_TOL if m == "mlakit_fp8" else tol
+                if m == "mlakit_fp8":
+                    if ceil.get("gemm_e4m3_8192_tflops"):
+                        res["pct_fp8_ceiling"] = 100.0 * res["tflops"] / ceil["gemm_e4m3_8192_tflops"]
+                    bf = case["results"].get("mlakit", {}).get("ms")
+                    if bf:
+                        res["speedup_vs_mlakit_bf16"] = bf / res["ms"]
+                res["check"] = "PASS" if (res.get("relerr") is not None and res["relerr"] <= m_tol) else "FAIL"
+                if m in ("mlakit", "mlakit_fp8") and res["check"] != "PASS":
                     any_mlakit_fail = True
                 plans = " ".join(f"plan[{k[8:-7]}] {fmt(v, '.1f')} us" for k, v in res.items()
                                  if k.startswith("plan_us_"))
@@ -741,11 +834,11 @@ def main(argv=None):
                 res = {"skipped": f"error: {short(ex)}"}
                 log(f"  {m:16s} skipped after an error: {short(ex)}")
                 traceback.print_exc(limit=3)
-                if m == "mlakit":
+                if m in ("mlakit", "mlakit_fp8"):
                     any_mlakit_fail = True
             case["results"][m] = res
             torch.cuda.synchronize()
-        del sets, ref
+        del sets, ref, sets8, ref8
         torch.cuda.empty_cache()
         cases.append(case)
 
@@ -776,6 +869,8 @@ def main(argv=None):
                "method": f"median of {iters} CUDA-event-timed calls after {warmup} warm-ups; "
                          "rotating input sets (see 'rotate' per case); tflops = 2*(Dqk+Dvo)*pairs*H / time; "
                          "pct_ceiling = tflops / this run's 8192^3 bf16 matmul TFLOP/s; "
+                         "mlakit_fp8: pct_fp8_ceiling = tflops / this run's 8192^3 e4m3 _scaled_mm TFLOP/s, "
+                         "speedup_vs_mlakit_bf16 = mlakit ms / mlakit_fp8 ms; "
                          f"plan_us_* = median host wall of {plan_iters} plan() calls, device idle before each",
                "git_commit": R.git_commit(), "source_digest": R.source_digest(),
                "cases": cases, "overhead": overhead_rows,

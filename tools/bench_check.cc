@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <random>
 #include <sstream>
@@ -40,7 +41,23 @@ float to_float(uint16_t bits, mlakit::DType dtype) {
 }  // namespace
 
 double default_tolerance(mlakit::DType dtype) {
-  return dtype == mlakit::DType::kFP16 ? 2e-3 : 1e-2;
+  return dtype == mlakit::DType::kFP16 ? 2e-3 : dtype == mlakit::DType::kE4M3 ? 5e-2 : 1e-2;
+}
+
+std::vector<uint8_t> random_normal_bytes(size_t n, uint64_t seed, mlakit::DType dtype) {
+  const bool fp8 = dtype == mlakit::DType::kE4M3;
+  const std::vector<uint16_t> v = random_normal_16bit(n, seed, fp8 ? mlakit::DType::kBF16 : dtype);
+  std::vector<uint8_t> out(n * (fp8 ? 1 : 2));
+  if (fp8) {
+    // Never exact zeros (as above): values that round to 0 in e4m3 take its smallest subnormal.
+    for (size_t i = 0; i < n; ++i) {
+      const uint8_t b = mlakit::float_to_e4m3(mlakit::bf16_to_float(v[i]));
+      out[i] = (b & 0x7f) == 0 ? static_cast<uint8_t>(b | 1) : b;
+    }
+  } else if (n > 0) {
+    std::memcpy(out.data(), v.data(), n * 2);
+  }
+  return out;
 }
 
 std::vector<uint16_t> random_normal_16bit(size_t n, uint64_t seed, mlakit::DType dtype) {

@@ -1,5 +1,5 @@
-// Inputs and correctness checks for mlakit-bench: random normal 16-bit inputs with a fixed
-// seed, and a comparison of sampled (row, head) outputs against the float64 reference.
+// Inputs and correctness checks for mlakit-bench: random normal 16-bit or e4m3 inputs with a
+// fixed seed, and a comparison of sampled (row, head) outputs against the float64 reference.
 #pragma once
 
 #include <cstdint>
@@ -15,6 +15,8 @@ namespace mlakit_bench {
 // n values ~ N(0, 1) rounded to `dtype` (bf16 or fp16), as raw 16-bit patterns. Deterministic for
 // a seed whatever the thread count (fixed-size chunks, each with its own derived seed).
 std::vector<uint16_t> random_normal_16bit(size_t n, uint64_t seed, mlakit::DType dtype);
+// The same values as raw bytes of `dtype` (bf16, fp16, or e4m3: the bf16 values rounded again).
+std::vector<uint8_t> random_normal_bytes(size_t n, uint64_t seed, mlakit::DType dtype);
 
 // (q_row, head) pairs to check: the first and last row of every non-empty sequence (each with
 // one head, varied across sequences) plus `n_random` random pairs.
@@ -40,12 +42,15 @@ struct CheckResult {
   std::string detail;       // first failure, human readable
 };
 
-// out_bits: the whole output [total_q, H, Dvo] as 16-bit patterns of w.dtype, contiguous.
+// out_bits: the whole output [total_q, H, Dvo] as 16-bit patterns of w.dtype (bf16 for e4m3
+// inputs), contiguous.
 // lse: [total_q, H] float32 or nullptr.
 CheckResult compare_to_reference(const Workload& w, const Reference& ref, const uint16_t* out_bits,
                                  const float* lse, double tolerance, double lse_tolerance);
 
-// The default tolerance for a dtype: 1e-2 for bf16, 2e-3 for fp16.
+// The default tolerance for a dtype: 1e-2 for bf16, 2e-3 for fp16, 5e-2 for e4m3 (P rounded to
+// e4m3 costs ~2.5% of a row's L2 norm on flat attention, docs/fp8.md; this check's measure is a
+// row's largest element error over its largest element).
 double default_tolerance(mlakit::DType dtype);
 
 }  // namespace mlakit_bench

@@ -52,7 +52,8 @@ size_t Workload::bytes_per_set() const {
   const size_t k = static_cast<size_t>(total_kv()) * kv_heads * dqk;
   const size_t v = static_cast<size_t>(total_kv()) * kv_heads * dvo;
   const size_t o = static_cast<size_t>(total_q()) * heads * dvo;
-  return e * (q + k + v + o);
+  const size_t eo = dtype == mlakit::DType::kE4M3 ? 2 : e;  // e4m3 writes bf16
+  return e * (q + k + v) + eo * o;
 }
 
 // bench/workloads.txt, embedded by CMake (the one definition of the named workloads).

@@ -40,7 +40,10 @@ Workloads (default: all named workloads):
   --all               every named workload
   --lens L[,L...]     a custom workload: q lengths, "NxL" repeats L N times (e.g. 8x999,200)
   --kv-lens L[,...]   kv lengths of the custom workload (default: = --lens)
-  --heads H --kv-heads Hkv --dqk D --dvo D --dtype bf16|fp16
+  --heads H --kv-heads Hkv --dqk D --dvo D --dtype bf16|fp16|e4m3
+                      e4m3: FP8 inputs (bf16 output) with descale factors [batch, Hkv] of 1
+                      (FlashAttention-3's arguments); --peak-tflops is then best given the FP8
+                      ceiling (bench/compare.py --dtype e4m3 measures it)
   --causal | --no-causal   --window N (sliding window, keys to the left)   --soft-cap C
                       These set the custom workload; given explicitly they also override the
                       named workloads (the name then shows the override; with --lens, a note says so).
@@ -169,7 +172,8 @@ Args parse_args(int argc, char** argv) {
       const std::string d = need(i);
       if (d == "bf16") a.dtype = DType::kBF16;
       else if (d == "fp16") a.dtype = DType::kFP16;
-      else usage_error("--dtype must be bf16 or fp16, got " + d);
+      else if (d == "e4m3") a.dtype = DType::kE4M3;
+      else usage_error("--dtype must be bf16, fp16 or e4m3, got " + d);
       a.set_dtype = true;
     } else if (o == "--causal") { a.causal = true; a.set_causal = true; }
     else if (o == "--no-causal") { a.causal = false; a.set_causal = true; }
@@ -237,6 +241,9 @@ struct Buffer {
 struct InputSet {
   std::unique_ptr<Buffer> q, k, v, out;
 };
+
+// The output's dtype: the inputs', bf16 for e4m3 inputs.
+DType out_dtype_of(DType in) { return in == DType::kE4M3 ? DType::kBF16 : in; }
 
 struct Result {
   mb::Workload w;
@@ -325,6 +332,7 @@ mlakit::PrefillConfig config_for(const mb::Workload& w, Device dev, mlakit::Kern
   c.head_dim_qk = w.dqk;
   c.head_dim_vo = w.dvo;
   c.dtype = w.dtype;
+  c.out_dtype = out_dtype_of(w.dtype);
   c.max_batch = std::max(1, w.batch());
   c.max_q_tokens = std::max<int64_t>(1, w.total_q());
   c.max_kv_tokens = std::max<int64_t>(1, w.total_kv());
@@ -366,9 +374,24 @@ Result run_workload(const mb::Workload& w, Device dev, const Args& a) {
     const size_t nv = static_cast<size_t>(tk) * w.kv_heads * w.dvo;
     const size_t no = static_cast<size_t>(tq) * w.heads * w.dvo;
     const size_t es = mlakit::dtype_size(w.dtype);
-    const std::vector<uint16_t> hq = mb::random_normal_16bit(nq, a.seed * 3 + 0, w.dtype);
-    const std::vector<uint16_t> hk = mb::random_normal_16bit(nk, a.seed * 3 + 1, w.dtype);
-    const std::vector<uint16_t> hv = mb::random_normal_16bit(nv, a.seed * 3 + 2, w.dtype);
+    const DType od = out_dtype_of(w.dtype);
+    const size_t oes = mlakit::dtype_size(od);
+    const std::vector<uint8_t> hq = mb::random_normal_bytes(nq, a.seed * 3 + 0, w.dtype);
+    const std::vector<uint8_t> hk = mb::random_normal_bytes(nk, a.seed * 3 + 1, w.dtype);
+    const std::vector<uint8_t> hv = mb::random_normal_bytes(nv, a.seed * 3 + 2, w.dtype);
+    // e4m3: descale factors of 1 in device buffers, so the timed kernel reads them as an engine's
+    // would (FlashAttention-3's q_descale / k_descale / v_descale).
+    const bool fp8 = w.dtype == DType::kE4M3;
+    std::unique_ptr<Buffer> descale;
+    TensorView descale_view;
+    mlakit::Descales descales;
+    if (fp8) {
+      const std::vector<float> ones(static_cast<size_t>(std::max(1, w.batch())) * w.kv_heads, 1.0f);
+      descale = std::make_unique<Buffer>(ones.size() * sizeof(float), dev);
+      mlakit::copy_bytes(descale->ptr, dev, ones.data(), Device::cpu(), ones.size() * sizeof(float));
+      descale_view = TensorView(descale->ptr, DType::kFP32, {std::max(1, w.batch()), w.kv_heads}, dev);
+      descales = mlakit::Descales{&descale_view, &descale_view, &descale_view};
+    }
 
     // Rotation sets: copies of the same inputs at distinct addresses, so repeated launches do
     // not find their inputs in L2. Outputs are poisoned (0xFF = NaN in bf16/fp16/fp32).
@@ -378,11 +401,11 @@ Result run_workload(const mb::Workload& w, Device dev, const Args& a) {
       s.q = std::make_unique<Buffer>(nq * es, dev);
       s.k = std::make_unique<Buffer>(nk * es, dev);
       s.v = std::make_unique<Buffer>(nv * es, dev);
-      s.out = std::make_unique<Buffer>(no * es, dev);
+      s.out = std::make_unique<Buffer>(no * oes, dev);
       mlakit::copy_bytes(s.q->ptr, dev, hq.data(), Device::cpu(), nq * es);
       mlakit::copy_bytes(s.k->ptr, dev, hk.data(), Device::cpu(), nk * es);
       mlakit::copy_bytes(s.v->ptr, dev, hv.data(), Device::cpu(), nv * es);
-      mlakit::fill_bytes(s.out->ptr, dev, 0xFF, no * es);
+      mlakit::fill_bytes(s.out->ptr, dev, 0xFF, no * oes);
     }
     Buffer lse(static_cast<size_t>(tq) * w.heads * sizeof(float), dev);
     mlakit::fill_bytes(lse.ptr, dev, 0xFF, lse.bytes);
@@ -392,15 +415,15 @@ Result run_workload(const mb::Workload& w, Device dev, const Args& a) {
       *q = TensorView(s.q->ptr, w.dtype, {tq, w.heads, w.dqk}, dev);
       *k = TensorView(s.k->ptr, w.dtype, {tk, w.kv_heads, w.dqk}, dev);
       *v = TensorView(s.v->ptr, w.dtype, {tk, w.kv_heads, w.dvo}, dev);
-      *o = TensorView(s.out->ptr, w.dtype, {tq, w.heads, w.dvo}, dev);
+      *o = TensorView(s.out->ptr, od, {tq, w.heads, w.dvo}, dev);
     };
 
     // Reference rows, computed once (all sets hold the same inputs).
     mb::Reference ref;
     if (a.check) {
-      TensorView q(const_cast<uint16_t*>(hq.data()), w.dtype, {tq, w.heads, w.dqk});
-      TensorView k(const_cast<uint16_t*>(hk.data()), w.dtype, {tk, w.kv_heads, w.dqk});
-      TensorView v(const_cast<uint16_t*>(hv.data()), w.dtype, {tk, w.kv_heads, w.dvo});
+      TensorView q(const_cast<uint8_t*>(hq.data()), w.dtype, {tq, w.heads, w.dqk});
+      TensorView k(const_cast<uint8_t*>(hk.data()), w.dtype, {tk, w.kv_heads, w.dqk});
+      TensorView v(const_cast<uint8_t*>(hv.data()), w.dtype, {tk, w.kv_heads, w.dvo});
       ref = mb::compute_reference(w, q, k, v, mb::sample_pairs(w, a.check_samples, a.seed + 7));
     }
     std::vector<uint16_t> out_host(no);
@@ -411,10 +434,10 @@ Result run_workload(const mb::Workload& w, Device dev, const Args& a) {
       TensorView q, k, v, o;
       views(sets[0], &q, &k, &v, &o);
       TensorView l(lse.ptr, DType::kFP32, {tq, w.heads}, dev);
-      prefill.run(q, k, v, o, &l);
+      prefill.run(q, k, v, o, &l, descales);
       mlakit::synchronize(dev);
       if (a.check) {
-        mlakit::copy_bytes(out_host.data(), Device::cpu(), sets[0].out->ptr, dev, no * es);
+        mlakit::copy_bytes(out_host.data(), Device::cpu(), sets[0].out->ptr, dev, no * oes);
         mlakit::copy_bytes(lse_host.data(), Device::cpu(), lse.ptr, dev, lse.bytes);
         mlakit::synchronize(dev);
         r.check = mb::compare_to_reference(w, ref, out_host.data(), lse_host.data(), r.tolerance, 1e-3);
@@ -444,7 +467,7 @@ Result run_workload(const mb::Workload& w, Device dev, const Args& a) {
         [&](int i) {
           last = i % static_cast<int>(sets.size());
           const size_t b = 4 * static_cast<size_t>(last);
-          prefill.run(tv[b], tv[b + 1], tv[b + 2], tv[b + 3]);
+          prefill.run(tv[b], tv[b + 1], tv[b + 2], tv[b + 3], nullptr, descales);
         },
         between, a.warmup_ms);
     r.tflops = r.timing.median_ms > 0 ? r.gflop / r.timing.median_ms : 0.0;  // GFLOP/ms = TFLOP/s
@@ -452,7 +475,7 @@ Result run_workload(const mb::Workload& w, Device dev, const Args& a) {
 
     // The last timed run's output must match too (catches races between repeated launches).
     if (a.check) {
-      mlakit::copy_bytes(out_host.data(), Device::cpu(), sets[static_cast<size_t>(last)].out->ptr, dev, no * es);
+      mlakit::copy_bytes(out_host.data(), Device::cpu(), sets[static_cast<size_t>(last)].out->ptr, dev, no * oes);
       mlakit::synchronize(dev);
       r.check_after = mb::compare_to_reference(w, ref, out_host.data(), nullptr, r.tolerance, 0.0);
       r.checked = true;

@@ -1,8 +1,14 @@
 // Ragged (variable-length, batched) prefill attention with a plan/run split.
 //
 //   q   [total_q,  H,   Dqk]      k [total_kv, Hkv, Dqk]      v [total_kv, Hkv, Dvo]
-//   out [total_q,  H,   Dvo]  (input dtype)
+//   out [total_q,  H,   Dvo]  (input dtype; PrefillConfig::out_dtype for e4m3 inputs)
 //   lse [total_q,  H]         (float32, natural log; optional)
+//
+// dtypes: q, k, v (and k_rope) share one dtype: bf16, fp16 or e4m3 (FP8, DType::kE4M3). FP8
+// attention takes optional float32 descale factors [batch, Hkv], one per (sequence, kv head), as
+// FlashAttention-3 does (Descales below): the scores are (q . k) * q_descale * k_descale * sm_scale
+// and the output is softmax(...) . v * v_descale, i.e. attention of the dequantized inputs
+// q * q_descale, k * k_descale, v * v_descale. Its output is bf16 or fp16 (out_dtype).
 //
 // Sequence b owns q rows [qo_indptr[b], qo_indptr[b+1]) and kv rows [kv_indptr[b], kv_indptr[b+1]).
 // H must be a multiple of Hkv (grouped-query attention: q head h reads kv head h / (H/Hkv)).
@@ -72,7 +78,10 @@ struct PrefillConfig {
   int num_kv_heads = 0;
   int head_dim_qk = 192;
   int head_dim_vo = 128;
-  DType dtype = DType::kBF16;
+  DType dtype = DType::kBF16;   // of q, k, v: bf16, fp16 or e4m3
+  // The output's dtype for e4m3 inputs: bf16 or fp16. 16-bit inputs write their own dtype and
+  // ignore this field.
+  DType out_dtype = DType::kBF16;
   int max_batch = 0;            // largest batch plan() will be given
   int64_t max_q_tokens = 0;     // largest sum of q lengths
   int64_t max_kv_tokens = 0;    // largest sum of kv lengths
@@ -104,6 +113,18 @@ struct PlanInfo {
   const char* cpu_isa = "";
 };
 
+// FP8 (e4m3) descale factors, as FlashAttention-3 takes them: each a float32 tensor
+// [>= batch, Hkv] on the config's device (any strides), entry [b, h] the factor of sequence b's
+// kv head h (and of the q heads that read it); null = 1. Only e4m3 inputs take them. Their
+// pointers and strides are read by run(), their values when the kernel runs, so one buffer sized
+// for max_batch serves every plan, and a run() captured into a CUDA graph reads the values the
+// buffer holds at each replay (batch index b of the plan in force).
+struct Descales {
+  const TensorView* q = nullptr;
+  const TensorView* k = nullptr;
+  const TensorView* v = nullptr;
+};
+
 class RaggedPrefill {
  public:
   static WorkspaceSizes workspace_sizes(const PrefillConfig& config);
@@ -127,6 +148,9 @@ class RaggedPrefill {
   // tensors do not match the config or the plan (token counts, heads, dims, dtype, device).
   void run(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& out,
            const TensorView* lse = nullptr, Stream stream = nullptr) const;
+  // The same with descale factors (e4m3 inputs only; see Descales).
+  void run(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& out,
+           const TensorView* lse, const Descales& descales, Stream stream = nullptr) const;
 
   // The same with K split in two column ranges, as MLA keeps it: k [total_kv, Hkv, Dqk - R]
   // (per head, e.g. the up-projected "nope" part) and k_rope [total_kv, R] shared by every head
@@ -136,6 +160,10 @@ class RaggedPrefill {
   void run_split_k(const TensorView& q, const TensorView& k, const TensorView& k_rope,
                    const TensorView& v, const TensorView& out, const TensorView* lse = nullptr,
                    Stream stream = nullptr) const;
+  // The same with descale factors (e4m3 inputs only): descales.k applies to both parts of K.
+  void run_split_k(const TensorView& q, const TensorView& k, const TensorView& k_rope,
+                   const TensorView& v, const TensorView& out, const TensorView* lse,
+                   const Descales& descales, Stream stream = nullptr) const;
 
   const PrefillConfig& config() const;
   const PrefillOptions& options() const;  // of the current plan

@@ -46,9 +46,13 @@ struct LibraryInfo {
   // BF16 path runs.
   bool cpu_has_amx = false;
   std::string cpu_isa_requested;  // MLAKIT_CPU_ISA as given ("" when unset)
-  // The products each input dtype runs on in the CPU backend: bf16 inputs on cpu_isa, fp16
-  // inputs on "fp32" (fp16 rounded to bf16 would lose its accuracy).
-  std::string cpu_bf16_products, cpu_fp16_products;
+  // The products each input dtype takes in the CPU backend: bf16 on cpu_isa; fp16 (rounded to
+  // bf16 it would lose its accuracy) and e4m3 (dequantized to fp32 first) on "fp32".
+  struct Products {
+    DType dtype = DType::kBF16;
+    std::string isa;
+  };
+  std::vector<Products> cpu_products;
   std::vector<BackendInfo> backends;
 };
 // Throws mlakit::Error (kInvalidArgument, "MLAKIT_CPU_ISA") when MLAKIT_CPU_ISA names no path.
@@ -72,5 +76,9 @@ uint16_t float_to_bf16(float f);
 float bf16_to_float(uint16_t h);
 uint16_t float_to_fp16(float f);
 float fp16_to_float(uint16_t h);
+// Host <-> e4m3 (OCP float8 e4m3fn): exact decode; encode rounds to nearest even, saturates to
+// +-448 and keeps NaN (as the GPU's cvt.rn.satfinite does).
+uint8_t float_to_e4m3(float f);
+float e4m3_to_float(uint8_t x);
 
 }  // namespace mlakit

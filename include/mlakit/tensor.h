@@ -8,11 +8,13 @@
 
 namespace mlakit {
 
-enum class DType : int32_t { kBF16 = 0, kFP16 = 1, kFP32 = 2, kFP64 = 3, kInt32 = 4 };
+// kE4M3: the OCP 8-bit float e4m3fn (PyTorch's float8_e4m3fn): 1 sign, 4 exponent (bias 7) and
+// 3 mantissa bits, finite range +-448, subnormals down to 2^-9, no infinities, NaN = 0x7f / 0xff.
+enum class DType : int32_t { kBF16 = 0, kFP16 = 1, kFP32 = 2, kFP64 = 3, kInt32 = 4, kE4M3 = 5 };
 
 // Size in bytes of one element.
 size_t dtype_size(DType t);
-// "bf16", "fp16", "fp32", "fp64", "int32".
+// "bf16", "fp16", "fp32", "fp64", "int32", "e4m3".
 const char* dtype_name(DType t);
 
 enum class DeviceType : int32_t { kCPU = 0, kCUDA = 1 };

@@ -88,7 +88,8 @@ def _dtype_name(dtype: Any) -> str:
         import numpy as np  # NumPy/ml_dtypes dtypes and scalar types
         s = np.dtype(dtype).name
     aliases = {"bfloat16": "bf16", "float16": "fp16", "half": "fp16", "float32": "fp32",
-               "float": "fp32", "float64": "fp64", "double": "fp64"}
+               "float": "fp32", "float64": "fp64", "double": "fp64", "float8_e4m3fn": "e4m3",
+               "fp8": "e4m3", "fp8_e4m3": "e4m3"}
     return aliases.get(s, s)
 
 
@@ -121,7 +122,7 @@ def _register_torch() -> Any:
             def raw(index: int) -> int:
                 return torch.cuda.current_stream(index).cuda_stream
         _C._register_torch(torch.Tensor, (torch.bfloat16, torch.float16, torch.float32, torch.float64,
-                                          torch.int32), torch.int64, raw)
+                                          torch.int32, getattr(torch, "float8_e4m3fn", None)), torch.int64, raw)
         _TorchTensor = torch.Tensor
     return _TorchTensor
 
@@ -136,6 +137,8 @@ def _torch_descriptor(x: Any) -> Optional[tuple]:
         torch = sys.modules["torch"]
         _TORCH_DTYPE_CODES = {torch.bfloat16: 0, torch.float16: 1, torch.float32: 2,
                               torch.float64: 3, torch.int32: 4}
+        if hasattr(torch, "float8_e4m3fn"):
+            _TORCH_DTYPE_CODES[torch.float8_e4m3fn] = 5
     code = _TORCH_DTYPE_CODES.get(x.dtype)
     if code is None:
         return None
@@ -159,9 +162,13 @@ def _native(x: Any) -> Any:
     if mod.startswith("torch"):  # nn.Parameter, other subclasses; the first torch tensor
         _register_torch()
         return x
-    if mod == "numpy" and x.dtype.kind == "V" and x.dtype.name == "bfloat16":  # .name is slow
+    if mod == "numpy" and x.dtype.kind == "V":
+        name = x.dtype.name  # .name is slow: only for NumPy's opaque (ml_dtypes) dtypes
         import numpy as np
-        return _C._Reinterpreted(x.view(np.uint16), "bf16")
+        if name == "bfloat16":
+            return _C._Reinterpreted(x.view(np.uint16), "bf16")
+        if name == "float8_e4m3fn":
+            return _C._Reinterpreted(x.view(np.uint8), "e4m3")
     return x
 
 
@@ -248,7 +255,7 @@ def _launch_stream(stream: Any, like: Any) -> Any:
 
 def _empty(like: Any, shape: Tuple[int, ...], dtype: Optional[str] = None) -> Any:
     """An uninitialized array from `like`'s library, on its device. dtype None = like's dtype;
-    otherwise "float32" or "float64"."""
+    otherwise "float32", "float64", or "bfloat16" / "float16" (the output of e4m3 inputs)."""
     lib = _lib_of(like)
     if lib == "torch":
         torch = sys.modules["torch"]
@@ -258,6 +265,9 @@ def _empty(like: Any, shape: Tuple[int, ...], dtype: Optional[str] = None) -> An
         return torch.empty(shape, dtype=dt, device=like.device)
     if lib == "numpy":
         import numpy as np
+        if dtype == "bfloat16":
+            import ml_dtypes  # NumPy's bfloat16
+            return np.empty(shape, dtype=ml_dtypes.bfloat16)
         return np.empty(shape, dtype=like.dtype if dtype is None else dtype)
     if lib == "cupy":
         cupy = sys.modules["cupy"]
@@ -313,6 +323,14 @@ def _lse_arg(lse: Any, layout: str, tokens: int, heads: int) -> Any:
         raise ValueError(f"mlakit: lse: with lse_layout='ht' it must be [H, rows] = [{heads}, >= {tokens}], "
                          f"got shape {list(shape)}")
     return lse.T
+
+
+def _out_dtype_arg(impl: Any) -> Optional[str]:
+    """_empty's dtype for the output of a native RaggedPrefill: None (q's dtype) for 16-bit
+    inputs, the library name of out_dtype for e4m3 inputs."""
+    if impl.dtype != "e4m3":
+        return None
+    return "bfloat16" if impl.out_dtype == "bf16" else "float16"
 
 
 def _check_lse_layout(layout: str) -> None:
@@ -403,12 +421,16 @@ class RaggedPrefill:
     ``kv_split``: ``"auto"`` (default: the tail rule only), ``"on"`` (also sequences too small
     to fill the GPU) or ``"off"``: whether the Hopper kernel splits q tiles' key ranges
     (``mlakit/prefill.h``, KvSplitMode); outputs stay bitwise batch-invariant either way.
+
+    FP8: ``dtype="e4m3"`` (``torch.float8_e4m3fn`` inputs) writes ``out`` in ``out_dtype``
+    (``"bf16"``, the default, or ``"fp16"``; 16-bit inputs write their own dtype and ignore it),
+    and :meth:`run` takes FlashAttention-3's ``q_descale`` / ``k_descale`` / ``v_descale``.
     """
 
     def __init__(self, num_qo_heads: int, num_kv_heads: int, head_dim_qk: int = 192,
                  head_dim_vo: int = 128, *, dtype: Any = "bf16", device: Any = "cpu",
                  max_batch: Optional[int] = None, max_q_tokens: Optional[int] = None,
-                 max_kv_tokens: Optional[int] = None, kv_split: str = "auto") -> None:
+                 max_kv_tokens: Optional[int] = None, kv_split: str = "auto", out_dtype: Any = "bf16") -> None:
         self._fixed = (max_batch is not None, max_q_tokens is not None, max_kv_tokens is not None)
         device_name = _device_name(device)
         if device_name == "cuda":
@@ -419,7 +441,7 @@ class RaggedPrefill:
                           max_batch=int(max_batch) if max_batch is not None else 16,
                           max_q_tokens=int(max_q_tokens) if max_q_tokens is not None else 4096,
                           max_kv_tokens=int(max_kv_tokens) if max_kv_tokens is not None else 4096,
-                          device=device_name, kv_split=str(kv_split))
+                          device=device_name, kv_split=str(kv_split), out_dtype=_dtype_name(out_dtype))
         self._impl = _C.RaggedPrefill(**self._args)
         self.handle: int = next(_handles)
         _registry[self.handle] = self
@@ -429,7 +451,9 @@ class RaggedPrefill:
     num_kv_heads = property(lambda self: self._impl.num_kv_heads)
     head_dim_qk = property(lambda self: self._impl.head_dim_qk)
     head_dim_vo = property(lambda self: self._impl.head_dim_vo)
-    dtype = property(lambda self: self._impl.dtype, doc='"bf16" or "fp16"')
+    dtype = property(lambda self: self._impl.dtype, doc='"bf16", "fp16" or "e4m3"')
+    out_dtype = property(lambda self: self._impl.out_dtype,
+                         doc='the output\'s dtype: the input dtype, or out_dtype for e4m3 inputs')
     device = property(lambda self: self._impl.device, doc='"cpu" or "cuda:N"')
     max_batch = property(lambda self: self._impl.max_batch)
     max_q_tokens = property(lambda self: self._impl.max_q_tokens)
@@ -494,7 +518,8 @@ class RaggedPrefill:
         self._impl.plan(qo_indptr, kv_indptr, opts, s)
 
     def run(self, q: Any, k: Any, v: Any, out: Any = None, lse: Any = None, *,
-            return_lse: bool = False, lse_layout: str = "th", stream: Any = None) -> Any:
+            return_lse: bool = False, lse_layout: str = "th", stream: Any = None,
+            q_descale: Any = None, k_descale: Any = None, v_descale: Any = None) -> Any:
         """Attention for the current plan; only launches (CUDA graph capturable).
 
         ``q``/``out`` may hold more rows than the plan's ``total_q`` and ``k``/``v`` more than
@@ -506,9 +531,16 @@ class RaggedPrefill:
         The stream defaults to the caller's current stream (PyTorch's
         ``torch.cuda.current_stream()`` for torch tensors). Returns ``out``, or ``(out, lse)``
         when ``return_lse`` is true.
+
+        e4m3 inputs: ``out`` is ``out_dtype``; ``q_descale`` / ``k_descale`` / ``v_descale``
+        (FlashAttention-3's): optional float32 ``[>= batch, Hkv]`` arrays on the plan's device,
+        entry ``[b, h]`` multiplying sequence ``b``'s kv head ``h`` (``None`` = 1).
         """
         if lse_layout != "th":
             _check_lse_layout(lse_layout)
+        if q_descale is not None or k_descale is not None or v_descale is not None:
+            return self._run_descaled(q, k, v, out, lse, return_lse, lse_layout, stream,
+                                      q_descale, k_descale, v_descale)
         t = _TorchTensor
         if out is None and type(q) is t and stream is None and lse is None and not return_lse:
             # The common eager torch call: the extension allocates out as q.new_empty(rows, H, Dvo)
@@ -519,7 +551,7 @@ class RaggedPrefill:
         if out is None or (return_lse and lse is None):
             tq, h, _ = _shape(q, "q", 3)
             if out is None:
-                out = _empty(q, (tq, h, self._impl.head_dim_vo))
+                out = _empty(q, (tq, h, self._impl.head_dim_vo), _out_dtype_arg(self._impl))
             if return_lse and lse is None:
                 lse = _empty(q, (tq, h) if lse_layout == "th" else (h, tq), "float32")
         lse_view = lse if lse_layout == "th" else _lse_arg(lse, lse_layout, _shape(q, "q", 3)[0], self.num_qo_heads)
@@ -532,10 +564,27 @@ class RaggedPrefill:
                            None if lse_view is None else _native(lse_view), _stream_handle(stream, like=q))
         return (out, lse) if return_lse else out
 
+    def _run_descaled(self, q: Any, k: Any, v: Any, out: Any, lse: Any, return_lse: bool, lse_layout: str,
+                      stream: Any, q_descale: Any, k_descale: Any, v_descale: Any) -> Any:
+        """run() with descale factors (e4m3 inputs)."""
+        tq, h, _ = _shape(q, "q", 3)
+        if out is None:
+            out = _empty(q, (tq, h, self._impl.head_dim_vo), _out_dtype_arg(self._impl))
+        if return_lse and lse is None:
+            lse = _empty(q, (tq, h) if lse_layout == "th" else (h, tq), "float32")
+        lse_view = _lse_arg(lse, lse_layout, tq, self.num_qo_heads)
+        self._impl.run(_native(q), _native(k), _native(v), _native(out),
+                       None if lse_view is None else _native(lse_view), _stream_handle(stream, like=q), False,
+                       None if q_descale is None else _native(q_descale),
+                       None if k_descale is None else _native(k_descale),
+                       None if v_descale is None else _native(v_descale))
+        return (out, lse) if return_lse else out
+
     def __repr__(self) -> str:
         a = self._args
+        fp8 = f", out_dtype={a['out_dtype']!r}" if a["dtype"] == "e4m3" else ""
         return (f"mlakit.RaggedPrefill(num_qo_heads={a['num_qo_heads']}, num_kv_heads={a['num_kv_heads']}, "
-                f"head_dim_qk={a['head_dim_qk']}, head_dim_vo={a['head_dim_vo']}, dtype={a['dtype']!r}, "
+                f"head_dim_qk={a['head_dim_qk']}, head_dim_vo={a['head_dim_vo']}, dtype={a['dtype']!r}{fp8}, "
                 f"device={a['device']!r}, max_batch={a['max_batch']}, max_q_tokens={a['max_q_tokens']}, "
                 f"max_kv_tokens={a['max_kv_tokens']})")
 
@@ -550,13 +599,15 @@ def ragged_prefill(q: Any, k: Any, v: Any, qo_indptr: Any, kv_indptr: Any, *, ca
                    return_lse: bool = False, lse_layout: str = "th", stream: Any = None) -> Any:
     """One-shot ragged prefill: plans and runs in one call (allocates a plan each call; engines
     should keep a :class:`RaggedPrefill`). Arguments as in :meth:`RaggedPrefill.plan` and
-    :meth:`RaggedPrefill.run`; ``Dvo`` is taken from ``v``."""
+    :meth:`RaggedPrefill.run`; ``Dvo`` is taken from ``v``. e4m3 inputs (no descales here) write
+    ``out``'s dtype, bf16 when ``out`` is not given."""
     opts = _options(causal, sm_scale, window_left, logits_soft_cap)
     _check_lse_layout(lse_layout)
     if out is None or (return_lse and lse is None) or lse_layout != "th":
         tq, h, _ = _shape(q, "q", 3)
         if out is None:
-            out = _empty(q, (tq, h, _shape(v, "v", 3)[2]))
+            fp8 = _dtype_name(q.dtype) == "e4m3"
+            out = _empty(q, (tq, h, _shape(v, "v", 3)[2]), "bfloat16" if fp8 else None)
         if return_lse and lse is None:
             lse = _empty(q, (tq, h) if lse_layout == "th" else (h, tq), "float32")
         lse_view = _lse_arg(lse, lse_layout, tq, h)
@@ -594,10 +645,12 @@ def merge_states(out_a: Any, lse_a: Any, out_b: Any, lse_b: Any, out: Any = None
 def reference_prefill(q: Any, k: Any, v: Any, qo_indptr: Any, kv_indptr: Any, *, causal: bool = False,
                       sm_scale: Optional[float] = None, window_left: Optional[int] = -1,
                       logits_soft_cap: Optional[float] = None, out: Any = None, lse: Any = None,
-                      return_lse: bool = False) -> Any:
+                      return_lse: bool = False, q_descale: Any = None, k_descale: Any = None,
+                      v_descale: Any = None) -> Any:
     """The C++ float64 reference (host arrays only, single-threaded): the same function the C++
-    tests compare every backend against. Inputs may be bf16/fp16/fp32/fp64; ``out`` and ``lse``
-    default to float64 arrays of the input's library."""
+    tests compare every backend against. Inputs may be bf16/fp16/fp32/fp64/e4m3; ``out`` and
+    ``lse`` default to float64 arrays of the input's library. e4m3 inputs take host float32
+    ``q_descale`` / ``k_descale`` / ``v_descale`` ``[>= batch, Hkv]`` (``None`` = 1)."""
     opts = _options(causal, sm_scale, window_left, logits_soft_cap)
     if out is None or (return_lse and lse is None):
         tq, h, _ = _shape(q, "q", 3)
@@ -606,7 +659,10 @@ def reference_prefill(q: Any, k: Any, v: Any, qo_indptr: Any, kv_indptr: Any, *,
             out = _empty(q, (tq, h, dvo), "float64")
         if return_lse and lse is None:
             lse = _empty(q, (tq, h), "float64")
-    _C.reference_prefill(_native(q), _native(k), _native(v), qo_indptr, kv_indptr, opts, out, lse)
+    _C.reference_prefill(_native(q), _native(k), _native(v), qo_indptr, kv_indptr, opts, out, lse,
+                         None if q_descale is None else _native(q_descale),
+                         None if k_descale is None else _native(k_descale),
+                         None if v_descale is None else _native(v_descale))
     return (out, lse) if return_lse else out
 
 
@@ -629,7 +685,7 @@ def info() -> dict:
     lower one forced with the environment variable ``MLAKIT_CPU_ISA``, echoed as
     ``cpu_isa_requested``; this build has no AMX kernel, so ``"amx"`` is never in use and
     ``cpu_has_amx`` says whether the CPU would grant AMX tiles); ``cpu_products``: the products each input dtype takes on the CPU
-    (``{"bf16": cpu_isa, "fp16": "fp32"}``); ``backends``: one dict per backend with ``name``
+    (``{"bf16": cpu_isa, "fp16": "fp32", "e4m3": "fp32"}``: e4m3 is dequantized to fp32 first); ``backends``: one dict per backend with ``name``
     (``"cpu"``, ``"cuda sm80"``, ``"cuda sm90"``), ``dtypes``, ``max_head_dim`` (the CPU
     backend: every head dim up to it) and ``shapes`` (the CUDA kernels: the
     ``(dtype, head_dim_qk, head_dim_vo)`` they are built for).

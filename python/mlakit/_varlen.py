@@ -54,6 +54,9 @@ Tensor = torch.Tensor
 _MAX_PLANS = 64
 
 _INT_DTYPES = (torch.int32, torch.int64)
+# FP8 inputs (FlashAttention-3's): float8_e4m3fn q, k, v with optional descales; the output is bf16.
+_FP8 = getattr(torch, "float8_e4m3fn", None)
+_INPUT_DTYPES = (torch.bfloat16, torch.float16) + ((_FP8,) if _FP8 is not None else ())
 _mlakit._register_torch()  # the extension takes torch tensors as they are from here on
 # Raw getters (no torch.cuda.Stream object, no Python shim): a few hundred ns each per call.
 _raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
@@ -219,10 +222,13 @@ def _check_inputs(q: Tensor, k: Tensor, v: Tensor, out: Optional[Tensor] = None)
             raise TypeError(f"mlakit: {name}: is on device '{t.device}'; mlakit runs on cpu and cuda tensors")
         if t.dim() != 3:
             raise ValueError(f"mlakit: {name}: must be [tokens, heads, head_dim], got shape {list(t.shape)}")
-    if q.dtype not in (torch.bfloat16, torch.float16):
-        raise TypeError(f"mlakit: q: dtype {q.dtype} is not supported (bfloat16 or float16)")
+    if q.dtype not in _INPUT_DTYPES:
+        raise TypeError(f"mlakit: q: dtype {q.dtype} is not supported (bfloat16, float16 or float8_e4m3fn)")
     for name, t in named[1:]:
-        if t.dtype != q.dtype:
+        if name == "out" and q.dtype is _FP8:
+            if t.dtype not in (torch.bfloat16, torch.float16):
+                raise TypeError(f"mlakit: out: dtype {t.dtype}: float8_e4m3fn inputs write bfloat16 or float16")
+        elif t.dtype != q.dtype:
             raise TypeError(f"mlakit: {name}: dtype {t.dtype} differs from q's {q.dtype}")
         if t.device != q.device:
             raise TypeError(f"mlakit: {name}: is on {t.device} but q is on {q.device}")
@@ -352,12 +358,13 @@ def _stream_of(device: int) -> int:
 
 def _run(q: Tensor, k: Tensor, v: Tensor, cu_seqlens_q: Tensor, cu_seqlens_k: Tensor, cu_seqlens_q_cpu: Any,
          cu_seqlens_k_cpu: Any, softmax_scale: float, causal: bool, window_left: int, softcap: float,
-         out: Optional[Tensor], lse: Optional[Tensor], trust: bool = False) -> Tensor:
+         out: Optional[Tensor], lse: Optional[Tensor], trust: bool = False, descales: Optional[tuple] = None) -> Tensor:
     """Plans if the lengths changed, then launches into out (allocated when None; returned) and
     lse ([H, rows], or None).
 
     ``cu_seqlens_*_cpu``: host copies (CPU tensors, or lists from the direct path) or None.
     ``trust``: the direct path's call; may skip the read-back by the version-counter rule.
+    ``descales``: FP8 inputs' (q_descale, k_descale, v_descale), or None.
 
     Written for the per-call cost (this runs before every launch): attributes read once, the
     helpers of the plan check inlined, the bookkeeping that need not precede the launch after it."""
@@ -386,12 +393,15 @@ def _run(q: Tensor, k: Tensor, v: Tensor, cu_seqlens_q: Tensor, cu_seqlens_k: Te
         fresh = _same_source(plan.src, cu_seqlens_q, cu_seqlens_k)
     if fresh:
         if out is None:
-            out = q.new_empty(qs[0], qs[1], vs[2])
+            out = q.new_empty(qs[0], qs[1], vs[2]) if q.dtype is not _FP8 else _fp8_out(q, vs[2])
         # The extension reads the tensors itself (dtypes it does not take go through DLPack,
         # whose error names the argument) and launches on PyTorch's current stream of q's device.
         # lse is [H, rows] (FlashAttention's layout): the extension reads it transposed.
         try:
-            plan.run(q, k, v, out, lse, None, lse is not None)
+            if descales is None:
+                plan.run(q, k, v, out, lse, None, lse is not None)
+            else:
+                plan.run(q, k, v, out, lse, None, lse is not None, *descales)
         except (TypeError, ValueError) as e:  # a try costs nothing until it raises
             raise _in_fa_terms(e, q, k, v, out, cu_seqlens_q_cpu, cu_seqlens_k_cpu) from None
         # After the launch (this host work then overlaps the kernel), what the plan in force
@@ -425,12 +435,31 @@ def _run(q: Tensor, k: Tensor, v: Tensor, cu_seqlens_q: Tensor, cu_seqlens_k: Te
         except (TypeError, ValueError) as e:
             raise _in_fa_terms(e, q, k, v, out, cu_seqlens_q_cpu, cu_seqlens_k_cpu) from None
     if out is None:
-        out = q.new_empty(qs[0], qs[1], vs[2])
+        out = q.new_empty(qs[0], qs[1], vs[2]) if q.dtype is not _FP8 else _fp8_out(q, vs[2])
     try:
-        plan.run(q, k, v, out, lse, None, lse is not None)
+        if descales is None:
+            plan.run(q, k, v, out, lse, None, lse is not None)
+        else:
+            plan.run(q, k, v, out, lse, None, lse is not None, *descales)
     except (TypeError, ValueError) as e:
         raise _in_fa_terms(e, q, k, v, out, cu_seqlens_q_cpu, cu_seqlens_k_cpu) from None
     return out
+
+
+def _fp8_out(q: Tensor, dv: int) -> Tensor:
+    """The output of FP8 inputs: bf16, as FlashAttention-3's."""
+    return q.new_empty(q.shape[0], q.shape[1], dv, dtype=torch.bfloat16)
+
+
+def _run_op(descales: Optional[tuple], *args: Any) -> Tensor:
+    """_run from a custom op, with the FP8 descales when there are any."""
+    return _run(*args) if descales is None else _run(*args, descales=descales)
+
+
+def _descales(q_descale: Optional[Tensor], k_descale: Optional[Tensor], v_descale: Optional[Tensor]) -> Optional[tuple]:
+    if q_descale is None and k_descale is None and v_descale is None:
+        return None
+    return (q_descale, k_descale, v_descale)
 
 
 def varlen_replan(cu_seqlens_q: Tensor, cu_seqlens_k: Tensor, cu_seqlens_q_cpu: Any = None,
@@ -486,20 +515,24 @@ def _as_host(x: Any, name: str) -> Tensor:
 @torch.library.custom_op("mlakit::flash_attn_varlen_out", mutates_args=("out", "lse"))
 def _varlen_out(q: Tensor, k: Tensor, v: Tensor, cu_seqlens_q: Tensor, cu_seqlens_k: Tensor,
                 cu_seqlens_q_cpu: Optional[Tensor], cu_seqlens_k_cpu: Optional[Tensor], softmax_scale: float,
-                causal: bool, window_left: int, softcap: float, out: Tensor, lse: Optional[Tensor]) -> None:
-    _run(q, k, v, cu_seqlens_q, cu_seqlens_k, cu_seqlens_q_cpu, cu_seqlens_k_cpu, softmax_scale, causal,
-         window_left, softcap, out, lse)
+                causal: bool, window_left: int, softcap: float, out: Tensor, lse: Optional[Tensor],
+                q_descale: Optional[Tensor] = None, k_descale: Optional[Tensor] = None,
+                v_descale: Optional[Tensor] = None) -> None:
+    _run_op(_descales(q_descale, k_descale, v_descale), q, k, v, cu_seqlens_q, cu_seqlens_k, cu_seqlens_q_cpu,
+            cu_seqlens_k_cpu, softmax_scale, causal, window_left, softcap, out, lse)
 
 
 @_varlen_out.register_fake
 def _(q, k, v, cu_seqlens_q, cu_seqlens_k, cu_seqlens_q_cpu, cu_seqlens_k_cpu, softmax_scale, causal,
-      window_left, softcap, out, lse):
+      window_left, softcap, out, lse, q_descale=None, k_descale=None, v_descale=None):
     return None
 
 
 # new_empty(*sizes), not new_empty((sizes)): PyTorch parses a tuple of sizes ~0.8 µs slower.
 def _out_like(q: Tensor, v: Tensor) -> Tensor:
     qs = q.shape
+    if q.dtype is _FP8:
+        return _fp8_out(q, v.shape[2])
     return q.new_empty(qs[0], qs[1], v.shape[2])
 
 
@@ -511,14 +544,15 @@ def _lse_like(q: Tensor) -> Tensor:
 @torch.library.custom_op("mlakit::flash_attn_varlen", mutates_args=())
 def _varlen(q: Tensor, k: Tensor, v: Tensor, cu_seqlens_q: Tensor, cu_seqlens_k: Tensor,
             cu_seqlens_q_cpu: Optional[Tensor], cu_seqlens_k_cpu: Optional[Tensor], softmax_scale: float,
-            causal: bool, window_left: int, softcap: float) -> Tensor:
-    return _run(q, k, v, cu_seqlens_q, cu_seqlens_k, cu_seqlens_q_cpu, cu_seqlens_k_cpu, softmax_scale, causal,
-                window_left, softcap, None, None)
+            causal: bool, window_left: int, softcap: float, q_descale: Optional[Tensor] = None,
+            k_descale: Optional[Tensor] = None, v_descale: Optional[Tensor] = None) -> Tensor:
+    return _run_op(_descales(q_descale, k_descale, v_descale), q, k, v, cu_seqlens_q, cu_seqlens_k,
+                   cu_seqlens_q_cpu, cu_seqlens_k_cpu, softmax_scale, causal, window_left, softcap, None, None)
 
 
 @_varlen.register_fake
 def _(q, k, v, cu_seqlens_q, cu_seqlens_k, cu_seqlens_q_cpu, cu_seqlens_k_cpu, softmax_scale, causal,
-      window_left, softcap):
+      window_left, softcap, q_descale=None, k_descale=None, v_descale=None):
     return _out_like(q, v)
 
 
@@ -526,16 +560,17 @@ def _(q, k, v, cu_seqlens_q, cu_seqlens_k, cu_seqlens_q_cpu, cu_seqlens_k_cpu, s
 def _varlen_with_lse(q: Tensor, k: Tensor, v: Tensor, cu_seqlens_q: Tensor, cu_seqlens_k: Tensor,
                      cu_seqlens_q_cpu: Optional[Tensor], cu_seqlens_k_cpu: Optional[Tensor],
                      softmax_scale: float, causal: bool, window_left: int,
-                     softcap: float) -> Tuple[Tensor, Tensor]:
+                     softcap: float, q_descale: Optional[Tensor] = None, k_descale: Optional[Tensor] = None,
+                     v_descale: Optional[Tensor] = None) -> Tuple[Tensor, Tensor]:
     out, lse = _out_like(q, v), _lse_like(q)
-    _run(q, k, v, cu_seqlens_q, cu_seqlens_k, cu_seqlens_q_cpu, cu_seqlens_k_cpu, softmax_scale, causal,
-         window_left, softcap, out, lse)
+    _run_op(_descales(q_descale, k_descale, v_descale), q, k, v, cu_seqlens_q, cu_seqlens_k, cu_seqlens_q_cpu,
+            cu_seqlens_k_cpu, softmax_scale, causal, window_left, softcap, out, lse)
     return out, lse
 
 
 @_varlen_with_lse.register_fake
 def _(q, k, v, cu_seqlens_q, cu_seqlens_k, cu_seqlens_q_cpu, cu_seqlens_k_cpu, softmax_scale, causal,
-      window_left, softcap):
+      window_left, softcap, q_descale=None, k_descale=None, v_descale=None):
     return _out_like(q, v), _lse_like(q)
 
 
@@ -585,7 +620,8 @@ def flash_attn_varlen_func(q: Tensor, k: Tensor, v: Tensor, cu_seqlens_q: Tensor
                            deterministic: bool = False, return_attn_probs: bool = False,
                            block_table: Any = None, *, return_softmax_lse: bool = False,
                            out: Optional[Tensor] = None, cu_seqlens_q_cpu: Any = None,
-                           cu_seqlens_k_cpu: Any = None) -> Any:
+                           cu_seqlens_k_cpu: Any = None, q_descale: Optional[Tensor] = None,
+                           k_descale: Optional[Tensor] = None, v_descale: Optional[Tensor] = None) -> Any:
     """FlashAttention's ``flash_attn_varlen_func`` on mlakit (forward only).
 
     Arguments and results as in flash-attn 2 (and vLLM's fork): ``q [total_q, H, Dqk]``,
@@ -607,6 +643,10 @@ def flash_attn_varlen_func(q: Tensor, k: Tensor, v: Tensor, cu_seqlens_q: Tensor
     FlashAttention-2 writes ``+inf``); with ``return_attn_probs=True`` ``(out, softmax_lse,
     S_dmask)`` with ``S_dmask`` an empty tensor of q's dtype, as flash-attn 2 returns it without
     dropout. ``out=`` writes into a preallocated tensor.
+
+    FP8 (FlashAttention-3's arguments): ``float8_e4m3fn`` q, k, v with optional float32
+    ``q_descale`` / ``k_descale`` / ``v_descale`` ``[batch, Hkv]`` (entry ``[b, h]`` multiplies
+    sequence ``b``'s kv head ``h``; ``None`` = 1); ``out`` is bf16.
 
     Forward only: while grad is enabled, an input that requires grad is refused (RuntimeError)
     rather than given an output without a graph (its gradients would be lost silently); call it
@@ -658,19 +698,25 @@ def flash_attn_varlen_func(q: Tensor, k: Tensor, v: Tensor, cu_seqlens_q: Tensor
         # Host copies on a CUDA device are refused by _run's plan check (no signature: never
         # taken as unchanged; reading their values raises, naming cu_seqlens_q_cpu).
         lse = _lse_like(q) if want_lse else None
-        out = _run(q, k, v, cu_seqlens_q, cu_seqlens_k, cu_seqlens_q_cpu, cu_seqlens_k_cpu, scale, causal,
-                   window_left, float(softcap), out, lse, trust=True)
+        if q_descale is None and k_descale is None and v_descale is None:
+            out = _run(q, k, v, cu_seqlens_q, cu_seqlens_k, cu_seqlens_q_cpu, cu_seqlens_k_cpu, scale, causal,
+                       window_left, float(softcap), out, lse, trust=True)
+        else:
+            out = _run(q, k, v, cu_seqlens_q, cu_seqlens_k, cu_seqlens_q_cpu, cu_seqlens_k_cpu, scale, causal,
+                       window_left, float(softcap), out, lse, trust=True, descales=(q_descale, k_descale, v_descale))
     else:
         host_q = None if cu_seqlens_q_cpu is None else _as_host(cu_seqlens_q_cpu, "cu_seqlens_q_cpu")
         host_k = None if cu_seqlens_k_cpu is None else _as_host(cu_seqlens_k_cpu, "cu_seqlens_k_cpu")
         args = (q, k, v, cu_seqlens_q, cu_seqlens_k, host_q, host_k, scale, causal, window_left, float(softcap))
+        d = (() if q_descale is None and k_descale is None and v_descale is None
+             else (q_descale, k_descale, v_descale))
         if out is not None:
             lse = _lse_like(q) if want_lse else None
-            torch.ops.mlakit.flash_attn_varlen_out(*args, out, lse)
+            torch.ops.mlakit.flash_attn_varlen_out(*args, out, lse, *d)
         elif want_lse:
-            out, lse = torch.ops.mlakit.flash_attn_varlen_with_lse(*args)
+            out, lse = torch.ops.mlakit.flash_attn_varlen_with_lse(*args, *d)
         else:
-            out, lse = torch.ops.mlakit.flash_attn_varlen(*args), None
+            out, lse = torch.ops.mlakit.flash_attn_varlen(*args, *d), None
     if return_attn_probs:
         # flash-attn 2 returns S_dmask only with dropout; without, an empty tensor of q's dtype.
         return out, lse, q.new_empty(0)

@@ -4,7 +4,8 @@ CUDA graphs.
 Ops (namespace ``mlakit``; all forward-only, no autograd):
 
 ``torch.ops.mlakit.ragged_prefill(q, k, v, handle) -> out``
-    Functional: allocates ``out [total_q, H, Dvo]`` (q's dtype). Mutates nothing.
+    Functional: allocates ``out [total_q, H, Dvo]`` (q's dtype; the plan's ``out_dtype`` for
+    ``float8_e4m3fn`` inputs). Mutates nothing.
 ``torch.ops.mlakit.ragged_prefill_with_lse(q, k, v, handle) -> (out, lse)``
     Functional, also returns ``lse [total_q, H]`` float32. Mutates nothing.
 ``torch.ops.mlakit.ragged_prefill_out(q, k, v, out, lse, handle) -> ()``
@@ -26,6 +27,9 @@ Drop-in functions for engines written against FlashAttention / vLLM:
 :func:`merge_attn_states`.
 ``torch.ops.mlakit.mla_step_out(q, kv_c, k_pe, kv_b_proj, kv_cache, out, lse, handle) -> ()``
     One layer of an :class:`mlakit.MlaStep`'s plan. **Mutates ``kv_cache``, ``out`` and ``lse``**.
+
+The ``ragged_prefill*`` ops also take FP8 inputs (``torch.float8_e4m3fn``) with optional
+``q_descale`` / ``k_descale`` / ``v_descale`` (float32 ``[>= batch, Hkv]``, FlashAttention-3's).
 
 Custom ops take tensors and scalars only, so a plan is named by ``handle``, the integer that
 :class:`mlakit.RaggedPrefill` registers itself under (``attn.handle``); the op looks it up when it
@@ -75,38 +79,56 @@ Tensor = torch.Tensor
 _mlakit._register_torch()
 
 
-def _prefill(plan: RaggedPrefill, q: Tensor, k: Tensor, v: Tensor, out: Tensor, lse: Optional[Tensor]) -> None:
+def _prefill(plan: RaggedPrefill, q: Tensor, k: Tensor, v: Tensor, out: Tensor, lse: Optional[Tensor],
+             q_descale: Optional[Tensor] = None, k_descale: Optional[Tensor] = None,
+             v_descale: Optional[Tensor] = None) -> None:
     """The body of the ragged_prefill ops; lse is a [rows, H] view (or None)."""
-    plan._impl.run(q, k, v, out, lse, None)
+    if q_descale is None and k_descale is None and v_descale is None:
+        plan._impl.run(q, k, v, out, lse, None)
+    else:
+        plan._impl.run(q, k, v, out, lse, None, False, q_descale, k_descale, v_descale)
 
 
 def _out_shape(q: Tensor, v: Tensor) -> Tuple[int, int, int]:
     return (q.shape[0], q.shape[1], v.shape[2])
 
 
+_FP8 = getattr(torch, "float8_e4m3fn", None)
+_OUT_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+def _new_out(q: Tensor, v: Tensor, handle: int) -> Tensor:
+    """The output of a ragged_prefill op: q's dtype, or the plan's out_dtype for FP8 inputs."""
+    if q.dtype is _FP8:
+        return q.new_empty(*_out_shape(q, v), dtype=_OUT_DTYPES[_mlakit._lookup(handle).out_dtype])
+    return q.new_empty(*_out_shape(q, v))
+
+
 # -- ragged prefill ----------------------------------------------------------------------------
 
 @torch.library.custom_op("mlakit::ragged_prefill_out", mutates_args=("out", "lse"))
 def _ragged_prefill_out(q: Tensor, k: Tensor, v: Tensor, out: Tensor, lse: Optional[Tensor],
-                        handle: int) -> None:
-    _prefill(_mlakit._lookup(handle), q, k, v, out, lse)
+                        handle: int, q_descale: Optional[Tensor] = None, k_descale: Optional[Tensor] = None,
+                        v_descale: Optional[Tensor] = None) -> None:
+    _prefill(_mlakit._lookup(handle), q, k, v, out, lse, q_descale, k_descale, v_descale)
 
 
 @_ragged_prefill_out.register_fake
-def _(q, k, v, out, lse, handle):
+def _(q, k, v, out, lse, handle, q_descale=None, k_descale=None, v_descale=None):
     return None
 
 
 @torch.library.custom_op("mlakit::ragged_prefill", mutates_args=())
-def _ragged_prefill(q: Tensor, k: Tensor, v: Tensor, handle: int) -> Tensor:
-    out = q.new_empty(*_out_shape(q, v))
-    _prefill(_mlakit._lookup(handle), q, k, v, out, None)
+def _ragged_prefill(q: Tensor, k: Tensor, v: Tensor, handle: int, q_descale: Optional[Tensor] = None,
+                    k_descale: Optional[Tensor] = None, v_descale: Optional[Tensor] = None) -> Tensor:
+    out = _new_out(q, v, handle)
+    _prefill(_mlakit._lookup(handle), q, k, v, out, None, q_descale, k_descale, v_descale)
     return out
 
 
 @_ragged_prefill.register_fake
-def _(q, k, v, handle):
-    return q.new_empty(_out_shape(q, v))
+def _(q, k, v, handle, q_descale=None, k_descale=None, v_descale=None):
+    return _new_out(q, v, handle)
 
 
 def _lse_shape(q: Tensor, head_major: bool) -> Tuple[int, int]:
@@ -114,22 +136,25 @@ def _lse_shape(q: Tensor, head_major: bool) -> Tuple[int, int]:
 
 
 @torch.library.custom_op("mlakit::ragged_prefill_with_lse", mutates_args=())
-def _ragged_prefill_with_lse(q: Tensor, k: Tensor, v: Tensor, handle: int,
-                             lse_head_major: bool = False) -> Tuple[Tensor, Tensor]:
-    return _prefill_with_lse(_mlakit._lookup(handle), q, k, v, lse_head_major)
+def _ragged_prefill_with_lse(q: Tensor, k: Tensor, v: Tensor, handle: int, lse_head_major: bool = False,
+                             q_descale: Optional[Tensor] = None, k_descale: Optional[Tensor] = None,
+                             v_descale: Optional[Tensor] = None) -> Tuple[Tensor, Tensor]:
+    return _prefill_with_lse(_mlakit._lookup(handle), q, k, v, lse_head_major, q_descale, k_descale, v_descale)
 
 
-def _prefill_with_lse(plan: RaggedPrefill, q: Tensor, k: Tensor, v: Tensor,
-                      lse_head_major: bool) -> Tuple[Tensor, Tensor]:
-    out = q.new_empty(*_out_shape(q, v))
+def _prefill_with_lse(plan: RaggedPrefill, q: Tensor, k: Tensor, v: Tensor, lse_head_major: bool,
+                      q_descale: Optional[Tensor] = None, k_descale: Optional[Tensor] = None,
+                      v_descale: Optional[Tensor] = None) -> Tuple[Tensor, Tensor]:
+    out = _new_out(q, v, plan.handle)
     lse = q.new_empty(*_lse_shape(q, lse_head_major), dtype=torch.float32)
-    plan._impl.run(q, k, v, out, lse, None, lse_head_major)  # [H, T]: read transposed, no .T view
+    # [H, T]: read transposed, no .T view
+    plan._impl.run(q, k, v, out, lse, None, lse_head_major, q_descale, k_descale, v_descale)
     return out, lse
 
 
 @_ragged_prefill_with_lse.register_fake
-def _(q, k, v, handle, lse_head_major=False):
-    return (q.new_empty(_out_shape(q, v)),
+def _(q, k, v, handle, lse_head_major=False, q_descale=None, k_descale=None, v_descale=None):
+    return (_new_out(q, v, handle),
             q.new_empty(_lse_shape(q, lse_head_major), dtype=torch.float32))
 
 
@@ -221,29 +246,43 @@ def mla_step_out(step: "_mlakit.MlaStep", q: Tensor, kv_c: Tensor, k_pe: Tensor,
 # -- Python-facing helpers ---------------------------------------------------------------------
 
 def ragged_prefill(plan: RaggedPrefill, q: Tensor, k: Tensor, v: Tensor,
-                   return_lse: bool = False, lse_layout: str = "th"):
+                   return_lse: bool = False, lse_layout: str = "th", *, q_descale: Optional[Tensor] = None,
+                   k_descale: Optional[Tensor] = None, v_descale: Optional[Tensor] = None):
     """Attention for ``plan``'s current batch (functional: returns new tensors; the custom op
     under ``torch.compile``). Returns ``out``, or ``(out, lse)`` when ``return_lse``; ``lse`` is ``[T, H]``, or
-    ``[H, T]`` with ``lse_layout="ht"``."""
+    ``[H, T]`` with ``lse_layout="ht"``. FP8 inputs: ``out`` in the plan's ``out_dtype``, optional
+    ``*_descale`` factors (float32 ``[>= batch, Hkv]``)."""
+    descaled = q_descale is not None or k_descale is not None or v_descale is not None
     if return_lse:
         _mlakit._check_lse_layout(lse_layout)
         if _direct(q, k, v):
-            return _prefill_with_lse(plan, q, k, v, lse_layout == "ht")
-        return torch.ops.mlakit.ragged_prefill_with_lse(q, k, v, plan.handle, lse_layout == "ht")
+            return _prefill_with_lse(plan, q, k, v, lse_layout == "ht", q_descale, k_descale, v_descale)
+        return torch.ops.mlakit.ragged_prefill_with_lse(q, k, v, plan.handle, lse_layout == "ht", q_descale,
+                                                        k_descale, v_descale)
     if _direct(q, k, v):
+        if descaled or q.dtype is _FP8:
+            out = _new_out(q, v, plan.handle)
+            _prefill(plan, q, k, v, out, None, q_descale, k_descale, v_descale)
+            return out
         out = q.new_empty(*_out_shape(q, v))  # sizes as arguments: PyTorch parses a tuple ~0.8 µs slower
         plan._impl.run(q, k, v, out, None, None)
         return out
+    if descaled:
+        return torch.ops.mlakit.ragged_prefill(q, k, v, plan.handle, q_descale, k_descale, v_descale)
     return torch.ops.mlakit.ragged_prefill(q, k, v, plan.handle)
 
 
 def ragged_prefill_out(plan: RaggedPrefill, q: Tensor, k: Tensor, v: Tensor, out: Tensor,
-                       lse: Optional[Tensor] = None) -> None:
-    """Attention into preallocated ``out`` (and ``lse``, if given). Mutates ``out`` and ``lse``."""
+                       lse: Optional[Tensor] = None, *, q_descale: Optional[Tensor] = None,
+                       k_descale: Optional[Tensor] = None, v_descale: Optional[Tensor] = None) -> None:
+    """Attention into preallocated ``out`` (and ``lse``, if given). Mutates ``out`` and ``lse``.
+    FP8 inputs take optional ``*_descale`` factors (float32 ``[>= batch, Hkv]``)."""
     if _direct(q, k, v):
-        _prefill(plan, q, k, v, out, lse)
-    else:
+        _prefill(plan, q, k, v, out, lse, q_descale, k_descale, v_descale)
+    elif q_descale is None and k_descale is None and v_descale is None:
         torch.ops.mlakit.ragged_prefill_out(q, k, v, out, lse, plan.handle)
+    else:
+        torch.ops.mlakit.ragged_prefill_out(q, k, v, out, lse, plan.handle, q_descale, k_descale, v_descale)
 
 
 def merge_states(out_a: Tensor, lse_a: Tensor, out_b: Tensor, lse_b: Tensor) -> Tuple[Tensor, Tensor]:

@@ -56,7 +56,7 @@ static mlakit::KvSplitMode parse_kv_split(const std::string& s) {
 static mlakit::PrefillConfig make_config(int num_qo_heads, int num_kv_heads, int head_dim_qk, int head_dim_vo,
                                          const std::string& dtype, int max_batch, int64_t max_q_tokens,
                                          int64_t max_kv_tokens, const std::string& device,
-                                         const std::string& kv_split) {
+                                         const std::string& kv_split, const std::string& out_dtype) {
   mlakit::PrefillConfig c;
   c.num_qo_heads = num_qo_heads;
   c.num_kv_heads = num_kv_heads;
@@ -68,7 +68,27 @@ static mlakit::PrefillConfig make_config(int num_qo_heads, int num_kv_heads, int
   c.max_kv_tokens = max_kv_tokens;
   c.device = parse_device(device, "device");
   c.kv_split = parse_kv_split(kv_split);
+  c.out_dtype = parse_dtype(out_dtype, "out_dtype");
   return c;
+}
+
+// The descale arguments of run() (e4m3 inputs), each None or a [batch, Hkv] float32 array.
+struct DescaleArgs {
+  std::optional<TensorArg> q, k, v;
+  mlakit::Descales view() const {
+    mlakit::Descales d;
+    d.q = q ? &q->view : nullptr;
+    d.k = k ? &k->view : nullptr;
+    d.v = v ? &v->view : nullptr;
+    return d;
+  }
+};
+static DescaleArgs descale_args(nb::handle q, nb::handle k, nb::handle v) {
+  DescaleArgs d;
+  d.q = optional_tensor_arg(q, "q_descale", false);
+  d.k = optional_tensor_arg(k, "k_descale", false);
+  d.v = optional_tensor_arg(v, "v_descale", false);
+  return d;
 }
 
 void bind_prefill(nb::module_& m) {
@@ -104,14 +124,14 @@ void bind_prefill(nb::module_& m) {
       .def("__init__",
            [](mlakit::RaggedPrefill* self, int num_qo_heads, int num_kv_heads, int head_dim_qk, int head_dim_vo,
               const std::string& dtype, int max_batch, int64_t max_q_tokens, int64_t max_kv_tokens,
-              const std::string& device, const std::string& kv_split) {
+              const std::string& device, const std::string& kv_split, const std::string& out_dtype) {
              new (self) mlakit::RaggedPrefill(make_config(num_qo_heads, num_kv_heads, head_dim_qk,
                                                           head_dim_vo, dtype, max_batch, max_q_tokens,
-                                                          max_kv_tokens, device, kv_split));
+                                                          max_kv_tokens, device, kv_split, out_dtype));
            },
            nb::arg("num_qo_heads"), nb::arg("num_kv_heads"), nb::arg("head_dim_qk"), nb::arg("head_dim_vo"),
            nb::arg("dtype"), nb::arg("max_batch"), nb::arg("max_q_tokens"), nb::arg("max_kv_tokens"),
-           nb::arg("device"), nb::arg("kv_split") = "auto")
+           nb::arg("device"), nb::arg("kv_split") = "auto", nb::arg("out_dtype") = "bf16")
       .def(
           "plan",
           [](mlakit::RaggedPrefill& self, nb::handle qo_indptr, nb::handle kv_indptr,
@@ -124,32 +144,40 @@ void bind_prefill(nb::module_& m) {
       .def(
           "run",
           [](const mlakit::RaggedPrefill& self, nb::handle q, nb::handle k, nb::handle v, nb::handle out,
-             nb::handle lse, nb::handle stream, bool lse_head_major) -> nb::object {
+             nb::handle lse, nb::handle stream, bool lse_head_major, nb::handle q_descale, nb::handle k_descale,
+             nb::handle v_descale) -> nb::object {
             TensorArg tq = tensor_arg(q, "q", false), tk = tensor_arg(k, "k", false),
                       tv = tensor_arg(v, "v", false);
             nb::object out_obj = nb::borrow(out);
             if (out.is_none() && tq.view.ndim == 3 && is_torch_tensor(q)) {
               // The eager call without out=: q.new_empty(rows, heads, Dvo), as the Python layer
               // would allocate it, made here so the call costs one Python-level call, not two.
-              out_obj = torch_new_empty(q, tq.view.shape[0], tq.view.shape[1], self.config().head_dim_vo);
+              // e4m3 inputs: in the config's output dtype.
+              const mlakit::PrefillConfig& c = self.config();
+              out_obj = c.dtype == mlakit::DType::kE4M3
+                            ? torch_new_empty(q, tq.view.shape[0], tq.view.shape[1], c.head_dim_vo, c.out_dtype)
+                            : torch_new_empty(q, tq.view.shape[0], tq.view.shape[1], c.head_dim_vo);
             }
             TensorArg to = tensor_arg(out_obj, "out", true);
             std::optional<TensorArg> tl = optional_tensor_arg(lse, "lse", true);
             if (tl && lse_head_major) transpose_2d(&tl->view, "lse");
+            const DescaleArgs d = descale_args(q_descale, k_descale, v_descale);
             mlakit::Stream s = stream_arg(stream, tq);
             {
               nb::gil_scoped_release release;
-              self.run(tq.view, tk.view, tv.view, to.view, tl ? &tl->view : nullptr, s);
+              self.run(tq.view, tk.view, tv.view, to.view, tl ? &tl->view : nullptr, d.view(), s);
             }
             return out_obj;
           },
           nb::arg("q").none(), nb::arg("k").none(), nb::arg("v").none(), nb::arg("out").none(), nb::arg("lse").none(),
-          nb::arg("stream").none(), nb::arg("lse_head_major") = false,
+          nb::arg("stream").none(), nb::arg("lse_head_major") = false, nb::arg("q_descale").none() = nb::none(),
+          nb::arg("k_descale").none() = nb::none(), nb::arg("v_descale").none() = nb::none(),
           "Launches for the current plan; returns out. Tensors: torch tensors, descriptor tuples or DLPack "
           "arrays; out None with a torch q: allocated as q.new_empty(rows, heads, Dvo). "
           "stream: a cudaStream_t as an int, or None for PyTorch's current stream on q's device (0 "
           "for a CPU or non-torch q). lse_head_major: lse is given [H, rows] (FlashAttention's "
-          "layout) and read as its transpose.")
+          "layout) and read as its transpose. q_descale / k_descale / v_descale: e4m3 inputs' float32 "
+          "[>= batch, Hkv] descale factors (None = 1).")
       .def_prop_ro("planned", &mlakit::RaggedPrefill::planned)
       .def("info", &mlakit::RaggedPrefill::info)
       .def_prop_ro("num_qo_heads", [](const mlakit::RaggedPrefill& s) { return s.config().num_qo_heads; })
@@ -157,6 +185,12 @@ void bind_prefill(nb::module_& m) {
       .def_prop_ro("head_dim_qk", [](const mlakit::RaggedPrefill& s) { return s.config().head_dim_qk; })
       .def_prop_ro("head_dim_vo", [](const mlakit::RaggedPrefill& s) { return s.config().head_dim_vo; })
       .def_prop_ro("dtype", [](const mlakit::RaggedPrefill& s) { return std::string(mlakit::dtype_name(s.config().dtype)); })
+      .def_prop_ro("out_dtype",
+                   [](const mlakit::RaggedPrefill& s) {
+                     const mlakit::PrefillConfig& c = s.config();
+                     return std::string(mlakit::dtype_name(c.dtype == mlakit::DType::kE4M3 ? c.out_dtype : c.dtype));
+                   },
+                   "the output's dtype: the input dtype, or out_dtype for e4m3 inputs")
       .def_prop_ro("device", [](const mlakit::RaggedPrefill& s) { return mlakit::to_string(s.config().device); })
       .def_prop_ro("max_batch", [](const mlakit::RaggedPrefill& s) { return s.config().max_batch; })
       .def_prop_ro("max_q_tokens", [](const mlakit::RaggedPrefill& s) { return s.config().max_q_tokens; })
@@ -171,15 +205,16 @@ void bind_prefill(nb::module_& m) {
           "workspace_sizes",
           [](int num_qo_heads, int num_kv_heads, int head_dim_qk, int head_dim_vo, const std::string& dtype,
              int max_batch, int64_t max_q_tokens, int64_t max_kv_tokens, const std::string& device,
-             const std::string& kv_split) {
+             const std::string& kv_split, const std::string& out_dtype) {
             mlakit::WorkspaceSizes w = mlakit::RaggedPrefill::workspace_sizes(
                 make_config(num_qo_heads, num_kv_heads, head_dim_qk, head_dim_vo, dtype, max_batch,
-                            max_q_tokens, max_kv_tokens, device, kv_split));
+                            max_q_tokens, max_kv_tokens, device, kv_split, out_dtype));
             return nb::make_tuple(w.host_bytes, w.device_bytes);
           },
           nb::arg("num_qo_heads"), nb::arg("num_kv_heads"), nb::arg("head_dim_qk"), nb::arg("head_dim_vo"),
           nb::arg("dtype"), nb::arg("max_batch"), nb::arg("max_q_tokens"), nb::arg("max_kv_tokens"),
-          nb::arg("device"), nb::arg("kv_split") = "auto", "(host_bytes, device_bytes) the object would allocate.");
+          nb::arg("device"), nb::arg("kv_split") = "auto", nb::arg("out_dtype") = "bf16",
+          "(host_bytes, device_bytes) the object would allocate.");
 
   m.def(
       "ragged_prefill",

@@ -22,8 +22,7 @@ nb::dict library_info_dict() {
   d["cpu_isa_requested"] = info.cpu_isa_requested;
   d["cpu_has_amx"] = info.cpu_has_amx;
   nb::dict products;
-  products["bf16"] = info.cpu_bf16_products;
-  products["fp16"] = info.cpu_fp16_products;
+  for (const mlakit::LibraryInfo::Products& p : info.cpu_products) products[mlakit::dtype_name(p.dtype)] = p.isa;
   d["cpu_products"] = products;
   nb::list backends;
   for (const mlakit::BackendInfo& b : info.backends) {

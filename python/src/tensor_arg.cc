@@ -37,6 +37,8 @@ std::string describe_dl_dtype(const nb::dlpack::dtype& t) {
     case nb::dlpack::dtype_code::Bfloat: code = "bfloat"; break;
     case nb::dlpack::dtype_code::Complex: code = "complex"; break;
     case nb::dlpack::dtype_code::Bool: code = "bool"; break;
+    case nb::dlpack::dtype_code::Float8_E4M3FN: code = "float8_e4m3fn"; break;
+    case nb::dlpack::dtype_code::Float8_E5M2: code = "float8_e5m2"; break;
     default: break;
   }
   std::string s = std::string(code) + std::to_string(t.bits);
@@ -57,6 +59,8 @@ bool to_mlakit_dtype(const nb::dlpack::dtype& t, mlakit::DType* out) {
     *out = mlakit::DType::kBF16; return true;
   } else if (code == nb::dlpack::dtype_code::Int && t.bits == 32) {
     *out = mlakit::DType::kInt32; return true;
+  } else if (code == nb::dlpack::dtype_code::Float8_E4M3FN && t.bits == 8) {
+    *out = mlakit::DType::kE4M3; return true;
   }
   return false;
 }
@@ -112,11 +116,11 @@ mlakit::TensorView view_of(const Array& a, const char* name, const std::optional
                 "has " + std::to_string(a.ndim()) + " dimensions; mlakit takes at most 4");
   mlakit::TensorView v;
   if (as)
-    v.dtype = *as;  // Reinterpreted: checked to be 16-bit integer data at construction
+    v.dtype = *as;  // Reinterpreted: checked to be integer data of the dtype's size at construction
   else if (!to_mlakit_dtype(a.dtype(), &v.dtype))
     throw Error(ErrorKind::kTypeMismatch, name,
                 "unsupported dtype " + describe_dl_dtype(a.dtype()) +
-                    " (mlakit takes bf16, fp16, fp32, fp64 and int32)");
+                    " (mlakit takes bf16, fp16, fp32, fp64, int32 and e4m3 (float8_e4m3fn))");
   v.data = const_cast<void*>(static_cast<const void*>(a.data()));
   v.ndim = static_cast<int>(a.ndim());
   for (int d = 0; d < v.ndim; ++d) {
@@ -173,7 +177,7 @@ struct TorchAttr {
 // the interpreter may be finalizing when static destructors run).
 struct TorchRefs {
   PyTypeObject* tensor = nullptr;      // torch.Tensor
-  PyObject* dtypes[5] = {};            // torch dtype objects, indexed by mlakit::DType's value
+  PyObject* dtypes[6] = {};            // torch dtype objects, indexed by mlakit::DType's value
   PyObject* int64 = nullptr;           // torch.int64 (host offsets)
   PyObject* raw_stream = nullptr;      // device index -> cudaStream_t as an int
   TorchAttr dtype, is_cuda, is_cpu, shape, base, version;  // data descriptors (base: _base)
@@ -254,8 +258,8 @@ bool view_of_torch(PyObject* obj, const char* name, mlakit::TensorView* v) {
   }
   nb::object dt = attr(obj, g_torch.dtype);
   int code = -1;
-  for (int i = 0; i < 5; ++i)
-    if (dt.ptr() == g_torch.dtypes[i]) code = i;
+  for (int i = 0; i < 6; ++i)
+    if (g_torch.dtypes[i] != nullptr && dt.ptr() == g_torch.dtypes[i]) code = i;
   if (code < 0) return false;
   nb::object shape = attr(obj, g_torch.shape), strides = call0(obj, g_torch.stride);
   if (!PyTuple_Check(shape.ptr()) || !PyTuple_Check(strides.ptr()) ||
@@ -400,9 +404,21 @@ void transpose_2d(mlakit::TensorView* v, const char* name) {
   normalize_degenerate_strides(*v);  // size-1 dimensions: the row-major value of the new order
 }
 
-nb::object torch_new_empty(nb::handle like, int64_t d0, int64_t d1, int64_t d2) {
-  PyObject* args[4] = {like.ptr(), PyLong_FromLongLong(d0), PyLong_FromLongLong(d1), PyLong_FromLongLong(d2)};
+nb::object torch_new_empty(nb::handle like, int64_t d0, int64_t d1, int64_t d2, mlakit::DType dtype) {
+  PyObject* args[5] = {like.ptr(), PyLong_FromLongLong(d0), PyLong_FromLongLong(d1), PyLong_FromLongLong(d2),
+                       nullptr};
   PyObject* r = nullptr;
+  const int code = static_cast<int>(dtype);
+  if (code >= 0 && code < 6 && g_torch.dtypes[code] != nullptr && args[1] && args[2] && args[3]) {
+    // Another dtype than like's (the bf16 output of e4m3 inputs): new_empty(*sizes, dtype=...).
+    args[4] = g_torch.dtypes[code];
+    nb::object kwnames = nb::make_tuple("dtype");
+    r = PyObject_VectorcallMethod(g_torch.new_empty.name, args, 4,
+                                  kwnames.ptr());
+    for (int i = 1; i < 4; ++i) Py_XDECREF(args[i]);
+    if (!r) nb::raise_python_error();
+    return nb::steal(r);
+  }
   if (args[1] && args[2] && args[3]) {
     // Sizes as separate ints: PyTorch parses them faster than a tuple (as mlakit._empty does).
     r = Py_TYPE(like.ptr()) == g_torch.tensor && g_torch.new_empty.descr != nullptr
@@ -549,6 +565,7 @@ mlakit::DType parse_dtype(const std::string& s, const char* name) {
   if (s == "fp32" || s == "float32") return mlakit::DType::kFP32;
   if (s == "fp64" || s == "float64") return mlakit::DType::kFP64;
   if (s == "int32") return mlakit::DType::kInt32;
+  if (s == "e4m3" || s == "float8_e4m3fn" || s == "fp8" || s == "fp8_e4m3") return mlakit::DType::kE4M3;
   throw Error(ErrorKind::kTypeMismatch, name, "unknown dtype '" + s + "'");
 }
 
@@ -567,8 +584,8 @@ void bind_tensor(nb::module_& m) {
   m.def(
       "_register_torch",
       [](nb::handle tensor_type, nb::tuple dtypes, nb::handle int64, nb::handle raw_stream) {
-        if (!PyType_Check(tensor_type.ptr()) || nb::len(dtypes) != 5)
-          throw Error(ErrorKind::kInvalidArgument, "tensor_type", "expected torch.Tensor and 5 dtypes");
+        if (!PyType_Check(tensor_type.ptr()) || (nb::len(dtypes) != 5 && nb::len(dtypes) != 6))
+          throw Error(ErrorKind::kInvalidArgument, "tensor_type", "expected torch.Tensor and 5 or 6 dtypes");
         auto keep = [](PyObject* o) { Py_INCREF(o); return o; };
         auto name = [](const char* s) {
           PyObject* o = PyUnicode_InternFromString(s);
@@ -602,7 +619,8 @@ void bind_tensor(nb::module_& m) {
         bind(g_torch.new_empty, "new_empty", false);
         g_torch.s_requires_grad = name("requires_grad");
         g_torch.s_detach = name("detach");
-        for (int i = 0; i < 5; ++i) g_torch.dtypes[i] = keep(dtypes[i].ptr());
+        for (size_t i = 0; i < nb::len(dtypes); ++i)
+          if (!dtypes[i].is_none()) g_torch.dtypes[i] = keep(dtypes[i].ptr());
         g_torch.int64 = keep(int64.ptr());
         g_torch.raw_stream = raw_stream.is_none() ? nullptr : keep(raw_stream.ptr());
         g_torch.tensor = reinterpret_cast<PyTypeObject*>(keep(tensor_type.ptr()));
@@ -610,8 +628,8 @@ void bind_tensor(nb::module_& m) {
       },
       nb::arg("tensor_type"), nb::arg("dtypes"), nb::arg("int64"), nb::arg("raw_stream").none(),
       "Lets the launching functions read torch tensors directly: torch.Tensor, its dtypes in mlakit's "
-      "DType order (bf16, fp16, fp32, fp64, int32), torch.int64, and a device index -> current "
-      "cudaStream_t callable (None: no CUDA).");
+      "DType order (bf16, fp16, fp32, fp64, int32, and float8_e4m3fn or None), torch.int64, and a device "
+      "index -> current cudaStream_t callable (None: no CUDA).");
   m.def("_torch_exchange_in_use", &torch_exchange_in_use,
         "Whether torch tensors are read through PyTorch's DLPack exchange table (torch_exchange.h).");
   m.def(
@@ -672,18 +690,20 @@ void bind_tensor(nb::module_& m) {
       "Whether two offset tensors match a version-counter record of mlakit._varlen._source (None: no).");
 
   nb::class_<Reinterpreted>(m, "_Reinterpreted",
-                            "A 16-bit integer array to be read as another 16-bit dtype (NumPy bfloat16).")
+                            "An integer array to be read as a float dtype of the same size (NumPy bfloat16, "
+                            "ml_dtypes float8_e4m3fn).")
       .def("__init__",
            [](Reinterpreted* self, nb::object array, const std::string& dtype) {
              mlakit::DType t = parse_dtype(dtype, "dtype");
-             if (t != mlakit::DType::kBF16 && t != mlakit::DType::kFP16)
-               throw Error(ErrorKind::kTypeMismatch, "dtype", "only bf16 and fp16 can be reinterpreted");
+             if (t != mlakit::DType::kBF16 && t != mlakit::DType::kFP16 && t != mlakit::DType::kE4M3)
+               throw Error(ErrorKind::kTypeMismatch, "dtype", "only bf16, fp16 and e4m3 can be reinterpreted");
+             const size_t bits = 8 * mlakit::dtype_size(t);
              nb::ndarray<nb::ro> a;
              if (!import_array(array, &a) ||
                  !(static_cast<nb::dlpack::dtype_code>(a.dtype().code) == nb::dlpack::dtype_code::UInt ||
                    static_cast<nb::dlpack::dtype_code>(a.dtype().code) == nb::dlpack::dtype_code::Int) ||
-                 a.dtype().bits != 16)
-               throw Error(ErrorKind::kTypeMismatch, "array", "must be a 16-bit integer array");
+                 a.dtype().bits != bits)
+               throw Error(ErrorKind::kTypeMismatch, "array", "must be a " + std::to_string(bits) + "-bit integer array");
              new (self) Reinterpreted{std::move(array), t};
            },
            nb::arg("array"), nb::arg("dtype"))

@@ -49,7 +49,7 @@ void transpose_2d(mlakit::TensorView* v, const char* name);
 // With `cols`, a 2-D array is accepted too (read row-major; *cols = its column count).
 std::vector<int32_t> host_indptr(nb::handle obj, const char* name, int64_t* cols = nullptr);
 
-// "bf16"/"fp16"/"fp32"/"fp64"/"int32" -> DType; "cpu", "cuda", "cuda:N" -> Device.
+// "bf16"/"fp16"/"fp32"/"fp64"/"int32"/"e4m3" (also "float8_e4m3fn") -> DType; "cpu", "cuda", "cuda:N" -> Device.
 mlakit::DType parse_dtype(const std::string& s, const char* name);
 mlakit::Device parse_device(const std::string& s, const char* name);
 
@@ -64,8 +64,10 @@ bool to_mlakit_device(int type, int id, mlakit::Device* out);
 bool is_host_int_dtype(const nb::dlpack::dtype& t);
 
 // like.new_empty(d0, d1, d2) for a torch tensor `like` (its dtype and device, contiguous), called
-// from C++ so a launch that allocates its output makes no Python-level call of its own.
-nb::object torch_new_empty(nb::handle like, int64_t d0, int64_t d1, int64_t d2);
+// from C++ so a launch that allocates its output makes no Python-level call of its own. With
+// `dtype` (a torch dtype registered by _register_torch): new_empty(d0, d1, d2, dtype=that).
+nb::object torch_new_empty(nb::handle like, int64_t d0, int64_t d1, int64_t d2,
+                           mlakit::DType dtype = static_cast<mlakit::DType>(-1));
 
 // A cudaStream_t passed from Python as an integer (0 = default stream).
 inline mlakit::Stream as_stream(uintptr_t s) { return reinterpret_cast<mlakit::Stream>(s); }

@@ -33,14 +33,15 @@ def test_info_describes_the_build(isa_env):
     assert info["cpu_isa"] != "amx"  # no AMX kernel in this build
     assert info["cpu_isa_requested"] == ""
     assert isinstance(info["cpu_has_amx"], bool)
-    assert info["cpu_products"] == {"bf16": info["cpu_isa"], "fp16": "fp32"}
+    assert info["cpu_products"] == {"bf16": info["cpu_isa"], "fp16": "fp32", "e4m3": "fp32"}
     cpu = info["backends"][0]
     assert cpu["name"] == "cpu" and cpu["max_head_dim"] == 512 and cpu["shapes"] == []
-    assert set(cpu["dtypes"]) == {"bf16", "fp16"}
+    assert cpu["dtypes"] == ["bf16", "fp16", "e4m3"]
     cuda = info["backends"][1:]
     assert bool(cuda) == info["built_with_cuda"]
     for b in cuda:
         assert b["max_head_dim"] is None and ("bf16", 192, 128) in b["shapes"]
+        assert set(b["dtypes"]) == {s[0] for s in b["shapes"]}
     attn = mlakit.RaggedPrefill(2, 2, 64, 64, dtype="bf16", device="cpu")
     assert attn.info.cpu_isa == info["cpu_isa"]
     assert mlakit.RaggedPrefill(2, 2, 64, 64, dtype="fp16", device="cpu").info.cpu_isa == "fp32"

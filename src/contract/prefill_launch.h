@@ -43,6 +43,13 @@ struct PrefillArgs {
   // maps each persistent block rewrites with the plan's extents). Null when it needs none.
   void* scratch;
   int64_t qo_indptr_offset, kv_indptr_offset, tiles_offset;  // byte offsets inside `schedule`
+  // FP8 kernels: float32 descale factors [>= batch, num_kv_heads] (mlakit/prefill.h, Descales) at
+  // their element strides (batch, kv head); null = 1. Entry [seq, kv head] is read per work item
+  // while the kernel runs, so a captured launch reads the values of its replay.
+  const float* q_descale;
+  const float* k_descale;
+  const float* v_descale;
+  int64_t qd_stride_b, qd_stride_h, kd_stride_b, kd_stride_h, vd_stride_b, vd_stride_h;
 };
 
 // One compiled prefill kernel: what it computes, its tile, and how to launch it. The build's
@@ -51,7 +58,7 @@ struct PrefillArgs {
 struct KernelEntry {
   const char* name;     // "sm90_bf16_192x128"
   int arch;             // 80: mma.sync kernel, runs on sm80 and newer; 90: wgmma/TMA, sm_90a only
-  DType dtype;
+  DType dtype;          // of q, k, v
   int head_dim_qk, head_dim_vo;
   int block_m, block_n;               // q rows per tile, kv rows per step
   int schedule_kind;                  // plan::ScheduleKind of the work array it reads
@@ -62,6 +69,9 @@ struct KernelEntry {
   size_t split_slot_bytes;
   void (*launch)(const PrefillArgs& args, int grid_blocks, Stream stream);
   int (*blocks_per_sm)();             // resident blocks per SM on the current device
+  // e4m3 kernels: the output's dtype (bf16 or fp16). 16-bit kernels write their input dtype and
+  // do not read this field.
+  DType out_dtype = DType::kBF16;
 };
 
 // The build's kernels (none without CUDA).
@@ -87,14 +97,16 @@ MLAKIT_HD size_t split_region_offset(size_t fixed, size_t per_block, int grid_bl
   return (fixed + per_block * static_cast<size_t>(grid_blocks) + 255) / 256 * 256;
 }
 
-// True if a CUDA kernel exists for these head dims and dtype.
-bool prefill_supported(int head_dim_qk, int head_dim_vo, DType dtype);
+// True if a CUDA kernel exists for these head dims and input / output dtypes (out_dtype is read
+// for e4m3 inputs only).
+bool prefill_supported(int head_dim_qk, int head_dim_vo, DType dtype, DType out_dtype);
 // Chooses by preference (see KernelPreference in mlakit/prefill.h) among the build's kernels that
 // run on `device`; throws kUnsupported, naming config.kernel or config.head_dim_qk, when none does.
-KernelChoice choose_prefill_kernel(int head_dim_qk, int head_dim_vo, DType dtype, int num_qo_heads,
-                                   Device device, KernelPreference preference = KernelPreference::kAuto);
+KernelChoice choose_prefill_kernel(int head_dim_qk, int head_dim_vo, DType dtype, DType out_dtype,
+                                   int num_qo_heads, Device device,
+                                   KernelPreference preference = KernelPreference::kAuto);
 // Launches on `stream`. Throws mlakit::Error(kRuntime) on launch failure.
-void launch_prefill(const KernelChoice& choice, int head_dim_qk, int head_dim_vo, DType dtype,
+void launch_prefill(const KernelChoice& choice, int head_dim_qk, int head_dim_vo, DType dtype, DType out_dtype,
                     const PrefillArgs& args, Stream stream);
 
 // Merge of two partial states, elementwise over [N, H, D]; strides in elements.

@@ -35,7 +35,9 @@ struct AttentionCall {
   int head_dim_vo = 0;
   int num_qo_heads = 0;
   int num_kv_heads = 0;
-  DType dtype = DType::kBF16;
+  DType dtype = DType::kBF16;      // of q, k, v (and k_rope)
+  DType out_dtype = DType::kBF16;  // of out (= dtype for 16-bit inputs)
+  Descales descales;               // e4m3 inputs: validated descale factors (null = 1)
   ScheduleRef schedule;
   void* scratch = nullptr;  // the kernel's device scratch (KernelChoice::scratch_bytes), zeroed once
 };
@@ -47,10 +49,11 @@ class Backend {
   virtual ~Backend() = default;
   virtual Device device() const = 0;
 
-  // Tile shape and grid for attention with these dims; throws kUnsupported when there is none.
-  // `preference` picks among the CUDA kernels (mlakit/prefill.h); the CPU ignores it.
-  virtual cuda::KernelChoice choose_kernel(int head_dim_qk, int head_dim_vo, DType dtype, int num_qo_heads,
-                                           KernelPreference preference) const = 0;
+  // Tile shape and grid for attention with these dims and dtypes (out_dtype: the output's, read
+  // for e4m3 inputs); throws kUnsupported when there is none. `preference` picks among the CUDA
+  // kernels (mlakit/prefill.h); the CPU ignores it.
+  virtual cuda::KernelChoice choose_kernel(int head_dim_qk, int head_dim_vo, DType dtype, DType out_dtype,
+                                           int num_qo_heads, KernelPreference preference) const = 0;
 
   // The CPU backend: the path its products take for `dtype` inputs ("amx", "avx512bf16",
   // "fp32"; throws for an MLAKIT_CPU_ISA naming none); "" elsewhere.

@@ -7,6 +7,7 @@
 
 #include "core/backend.h"
 #include "cpu/cpu_backend.h"
+#include "cpu/fp8_dequant.h"
 #include "mlakit/error.h"
 #include "mlakit/runtime.h"
 
@@ -21,7 +22,8 @@ class CpuBackend final : public Backend {
  public:
   Device device() const override { return Device::cpu(); }
 
-  cuda::KernelChoice choose_kernel(int head_dim_qk, int head_dim_vo, DType, int, KernelPreference) const override {
+  cuda::KernelChoice choose_kernel(int head_dim_qk, int head_dim_vo, DType, DType, int,
+                                   KernelPreference) const override {
     if (head_dim_qk > cpu::kMaxHeadDim) {
       throw Error(ErrorKind::kUnsupported, "config.head_dim_qk", "the CPU backend supports head dims 1..512");
     }
@@ -61,6 +63,14 @@ class CpuBackend final : public Backend {
     const plan::ScheduleLayout& l = c.schedule.layout;
     plan::ScheduleHeader h;
     std::memcpy(&h, block, sizeof(h));
+    if (c.dtype == DType::kE4M3) {
+      // FP8: dequantized into float32 (descales folded in), then the same kernel (cpu/fp8_dequant.h).
+      cpu::run_prefill_e4m3(h, reinterpret_cast<const int32_t*>(block + l.qo_indptr_offset),
+                            reinterpret_cast<const int32_t*>(block + l.kv_indptr_offset),
+                            reinterpret_cast<const plan::WorkTile*>(block + l.tiles_offset), *c.q, *c.k, c.k_rope,
+                            *c.v, *c.out, c.lse, c.descales);
+      return;
+    }
     cpu::run_prefill(h, reinterpret_cast<const int32_t*>(block + l.qo_indptr_offset),
                      reinterpret_cast<const int32_t*>(block + l.kv_indptr_offset),
                      reinterpret_cast<const plan::WorkTile*>(block + l.tiles_offset), *c.q, *c.k,

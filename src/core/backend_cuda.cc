@@ -17,14 +17,16 @@ class CudaBackend final : public Backend {
   explicit CudaBackend(int index) : index_(index) {}
   Device device() const override { return Device::cuda(index_); }
 
-  cuda::KernelChoice choose_kernel(int head_dim_qk, int head_dim_vo, DType dtype, int num_qo_heads,
+  cuda::KernelChoice choose_kernel(int head_dim_qk, int head_dim_vo, DType dtype, DType out_dtype, int num_qo_heads,
                                    KernelPreference preference) const override {
-    if (!cuda::prefill_supported(head_dim_qk, head_dim_vo, dtype)) {
+    if (!cuda::prefill_supported(head_dim_qk, head_dim_vo, dtype, out_dtype)) {
       throw Error(ErrorKind::kUnsupported, "config.head_dim_qk",
                   "no CUDA kernel for (head_dim_qk, head_dim_vo) = (" + std::to_string(head_dim_qk) +
-                      ", " + std::to_string(head_dim_vo) + ") in " + dtype_name(dtype));
+                      ", " + std::to_string(head_dim_vo) + ") in " + dtype_name(dtype) +
+                      (dtype == DType::kE4M3 ? std::string(" -> ") + dtype_name(out_dtype) : std::string()));
     }
-    return cuda::choose_prefill_kernel(head_dim_qk, head_dim_vo, dtype, num_qo_heads, device(), preference);
+    return cuda::choose_prefill_kernel(head_dim_qk, head_dim_vo, dtype, out_dtype, num_qo_heads, device(),
+                                       preference);
   }
 
   void* alloc_device(size_t bytes) const override { return device_alloc(bytes, device()); }
@@ -52,7 +54,7 @@ class CudaBackend final : public Backend {
 
   void attention(const cuda::KernelChoice& choice, const AttentionCall& c,
                  Stream stream) const override {
-    cuda::launch_prefill(choice, c.head_dim_qk, c.head_dim_vo, c.dtype, make_prefill_args(c), stream);
+    cuda::launch_prefill(choice, c.head_dim_qk, c.head_dim_vo, c.dtype, c.out_dtype, make_prefill_args(c), stream);
   }
 
   void merge(const TensorView& out_a, const TensorView& lse_a, const TensorView& out_b,

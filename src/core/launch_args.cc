@@ -49,6 +49,15 @@ cuda::PrefillArgs make_prefill_args(const AttentionCall& c) {
   a.qo_indptr_offset = static_cast<int64_t>(c.schedule.layout.qo_indptr_offset);
   a.kv_indptr_offset = static_cast<int64_t>(c.schedule.layout.kv_indptr_offset);
   a.tiles_offset = static_cast<int64_t>(c.schedule.layout.tiles_offset);
+  // Descale factors: pointer and (batch, head) strides, or null (= 1).
+  auto descale = [](const TensorView* t, const float** p, int64_t* sb, int64_t* sh) {
+    *p = t != nullptr ? static_cast<const float*>(t->data) : nullptr;
+    *sb = t != nullptr ? t->strides[0] : 0;
+    *sh = t != nullptr ? t->strides[1] : 0;
+  };
+  descale(c.descales.q, &a.q_descale, &a.qd_stride_b, &a.qd_stride_h);
+  descale(c.descales.k, &a.k_descale, &a.kd_stride_b, &a.kd_stride_h);
+  descale(c.descales.v, &a.v_descale, &a.vd_stride_b, &a.vd_stride_h);
   return a;
 }
 

@@ -32,7 +32,8 @@ Setup setup(const PrefillConfig& c) {
   backend::check_config(c);
   Setup s;
   s.backend = backend::make_backend(c.device, "config.device");
-  s.choice = s.backend->choose_kernel(c.head_dim_qk, c.head_dim_vo, c.dtype, c.num_qo_heads, c.kernel);
+  s.choice = s.backend->choose_kernel(c.head_dim_qk, c.head_dim_vo, c.dtype, plan::output_dtype(c), c.num_qo_heads,
+                                      c.kernel);
   plan::size_kv_split(s.choice, c.kv_split, c.max_batch, c.max_q_tokens, c.num_qo_heads);
   s.layout = plan::make_layout(c.max_batch, c.max_q_tokens, s.choice.block_m,
                                static_cast<plan::ScheduleKind>(s.choice.schedule_kind));
@@ -73,7 +74,8 @@ struct RaggedPrefill::Impl {
   }
 
   backend::AttentionCall call(const TensorView& q, const TensorView& k, const TensorView* k_rope,
-                              const TensorView& v, const TensorView& out, const TensorView* lse) const {
+                              const TensorView& v, const TensorView& out, const TensorView* lse,
+                              const Descales& descales) const {
     backend::AttentionCall a;
     a.q = &q;
     a.k = &k;
@@ -86,6 +88,8 @@ struct RaggedPrefill::Impl {
     a.num_qo_heads = config.num_qo_heads;
     a.num_kv_heads = config.num_kv_heads;
     a.dtype = config.dtype;
+    a.out_dtype = plan::output_dtype(config);
+    a.descales = descales;
     a.schedule = {staging->device(), layout};
     a.scratch = staging->scratch();
     return a;
@@ -102,6 +106,10 @@ struct RaggedPrefill::Impl {
 
   void require_plan() const {
     if (!planned) throw Error(ErrorKind::kInvalidArgument, "plan", "run() called before plan()");
+  }
+
+  void check_descales(const Descales& d) const {
+    plan::validate_descales(d, config.dtype, config.device, info.batch_size, config.num_kv_heads);
   }
 };
 
@@ -163,19 +171,32 @@ void RaggedPrefill::plan(const int32_t* qo_indptr, const int32_t* kv_indptr, int
 
 void RaggedPrefill::run(const TensorView& q, const TensorView& k, const TensorView& v,
                         const TensorView& out, const TensorView* lse, Stream stream) const {
+  run(q, k, v, out, lse, Descales{}, stream);
+}
+
+void RaggedPrefill::run(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& out,
+                        const TensorView* lse, const Descales& descales, Stream stream) const {
   const Impl& m = *impl_;
   m.require_plan();
   plan::validate_prefill_tensors(q, k, v, out, lse, m.totals, m.rules());
-  m.backend->attention(m.choice, m.call(q, k, nullptr, v, out, lse), stream);
+  m.check_descales(descales);
+  m.backend->attention(m.choice, m.call(q, k, nullptr, v, out, lse, descales), stream);
 }
 
 void RaggedPrefill::run_split_k(const TensorView& q, const TensorView& k, const TensorView& k_rope,
                                 const TensorView& v, const TensorView& out, const TensorView* lse,
                                 Stream stream) const {
+  run_split_k(q, k, k_rope, v, out, lse, Descales{}, stream);
+}
+
+void RaggedPrefill::run_split_k(const TensorView& q, const TensorView& k, const TensorView& k_rope,
+                                const TensorView& v, const TensorView& out, const TensorView* lse,
+                                const Descales& descales, Stream stream) const {
   const Impl& m = *impl_;
   m.require_plan();
   const TensorView kr = plan::validate_split_k_tensors(q, k, k_rope, v, out, lse, m.totals, m.rules());
-  m.backend->attention(m.choice, m.call(q, k, &kr, v, out, lse), stream);
+  m.check_descales(descales);
+  m.backend->attention(m.choice, m.call(q, k, &kr, v, out, lse, descales), stream);
 }
 
 const PrefillConfig& RaggedPrefill::config() const { return impl_->config; }
@@ -200,6 +221,7 @@ void ragged_prefill(const TensorView& q, const TensorView& k, const TensorView& 
   c.head_dim_qk = static_cast<int>(q.shape[2]);
   c.head_dim_vo = static_cast<int>(v.shape[2]);
   c.dtype = q.dtype;
+  c.out_dtype = out.dtype;  // read for e4m3 inputs (validated above: bf16 or fp16)
   c.max_batch = std::max(batch_size, 1);
   c.max_q_tokens = std::max<int64_t>(totals.total_q, 1);
   c.max_kv_tokens = std::max<int64_t>(totals.total_kv, 1);

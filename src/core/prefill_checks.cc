@@ -25,8 +25,12 @@ void check_config(const PrefillConfig& c) {
   }
   if (c.head_dim_qk <= 0) bad("config.head_dim_qk", "must be > 0");
   if (c.head_dim_vo <= 0) bad("config.head_dim_vo", "must be > 0");
-  if (c.dtype != DType::kBF16 && c.dtype != DType::kFP16) {
-    bad("config.dtype", std::string("must be bf16 or fp16, got ") + dtype_name(c.dtype),
+  if (c.dtype != DType::kBF16 && c.dtype != DType::kFP16 && c.dtype != DType::kE4M3) {
+    bad("config.dtype", std::string("must be bf16, fp16 or e4m3, got ") + dtype_name(c.dtype),
+        ErrorKind::kTypeMismatch);
+  }
+  if (c.dtype == DType::kE4M3 && c.out_dtype != DType::kBF16 && c.out_dtype != DType::kFP16) {
+    bad("config.out_dtype", std::string("the output of e4m3 inputs must be bf16 or fp16, got ") + dtype_name(c.out_dtype),
         ErrorKind::kTypeMismatch);
   }
   if (c.max_batch <= 0) bad("config.max_batch", "must be > 0");

@@ -5,12 +5,16 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
+#include <string>
+#include <vector>
 #include <mutex>
 #include <new>
 #include <unordered_set>
 
 #include "cpu/cpu_backend.h"
 #include "cpu/cpu_isa.h"
+#include "cpu/e4m3_convert.h"
 #include "cpu/half_convert.h"
 #include "cuda/kernel_list.h"
 #include "cuda/common/host_sync.h"
@@ -64,13 +68,26 @@ std::string device_description(Device d) {
 namespace {
 constexpr const char* kVersion = "0.1.0";  // the project's version (CMakeLists.txt, pyproject.toml)
 
-DType dtype_of_tag(const char* tag) { return tag[0] == 'b' ? DType::kBF16 : DType::kFP16; }
+constexpr DType kInputDtypes[] = {DType::kBF16, DType::kFP16, DType::kE4M3};
 
 #ifdef MLAKIT_WITH_CUDA
-BackendInfo cuda_backend(const char* name) {
+DType dtype_of_tag(const char* tag) {
+  for (DType t : kInputDtypes)
+    if (std::strcmp(dtype_name(t), tag) == 0) return t;
+  throw Error(ErrorKind::kRuntime, "", std::string("kernel_list.h names an unknown dtype tag ") + tag);
+}
+
+// A CUDA backend's dtypes: those of its kernels, in kInputDtypes' order.
+BackendInfo cuda_backend(const char* name, std::vector<KernelShape> shapes) {
   BackendInfo b;
   b.name = name;
-  b.dtypes = {DType::kBF16, DType::kFP16};
+  for (DType t : kInputDtypes)
+    for (const KernelShape& k : shapes)
+      if (k.dtype == t) {
+        b.dtypes.push_back(t);
+        break;
+      }
+  b.shapes = std::move(shapes);
   return b;
 }
 #endif
@@ -86,23 +103,18 @@ LibraryInfo library_info() {
   info.cpu_isa = cpu::cpu_isa_name(isa);
   info.cpu_isa_best = cpu::cpu_isa_name(cpu::cpu_isa_best());
   info.cpu_has_amx = cpu::cpu_has_amx();
-  info.cpu_bf16_products = cpu::cpu_isa_name(cpu::products_isa(DType::kBF16, isa));
-  info.cpu_fp16_products = cpu::cpu_isa_name(cpu::products_isa(DType::kFP16, isa));
+  for (DType t : kInputDtypes) info.cpu_products.push_back({t, cpu::cpu_isa_name(cpu::products_isa(t, isa))});
 
   BackendInfo cpu_backend;
   cpu_backend.name = "cpu";
-  cpu_backend.dtypes = {DType::kBF16, DType::kFP16};
+  cpu_backend.dtypes.assign(std::begin(kInputDtypes), std::end(kInputDtypes));
   cpu_backend.max_head_dim = cpu::kMaxHeadDim;
   info.backends.push_back(cpu_backend);
 #ifdef MLAKIT_WITH_CUDA
 #define MLAKIT_SHAPE_OF(arch, tag, dqk, dvo) KernelShape{dtype_of_tag(#tag), dqk, dvo},
-  BackendInfo sm80 = cuda_backend("cuda sm80");
-  sm80.shapes = {MLAKIT_SM80_KERNELS(MLAKIT_SHAPE_OF)};
-  info.backends.push_back(sm80);
+  info.backends.push_back(cuda_backend("cuda sm80", {MLAKIT_SM80_KERNELS(MLAKIT_SHAPE_OF)}));
 #ifdef MLAKIT_WITH_SM90
-  BackendInfo sm90 = cuda_backend("cuda sm90");
-  sm90.shapes = {MLAKIT_SM90_KERNELS(MLAKIT_SHAPE_OF)};
-  info.backends.push_back(sm90);
+  info.backends.push_back(cuda_backend("cuda sm90", {MLAKIT_SM90_KERNELS(MLAKIT_SHAPE_OF)}));
 #endif
 #undef MLAKIT_SHAPE_OF
 #endif
@@ -172,5 +184,7 @@ uint16_t float_to_bf16(float f) { return cpu::float_to_bf16(f); }
 float bf16_to_float(uint16_t h) { return cpu::bf16_to_float(h); }
 uint16_t float_to_fp16(float f) { return cpu::float_to_fp16(f); }
 float fp16_to_float(uint16_t h) { return cpu::fp16_to_float(h); }
+uint8_t float_to_e4m3(float f) { return cpu::float_to_e4m3(f); }
+float e4m3_to_float(uint8_t x) { return cpu::e4m3_to_float(x); }
 
 }  // namespace mlakit

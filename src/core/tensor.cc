@@ -17,6 +17,8 @@ size_t dtype_size(DType t) {
       return 4;
     case DType::kFP64:
       return 8;
+    case DType::kE4M3:
+      return 1;
   }
   return 0;
 }
@@ -28,6 +30,7 @@ const char* dtype_name(DType t) {
     case DType::kFP32: return "fp32";
     case DType::kFP64: return "fp64";
     case DType::kInt32: return "int32";
+    case DType::kE4M3: return "e4m3";
   }
   return "unknown";
 }

@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "cpu/e4m3_convert.h"
 #include "cpu/half_convert.h"
 #include "mlakit/error.h"
 #include "plan/validate.h"
@@ -29,8 +30,14 @@ double load(const void* p, DType t) {
     case DType::kFP16: return cpu::fp16_to_float(*static_cast<const uint16_t*>(p));
     case DType::kFP32: return *static_cast<const float*>(p);
     case DType::kFP64: return *static_cast<const double*>(p);
+    case DType::kE4M3: return cpu::e4m3_to_float(*static_cast<const uint8_t*>(p));
     default: throw Error(ErrorKind::kTypeMismatch, "", "reference: not a floating dtype");
   }
+}
+
+// Descale factor [b, h] (1 when absent), in double.
+double factor(const TensorView* d, int64_t b, int64_t h) {
+  return d == nullptr ? 1.0 : static_cast<double>(*static_cast<const float*>(d->ptr_at(b, h)));
 }
 
 // Exact for every value that `load` can produce from the same dtype, so pass-through is
@@ -62,7 +69,7 @@ void visible_keys(int64_t i, int64_t lq, int64_t lk, const PrefillOptions& o, in
 // One row, no validation (callers have validated). `seq` owns q_row.
 void row(const TensorView& q, const TensorView& k, const TensorView& v, const int32_t* qo_indptr,
          const int32_t* kv_indptr, int seq, const PrefillOptions& options, int64_t q_row, int head,
-         double* out_row, double* lse_out) {
+         double* out_row, double* lse_out, const Descales& descales) {
   const int64_t dqk = q.shape[2], dvo = v.shape[2];
   const int64_t group = q.shape[1] / k.shape[1];
   const int64_t kv_head = head / group;
@@ -80,6 +87,9 @@ void row(const TensorView& q, const TensorView& k, const TensorView& v, const in
   const double scale = options.sm_scale != 0.0f ? static_cast<double>(options.sm_scale)
                                                  : 1.0 / std::sqrt(static_cast<double>(dqk));
   const double cap = options.logits_soft_cap;
+  // FP8 descales: the scores of the dequantized q and k, the output of the dequantized v.
+  const double qk_factor = factor(descales.q, seq, kv_head) * factor(descales.k, seq, kv_head);
+  const double v_factor = factor(descales.v, seq, kv_head);
   std::vector<double> qv(dqk);
   const size_t qs = dtype_size(q.dtype), ks = dtype_size(k.dtype), vs = dtype_size(v.dtype);
   for (int64_t d = 0; d < dqk; ++d) qv[d] = load(elem(q, q_row, head, 0) + d * qs, q.dtype);
@@ -91,7 +101,7 @@ void row(const TensorView& q, const TensorView& k, const TensorView& v, const in
     const char* kr = elem(k, kv0 + j, kv_head, 0);
     double dot = 0.0;
     for (int64_t d = 0; d < dqk; ++d) dot += qv[d] * load(kr + d * ks, k.dtype);
-    double x = dot * scale;
+    double x = dot * qk_factor * scale;
     if (cap > 0.0) x = cap * std::tanh(x / cap);
     s[j - lo] = x;
     mx = std::max(mx, x);
@@ -104,7 +114,7 @@ void row(const TensorView& q, const TensorView& k, const TensorView& v, const in
     const char* vr = elem(v, kv0 + j, kv_head, 0);
     for (int64_t d = 0; d < dvo; ++d) out_row[d] += p * load(vr + d * vs, v.dtype);
   }
-  for (int64_t d = 0; d < dvo; ++d) out_row[d] /= sum;
+  for (int64_t d = 0; d < dvo; ++d) out_row[d] = out_row[d] * v_factor / sum;
   if (lse_out) *lse_out = mx + std::log(sum);
 }
 
@@ -122,6 +132,13 @@ void attention_row(const TensorView& q, const TensorView& k, const TensorView& v
                    const int32_t* qo_indptr, const int32_t* kv_indptr, int batch_size,
                    const PrefillOptions& options, int64_t q_row, int head, double* out_row,
                    double* lse_out) {
+  attention_row(q, k, v, qo_indptr, kv_indptr, batch_size, options, q_row, head, out_row, lse_out, Descales{});
+}
+
+void attention_row(const TensorView& q, const TensorView& k, const TensorView& v,
+                   const int32_t* qo_indptr, const int32_t* kv_indptr, int batch_size,
+                   const PrefillOptions& options, int64_t q_row, int head, double* out_row,
+                   double* lse_out, const Descales& descales) {
   const plan::IndptrTotals totals = plan::validate_indptr(qo_indptr, kv_indptr, batch_size);
   plan::validate_options(options);
   // The shared tensor checks want an output; a view of the right shape stands in for it (its
@@ -130,6 +147,7 @@ void attention_row(const TensorView& q, const TensorView& k, const TensorView& v
   fake_out.device = q.device;
   plan::validate_prefill_tensors(q, k, v, fake_out, nullptr, totals, reference_rules());
   plan::require_device(q, "q", Device::cpu());  // the reference reads host memory only
+  plan::validate_descales(descales, q.dtype, Device::cpu(), batch_size, k.shape[1]);
   if (q_row < 0 || q_row >= totals.total_q) {
     throw Error(ErrorKind::kInvalidArgument, "q_row",
                 "row " + std::to_string(q_row) + " is outside [0, " +
@@ -146,16 +164,24 @@ void attention_row(const TensorView& q, const TensorView& k, const TensorView& v
   const int seq = static_cast<int>(
       std::upper_bound(qo_indptr, qo_indptr + batch_size + 1, static_cast<int32_t>(q_row)) -
       qo_indptr - 1);
-  row(q, k, v, qo_indptr, kv_indptr, seq, options, q_row, head, out_row, lse_out);
+  row(q, k, v, qo_indptr, kv_indptr, seq, options, q_row, head, out_row, lse_out, descales);
 }
 
 void ragged_prefill(const TensorView& q, const TensorView& k, const TensorView& v,
                     const int32_t* qo_indptr, const int32_t* kv_indptr, int batch_size,
                     const PrefillOptions& options, const TensorView& out, const TensorView* lse) {
+  ragged_prefill(q, k, v, qo_indptr, kv_indptr, batch_size, options, out, lse, Descales{});
+}
+
+void ragged_prefill(const TensorView& q, const TensorView& k, const TensorView& v,
+                    const int32_t* qo_indptr, const int32_t* kv_indptr, int batch_size,
+                    const PrefillOptions& options, const TensorView& out, const TensorView* lse,
+                    const Descales& descales) {
   const plan::IndptrTotals totals = plan::validate_indptr(qo_indptr, kv_indptr, batch_size);
   plan::validate_options(options);
   plan::validate_prefill_tensors(q, k, v, out, lse, totals, reference_rules());
   plan::require_device(q, "q", Device::cpu());  // the reference reads host memory only
+  plan::validate_descales(descales, q.dtype, Device::cpu(), batch_size, k.shape[1]);
 
   const int64_t heads = q.shape[1], dvo = v.shape[2];
   const size_t os = dtype_size(out.dtype);
@@ -168,7 +194,7 @@ void ragged_prefill(const TensorView& q, const TensorView& k, const TensorView& 
       while (r >= qo_indptr[b + 1]) ++b;  // skips empty sequences too
       for (int64_t h = 0; h < heads; ++h) {
         double l = 0.0;
-        row(q, k, v, qo_indptr, kv_indptr, b, options, r, static_cast<int>(h), o.data(), &l);
+        row(q, k, v, qo_indptr, kv_indptr, b, options, r, static_cast<int>(h), o.data(), &l, descales);
         char* dst = static_cast<char*>(out.ptr_at(r, h));
         for (int64_t d = 0; d < dvo; ++d) store(dst + d * os, out.dtype, o[d]);
         if (lse != nullptr) store(lse->ptr_at(r, h), lse->dtype, l);

@@ -21,9 +21,9 @@ const KernelEntry* const* kernel_table(int* count) {
   *count = 0;
   return nullptr;
 }
-bool prefill_supported(int, int, DType) { return false; }
-KernelChoice choose_prefill_kernel(int, int, DType, int, Device, KernelPreference) { no_cuda(); }
-void launch_prefill(const KernelChoice&, int, int, DType, const PrefillArgs&, Stream) { no_cuda(); }
+bool prefill_supported(int, int, DType, DType) { return false; }
+KernelChoice choose_prefill_kernel(int, int, DType, DType, int, Device, KernelPreference) { no_cuda(); }
+void launch_prefill(const KernelChoice&, int, int, DType, DType, const PrefillArgs&, Stream) { no_cuda(); }
 void launch_merge(DType, const MergeArgs&, Stream) { no_cuda(); }
 
 }  // namespace cuda

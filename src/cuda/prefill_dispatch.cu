@@ -32,17 +32,17 @@ class DeviceGuard {
 
 }  // namespace
 
-bool prefill_supported(int dqk, int dvo, DType dtype) {
+bool prefill_supported(int dqk, int dvo, DType dtype, DType out_dtype) {
   int n = 0;
   const KernelEntry* const* table = kernel_table(&n);
   for (int i = 0; i < n; ++i) {
-    if (table[i]->dtype == dtype && table[i]->head_dim_qk == dqk && table[i]->head_dim_vo == dvo) return true;
+    if (plan::kernel_computes(*table[i], dtype, out_dtype, dqk, dvo)) return true;
   }
   return false;
 }
 
-KernelChoice choose_prefill_kernel(int dqk, int dvo, DType dtype, int /*num_qo_heads*/, Device device,
-                                   KernelPreference preference) {
+KernelChoice choose_prefill_kernel(int dqk, int dvo, DType dtype, DType out_dtype, int /*num_qo_heads*/,
+                                   Device device, KernelPreference preference) {
   DeviceGuard guard(device.index);
   cudaDeviceProp prop{};
   MLAKIT_CUDA_CHECK(cudaGetDeviceProperties(&prop, device.index));
@@ -54,7 +54,7 @@ KernelChoice choose_prefill_kernel(int dqk, int dvo, DType dtype, int /*num_qo_h
   int n = 0;
   const KernelEntry* const* table = kernel_table(&n);
   const plan::KernelSelection sel =
-      plan::select_kernel(table, n, {prop.major * 10 + prop.minor, dtype, dqk, dvo, preference});
+      plan::select_kernel(table, n, {prop.major * 10 + prop.minor, dtype, dqk, dvo, preference, out_dtype});
   if (sel.entry == nullptr) throw Error(ErrorKind::kUnsupported, sel.argument, sel.why);
   int per_sm = sel.entry->blocks_per_sm();
   if (per_sm < 1) per_sm = 1;
@@ -70,10 +70,10 @@ KernelChoice choose_prefill_kernel(int dqk, int dvo, DType dtype, int /*num_qo_h
   return c;
 }
 
-void launch_prefill(const KernelChoice& choice, int dqk, int dvo, DType dtype, const PrefillArgs& args,
-                    Stream stream) {
+void launch_prefill(const KernelChoice& choice, int dqk, int dvo, DType dtype, DType out_dtype,
+                    const PrefillArgs& args, Stream stream) {
   const KernelEntry* e = choice.entry;
-  if (e == nullptr || e->head_dim_qk != dqk || e->head_dim_vo != dvo || e->dtype != dtype) {
+  if (e == nullptr || !plan::kernel_computes(*e, dtype, out_dtype, dqk, dvo)) {
     throw Error(ErrorKind::kRuntime, "", "launch_prefill: the kernel choice does not match the problem");
   }
   if (choice.scratch_bytes > 0 && args.scratch == nullptr) {

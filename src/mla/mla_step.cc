@@ -31,7 +31,7 @@ Setup setup(const MlaConfig& c) {
   Setup s;
   s.backend = backend::make_backend(c.device, "config.device");
   try {
-    s.choice = s.backend->choose_kernel(c.qk_nope_head_dim + c.qk_rope_head_dim, c.v_head_dim, c.dtype,
+    s.choice = s.backend->choose_kernel(c.qk_nope_head_dim + c.qk_rope_head_dim, c.v_head_dim, c.dtype, c.dtype,
                                         c.num_heads, c.kernel);
   } catch (const Error& e) {
     // The attention backend names its own config fields; name the MLA ones.
@@ -183,6 +183,7 @@ struct MlaStep::Impl {
     a.head_dim_vo = c.v_head_dim;
     a.num_qo_heads = a.num_kv_heads = c.num_heads;
     a.dtype = t;
+    a.out_dtype = t;
     a.schedule = {ws() + layout.block_offset(i), layout.schedule};
     a.scratch = staging->scratch();  // launches run in stream order, so they share it
     backend->attention(choice, a, s);

@@ -27,8 +27,10 @@ namespace plan {
 namespace {
 
 std::string dims_str(const KernelRequest& r) {
-  return "(head_dim_qk, head_dim_vo) = (" + std::to_string(r.head_dim_qk) + ", " +
-         std::to_string(r.head_dim_vo) + ") in " + dtype_name(r.dtype);
+  std::string s = "(head_dim_qk, head_dim_vo) = (" + std::to_string(r.head_dim_qk) + ", " +
+                  std::to_string(r.head_dim_vo) + ") in " + dtype_name(r.dtype);
+  if (r.dtype == DType::kE4M3) s += std::string(" -> ") + dtype_name(r.out_dtype);
+  return s;
 }
 
 int wanted_arch(KernelPreference p) {
@@ -36,6 +38,11 @@ int wanted_arch(KernelPreference p) {
 }
 
 }  // namespace
+
+bool kernel_computes(const cuda::KernelEntry& e, DType dtype, DType out_dtype, int dqk, int dvo) {
+  return e.dtype == dtype && (dtype != DType::kE4M3 || e.out_dtype == out_dtype) && e.head_dim_qk == dqk &&
+         e.head_dim_vo == dvo;
+}
 
 bool kernel_runs_on(const cuda::KernelEntry& e, int device_arch) {
   return e.arch == 90 ? device_arch == 90 : device_arch >= e.arch;
@@ -48,7 +55,7 @@ KernelSelection select_kernel(const cuda::KernelEntry* const* table, int count, 
   bool wanted_shape = false;  // the forced architecture has one
   for (int i = 0; i < count; ++i) {
     const cuda::KernelEntry& e = *table[i];
-    if (e.dtype != r.dtype || e.head_dim_qk != r.head_dim_qk || e.head_dim_vo != r.head_dim_vo) continue;
+    if (!kernel_computes(e, r.dtype, r.out_dtype, r.head_dim_qk, r.head_dim_vo)) continue;
     any_shape = true;
     if (want != 0 && e.arch != want) continue;
     wanted_shape = true;

@@ -17,7 +17,11 @@ struct KernelRequest {
   int head_dim_qk;
   int head_dim_vo;
   KernelPreference preference;
+  DType out_dtype = DType::kBF16;  // e4m3 inputs: the output's dtype (16-bit inputs write their own)
 };
+
+// Whether entry `e` computes (dtype, out_dtype) at these head dims.
+bool kernel_computes(const cuda::KernelEntry& e, DType dtype, DType out_dtype, int head_dim_qk, int head_dim_vo);
 
 // True when code of entry `e` runs on a device of compute capability `device_arch`: sm80 code
 // runs on 8.0 and newer; sm_90a code (wgmma, setmaxnreg) only on 9.0 itself.

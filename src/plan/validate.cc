@@ -28,6 +28,13 @@ std::string shape_str(const TensorView& t) {
 
 bool is_half(DType t) { return t == DType::kBF16 || t == DType::kFP16; }
 bool is_wide(DType t) { return t == DType::kFP32 || t == DType::kFP64; }
+bool is_fp8(DType t) { return t == DType::kE4M3; }
+
+// The input dtypes a call accepts, for error messages.
+std::string supported_inputs(bool wide) {
+  return wide ? "q, k and v share one dtype: bf16, fp16, fp32, fp64 or e4m3"
+              : "q, k and v share one dtype: bf16, fp16 or e4m3 (FP8: all three e4m3, output bf16 or fp16)";
+}
 
 // Rank, null data, non-negative sizes/strides, natural element alignment and, unless
 // `any_last_stride` (a scalar-per-row tensor such as lse), a unit last stride.
@@ -160,6 +167,11 @@ void check_against_config(const TensorView& q, const TensorView& k, const Tensor
     mismatch("q", std::string("dtype ") + dtype_name(q.dtype) + " differs from config.dtype " +
                       dtype_name(c.dtype));
   }
+  if (out.dtype != output_dtype(c)) {
+    mismatch("out", std::string("dtype ") + dtype_name(out.dtype) + " differs from the output dtype " +
+                        dtype_name(output_dtype(c)) +
+                        (is_fp8(c.dtype) ? " (config.out_dtype)" : " (the input dtype, config.dtype)"));
+  }
   if (q.device != c.device) {
     mismatch("q", "is on " + to_string(q.device) + " but config.device is " + to_string(c.device));
   }
@@ -201,15 +213,25 @@ void validate_prefill_tensors(const TensorView& q, const TensorView& k, const Te
   if (lse) check_no_overlap(*lse, "lse");
 
   // dtypes
-  const bool q_ok = is_half(q.dtype) || (rules.allow_fp32_fp64_inputs && is_wide(q.dtype));
+  const bool wide = rules.allow_fp32_fp64_inputs;
+  const bool q_ok = is_half(q.dtype) || is_fp8(q.dtype) || (wide && is_wide(q.dtype));
   if (!q_ok) {
-    mismatch("q", std::string("dtype ") + dtype_name(q.dtype) + " is not supported (" +
-                      (rules.allow_fp32_fp64_inputs ? "bf16, fp16, fp32 or fp64" : "bf16 or fp16") + ")");
+    mismatch("q", std::string("dtype ") + dtype_name(q.dtype) + " is not supported (" + supported_inputs(wide) + ")");
   }
-  if (k.dtype != q.dtype) mismatch("k", std::string("dtype ") + dtype_name(k.dtype) + " differs from q's " + dtype_name(q.dtype));
-  if (v.dtype != q.dtype) mismatch("v", std::string("dtype ") + dtype_name(v.dtype) + " differs from q's " + dtype_name(q.dtype));
+  if (k.dtype != q.dtype) {
+    mismatch("k", std::string("dtype ") + dtype_name(k.dtype) + " differs from q's " + dtype_name(q.dtype) + " (" +
+                      supported_inputs(wide) + ")");
+  }
+  if (v.dtype != q.dtype) {
+    mismatch("v", std::string("dtype ") + dtype_name(v.dtype) + " differs from q's " + dtype_name(q.dtype) + " (" +
+                      supported_inputs(wide) + ")");
+  }
   if (rules.out_matches_input_dtype) {
-    if (out.dtype != q.dtype) {
+    if (is_fp8(q.dtype)) {
+      if (!is_half(out.dtype)) {
+        mismatch("out", std::string("dtype ") + dtype_name(out.dtype) + " is not an output dtype of e4m3 inputs (bf16 or fp16)");
+      }
+    } else if (out.dtype != q.dtype) {
       mismatch("out", std::string("dtype ") + dtype_name(out.dtype) + " must equal the input dtype " + dtype_name(q.dtype));
     }
   } else if (!is_wide(out.dtype)) {
@@ -322,6 +344,32 @@ void validate_merge_tensors(const TensorView& out_a, const TensorView& lse_a,
   lse2(lse_b, "lse_b");
   same3(out, "out");
   if (lse_out) lse2(*lse_out, "lse_out");
+}
+
+DType output_dtype(const PrefillConfig& c) { return is_fp8(c.dtype) ? c.out_dtype : c.dtype; }
+
+bool has_descales(const Descales& d) { return d.q != nullptr || d.k != nullptr || d.v != nullptr; }
+
+void validate_descales(const Descales& d, DType input, Device device, int64_t batch_size, int64_t kv_heads) {
+  const TensorView* views[3] = {d.q, d.k, d.v};
+  const char* names[3] = {"q_descale", "k_descale", "v_descale"};
+  for (int i = 0; i < 3; ++i) {
+    const TensorView* t = views[i];
+    if (t == nullptr) continue;
+    const char* name = names[i];
+    if (!is_fp8(input)) {
+      mismatch(name, std::string("descale factors apply to e4m3 inputs only; the inputs are ") + dtype_name(input));
+    }
+    check_layout(*t, name, 2, /*any_last_stride=*/true);
+    if (t->dtype != DType::kFP32) mismatch(name, std::string("dtype ") + dtype_name(t->dtype) + " must be fp32");
+    if (t->device != device) {
+      mismatch(name, "is on " + to_string(t->device) + " but q is on " + to_string(device));
+    }
+    if (t->shape[0] < batch_size || t->shape[1] != kv_heads) {
+      invalid(name, "shape " + shape_str(*t) + " must be [>= batch_size, num_kv_heads] = [>= " +
+                        std::to_string(batch_size) + ", " + std::to_string(kv_heads) + "]");
+    }
+  }
 }
 
 void require_device(const TensorView& t, const char* name, Device expected) {

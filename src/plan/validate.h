@@ -26,8 +26,9 @@ void validate_options(const PrefillOptions& options);
 // Shapes/dtypes/devices/strides of q, k, v, out, lse for a problem with these totals and heads.
 // Row counts may exceed the totals (capacity-sized buffers): q/out/lse rows >= total_q, k/v rows
 // >= total_kv. lse may have any non-overlapping strides ([T, H] or [H, T] memory).
-// `out_matches_input_dtype`: true for backends (out in the input dtype), false for the
-// reference (out fp32/fp64). `need_16B_alignment`: 16-byte aligned pointers and strides (CUDA).
+// `out_matches_input_dtype`: true for backends (out in the input dtype; for e4m3 inputs bf16 or
+// fp16, config->out_dtype when a config is given), false for the reference (out fp32/fp64).
+// `need_16B_alignment`: 16-byte aligned pointers and strides (CUDA).
 // `config`: RaggedPrefill::run's config; each tensor is checked against it first, so errors
 // name the config field a tensor disagrees with.
 struct TensorRules {
@@ -39,6 +40,16 @@ struct TensorRules {
 void validate_prefill_tensors(const TensorView& q, const TensorView& k, const TensorView& v,
                               const TensorView& out, const TensorView* lse,
                               const IndptrTotals& totals, const TensorRules& rules);
+
+// The output dtype a config's run() writes: config.out_dtype for e4m3 inputs, else the inputs'.
+DType output_dtype(const PrefillConfig& config);
+
+// Descale factors (mlakit/prefill.h, Descales) for inputs of dtype `input` on `device`: each one
+// given must be a float32 [>= batch_size, num_kv_heads] tensor with non-negative strides on
+// `device`; only e4m3 inputs take them. Errors name q_descale / k_descale / v_descale.
+void validate_descales(const Descales& descales, DType input, Device device, int64_t batch_size,
+                       int64_t num_kv_heads);
+bool has_descales(const Descales& descales);
 
 // out_a/out_b/out [N,H,D] same dtype (bf16/fp16/fp32) & device; lse_* [N,H] fp32, any strides.
 // With allow_fp64 (the reference): fp64 is accepted too, out may be any float dtype, lse fp32/fp64.

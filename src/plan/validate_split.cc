@@ -44,7 +44,8 @@ TensorView validate_split_k_tensors(const TensorView& q, const TensorView& k,
   }
   if (kr.dtype != q.dtype) {
     throw Error(ErrorKind::kTypeMismatch, "k_rope",
-                std::string("dtype ") + dtype_name(kr.dtype) + " differs from q's " + dtype_name(q.dtype));
+                std::string("dtype ") + dtype_name(kr.dtype) + " differs from q's " + dtype_name(q.dtype) +
+                    " (q, k, k_rope and v share one dtype)");
   }
   if (kr.device != q.device) {
     throw Error(ErrorKind::kTypeMismatch, "k_rope",

@@ -244,8 +244,9 @@ TEST(CpuIsa, ForcedPathMissingHereFallsToTheBestBelowIt) {
     const LibraryInfo info = library_info();
     EXPECT_EQ(info.cpu_isa, cpu::cpu_isa_name(expect));
     EXPECT_EQ(info.cpu_isa_requested, cpu::cpu_isa_name(isa));
-    EXPECT_EQ(info.cpu_bf16_products, cpu::cpu_isa_name(expect));
-    EXPECT_EQ(info.cpu_fp16_products, "fp32");
+    ASSERT_EQ(info.cpu_products.size(), 3u);
+    for (const LibraryInfo::Products& pr : info.cpu_products)
+      EXPECT_EQ(pr.isa, pr.dtype == DType::kBF16 ? cpu::cpu_isa_name(expect) : "fp32") << dtype_name(pr.dtype);
   }
   // Every AMX CPU has AVX-512 BF16 (the detection requires both): there the bf16 path runs.
   if (cpu::cpu_has_amx()) EXPECT_TRUE(cpu::cpu_isa_available(CpuIsa::kAvx512Bf16));
@@ -283,6 +284,10 @@ TEST(CpuIsa, LibraryInfoDescribesThisBuild) {
   for (size_t i = 1; i < info.backends.size(); ++i) {
     const BackendInfo& b = info.backends[i];
     EXPECT_EQ(b.max_head_dim, 0);
+    // Its dtypes are exactly those of its shapes.
+    for (DType t : b.dtypes)
+      EXPECT_TRUE(std::any_of(b.shapes.begin(), b.shapes.end(), [t](const KernelShape& k) { return k.dtype == t; }));
+    for (const KernelShape& k : b.shapes) EXPECT_NE(std::find(b.dtypes.begin(), b.dtypes.end(), k.dtype), b.dtypes.end());
     bool has_mla = false;
     for (const KernelShape& s : b.shapes)
       has_mla |= s.dtype == DType::kBF16 && s.head_dim_qk == 192 && s.head_dim_vo == 128;

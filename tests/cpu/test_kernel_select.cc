@@ -73,6 +73,25 @@ TEST(KernelSelect, UnknownShapeOrDtypeNamesHeadDim) {
   EXPECT_STREQ(none.argument, "config.head_dim_qk");
 }
 
+// e4m3 kernels are chosen by their output dtype too; 16-bit requests ignore out_dtype.
+TEST(KernelSelect, E4M3KernelsMatchTheOutputDtype) {
+  KernelEntry fp8 = entry("sm90_e4m3_192x128", 90, DType::kE4M3, 192, 128);
+  fp8.out_dtype = DType::kBF16;
+  KernelEntry bf16 = entry("sm90_bf16_192x128", 90, DType::kBF16, 192, 128);
+  const KernelEntry* ptrs[2] = {&bf16, &fp8};
+  auto s = select_kernel(ptrs, 2, KernelRequest{90, DType::kE4M3, 192, 128, KernelPreference::kAuto, DType::kBF16});
+  EXPECT_EQ(s.entry, &fp8);
+  auto fp16_out =
+      select_kernel(ptrs, 2, KernelRequest{90, DType::kE4M3, 192, 128, KernelPreference::kAuto, DType::kFP16});
+  EXPECT_EQ(fp16_out.entry, nullptr);
+  EXPECT_STREQ(fp16_out.argument, "config.head_dim_qk");
+  EXPECT_NE(fp16_out.why.find("e4m3 -> fp16"), std::string::npos) << fp16_out.why;
+  auto plain = select_kernel(ptrs, 2, KernelRequest{90, DType::kBF16, 192, 128, KernelPreference::kAuto, DType::kFP16});
+  EXPECT_EQ(plain.entry, &bf16);
+  EXPECT_FALSE(plan::kernel_computes(fp8, DType::kE4M3, DType::kFP16, 192, 128));
+  EXPECT_TRUE(plan::kernel_computes(fp8, DType::kE4M3, DType::kBF16, 192, 128));
+}
+
 TEST(KernelSelect, PreferenceNames) {
   EXPECT_STREQ(kernel_preference_name(KernelPreference::kAuto), "auto");
   EXPECT_STREQ(kernel_preference_name(KernelPreference::kSm80), "sm80");

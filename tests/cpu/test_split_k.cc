@@ -189,6 +189,33 @@ TEST(LaunchArgs, SplitKFieldsFromViews) {
   const cuda::PrefillArgs b = backend::make_prefill_args(c);
   EXPECT_EQ(b.k_rope, nullptr);
   EXPECT_EQ(b.k_rope_dim, 0);
+  // No descales: null pointers (factor 1).
+  EXPECT_EQ(b.q_descale, nullptr);
+  EXPECT_EQ(b.k_descale, nullptr);
+  EXPECT_EQ(b.v_descale, nullptr);
+}
+
+TEST(LaunchArgs, DescalePointersAndStrides) {
+  std::vector<uint8_t> q(4 * 2 * 64), kv(6 * 2 * 64), o(4 * 2 * 64 * 2);
+  std::vector<float> qd(8 * 2), kd(2 * 16);
+  TensorView qv(q.data(), DType::kE4M3, {4, 2, 64}), kvv(kv.data(), DType::kE4M3, {6, 2, 64}),
+      ov(o.data(), DType::kBF16, {4, 2, 64});
+  TensorView qdv(qd.data(), DType::kFP32, {8, 2});                 // [max_batch, Hkv]
+  TensorView kdv(kd.data(), DType::kFP32, {16, 2}, {1, 16});       // an [Hkv, max_batch] buffer, transposed
+  backend::AttentionCall c;
+  c.q = &qv;
+  c.k = &kvv;
+  c.v = &kvv;
+  c.out = &ov;
+  c.descales = Descales{&qdv, &kdv, nullptr};
+  const cuda::PrefillArgs a = backend::make_prefill_args(c);
+  EXPECT_EQ(a.q_descale, qd.data());
+  EXPECT_EQ(a.qd_stride_b, 2);
+  EXPECT_EQ(a.qd_stride_h, 1);
+  EXPECT_EQ(a.k_descale, kd.data());
+  EXPECT_EQ(a.kd_stride_b, 1);
+  EXPECT_EQ(a.kd_stride_h, 16);
+  EXPECT_EQ(a.v_descale, nullptr);
 }
 
 }  // namespace

@@ -58,6 +58,7 @@ double HostTensor::get(int64_t i) const {
     case DType::kFP32: { float f; std::memcpy(&f, p, 4); return f; }
     case DType::kFP64: { double d; std::memcpy(&d, p, 8); return d; }
     case DType::kInt32: { int32_t x; std::memcpy(&x, p, 4); return x; }
+    case DType::kE4M3: return e4m3_to_float(*p);
   }
   return 0.0;
 }
@@ -70,6 +71,7 @@ void HostTensor::set(int64_t i, double x) {
     case DType::kFP32: { float f = static_cast<float>(x); std::memcpy(p, &f, 4); break; }
     case DType::kFP64: std::memcpy(p, &x, 8); break;
     case DType::kInt32: { int32_t v = static_cast<int32_t>(x); std::memcpy(p, &v, 4); break; }
+    case DType::kE4M3: *p = float_to_e4m3(static_cast<float>(x)); break;
   }
 }
 

@@ -1,0 +1,95 @@
+// The CPU backend's FP8 path (fp8_dequant.h). Folding q_descale * k_descale into q (rather than
+// scaling K) keeps a shared k_rope shared: K is only decoded. Each float32 value is the e4m3
+// value (exact) times the factor, rounded once; the GPU kernels instead scale the float32 dot
+// products, a difference far below the e4m3 rounding of the inputs.
+#include "cpu/fp8_dequant.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "cpu/cpu_backend.h"
+#include "cpu/e4m3_convert.h"
+#include "cpu/half_convert.h"
+#include "cpu/thread_pool.h"
+
+namespace mlakit {
+namespace cpu {
+namespace {
+
+// Factor [b, h] of a descale tensor, 1 when absent.
+float factor(const TensorView* d, int64_t b, int64_t h) {
+  return d == nullptr ? 1.0f : *static_cast<const float*>(d->ptr_at(b, h));
+}
+
+// Per-thread float32 copies, kept between runs.
+struct Buffers {
+  std::vector<float> q, k, kr, v, out;
+};
+
+// Rows [begin[b], begin[b + 1]) of `src` (e4m3 [rows, heads, width]) decoded into dst
+// ([rows, heads, width] contiguous), each (row, head) scaled by scale(b, head).
+template <class Scale>
+void decode_rows(const TensorView& src, const int32_t* begin, int batch, std::vector<float>& dst, Scale scale) {
+  const int64_t heads = src.shape[1], width = src.shape[2];
+  const int64_t rows = begin[batch];
+  dst.resize(static_cast<size_t>(std::max<int64_t>(rows * heads * width, 1)));
+  float* out = dst.data();
+  parallel_for(batch, pool_size(), [&](int64_t b) {
+    for (int64_t r = begin[b]; r < begin[b + 1]; ++r) {
+      for (int64_t h = 0; h < heads; ++h) {
+        const float s = scale(b, h);
+        const uint8_t* x = static_cast<const uint8_t*>(src.ptr_at(r, h));
+        float* y = out + (r * heads + h) * width;
+        for (int64_t d = 0; d < width; ++d) y[d] = e4m3_to_float(x[d]) * s;
+      }
+    }
+  });
+}
+
+TensorView dense(std::vector<float>& buf, int64_t rows, int64_t heads, int64_t width) {
+  return TensorView(buf.data(), DType::kFP32, {rows, heads, width});
+}
+
+}  // namespace
+
+void run_prefill_e4m3(const plan::ScheduleHeader& header, const int32_t* qo_indptr, const int32_t* kv_indptr,
+                      const plan::WorkTile* tiles, const TensorView& q, const TensorView& k,
+                      const TensorView* k_rope, const TensorView& v, const TensorView& out, const TensorView* lse,
+                      const Descales& descales) {
+  thread_local Buffers buf;
+  const int batch = header.batch_size;
+  const int64_t total_q = qo_indptr[batch], total_kv = kv_indptr[batch];
+  const int64_t H = q.shape[1], Hkv = k.shape[1], group = H / Hkv;
+  const int64_t dqk = q.shape[2], dk = k.shape[2], dvo = v.shape[2];
+
+  decode_rows(q, qo_indptr, batch, buf.q, [&](int64_t b, int64_t h) {
+    return factor(descales.q, b, h / group) * factor(descales.k, b, h / group);
+  });
+  decode_rows(k, kv_indptr, batch, buf.k, [](int64_t, int64_t) { return 1.0f; });
+  decode_rows(v, kv_indptr, batch, buf.v, [&](int64_t b, int64_t h) { return factor(descales.v, b, h); });
+  const TensorView q32 = dense(buf.q, total_q, H, dqk);
+  const TensorView k32 = dense(buf.k, total_kv, Hkv, dk);
+  const TensorView v32 = dense(buf.v, total_kv, Hkv, dvo);
+  TensorView kr32;
+  if (k_rope != nullptr) {
+    decode_rows(*k_rope, kv_indptr, batch, buf.kr, [](int64_t, int64_t) { return 1.0f; });
+    kr32 = dense(buf.kr, total_kv, k_rope->shape[1], k_rope->shape[2]);
+  }
+  buf.out.resize(static_cast<size_t>(std::max<int64_t>(total_q * H * dvo, 1)));
+  const TensorView out32 = dense(buf.out, total_q, H, dvo);
+  run_prefill(header, qo_indptr, kv_indptr, tiles, q32, k32, k_rope != nullptr ? &kr32 : nullptr, v32, out32, lse);
+
+  // One rounding into the output dtype, as the kernel's own store would do.
+  const bool bf16 = out.dtype == DType::kBF16;
+  const float* src = buf.out.data();
+  parallel_for(total_q, pool_size(), [&](int64_t t) {
+    for (int64_t h = 0; h < H; ++h) {
+      uint16_t* dst = static_cast<uint16_t*>(out.ptr_at(t, h));
+      const float* x = src + (t * H + h) * dvo;
+      for (int64_t d = 0; d < dvo; ++d) dst[d] = bf16 ? float_to_bf16(x[d]) : float_to_fp16(x[d]);
+    }
+  });
+}
+
+}  // namespace cpu
+}  // namespace mlakit
