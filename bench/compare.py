@@ -174,25 +174,6 @@ def fp8_sets(torch, w, sets):
     return out, deq
 
 
-def build_mlakit_fp8(torch, mlakit, w, sets8, dev):
-    p = mlakit.RaggedPrefill(num_qo_heads=w.heads, num_kv_heads=w.kv_heads, head_dim_qk=w.dqk,
-                             head_dim_vo=w.dvo, dtype="e4m3", out_dtype="bf16", max_batch=w.batch,
-                             max_q_tokens=w.total_q, max_kv_tokens=w.total_kv, device="cuda")
-    qo_h = torch.tensor(w.qo_indptr(), dtype=torch.int32)
-    kv_h = torch.tensor(w.kv_indptr(), dtype=torch.int32)
-
-    def plan_host():
-        p.plan(qo_h, kv_h, causal=w.causal)
-
-    plan_host()
-
-    def run(i):
-        (q, qd), (k, kd), (v, vd) = sets8[i]
-        return p.run(q, k, v, q_descale=qd, k_descale=kd, v_descale=vd)
-
-    return run, (lambda o: o), NullCtx(), Runner({"host": plan_host})
-
-
 def sample_rows(w, nrandom, seed):
     import random
     rng = random.Random(seed)
@@ -377,11 +358,13 @@ class Runner:
         self.plan_fns = plan_fns or {}
 
 
-def build_mlakit(torch, mlakit, w, sets, dev, kv_split="auto"):
+def build_mlakit(torch, mlakit, w, sets, dev, kv_split="auto", fp8=False):
+    """mlakit's RaggedPrefill on the workload, planned once. fp8: e4m3 inputs with bf16 output;
+    each set is ((q, q_descale), (k, k_descale), (v, v_descale)) (fp8_sets)."""
+    dtype = dict(dtype="e4m3", out_dtype="bf16") if fp8 else dict(dtype=torch_dtype(torch, w.dtype))
     p = mlakit.RaggedPrefill(num_qo_heads=w.heads, num_kv_heads=w.kv_heads, head_dim_qk=w.dqk,
-                             head_dim_vo=w.dvo, dtype=torch_dtype(torch, w.dtype),
-                             max_batch=w.batch, max_q_tokens=w.total_q, max_kv_tokens=w.total_kv,
-                             device="cuda", kv_split=kv_split)
+                             head_dim_vo=w.dvo, max_batch=w.batch, max_q_tokens=w.total_q,
+                             max_kv_tokens=w.total_kv, device="cuda", kv_split=kv_split, **dtype)
     qo_h = torch.tensor(w.qo_indptr(), dtype=torch.int32)
     kv_h = torch.tensor(w.kv_indptr(), dtype=torch.int32)
 
@@ -391,6 +374,9 @@ def build_mlakit(torch, mlakit, w, sets, dev, kv_split="auto"):
     plan_host()
 
     def run(i):
+        if fp8:
+            (q, qd), (k, kd), (v, vd) = sets[i]
+            return p.run(q, k, v, q_descale=qd, k_descale=kd, v_descale=vd)
         q, k, v = sets[i]
         return p.run(q, k, v)
 
@@ -781,7 +767,7 @@ def main(argv=None):
                     elif m == "mlakit_nosplit":
                         built = build_mlakit(torch, mlakit_mod, w, sets, dev, kv_split="off")
                     elif m == "mlakit_fp8":
-                        built = build_mlakit_fp8(torch, mlakit_mod, w, sets8, dev)
+                        built = build_mlakit(torch, mlakit_mod, w, sets8, dev, fp8=True)
                     elif m in FI_BACKENDS:
                         built = build_flashinfer(torch, FI_STATE["mod"], w, sets, dev, FI_BACKENDS[m],
                                                  args.fi_allow_jit)

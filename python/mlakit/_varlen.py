@@ -392,18 +392,7 @@ def _run(q: Tensor, k: Tensor, v: Tensor, cu_seqlens_q: Tensor, cu_seqlens_k: Te
     elif plan is not None and trust and host_q is None and host_k is None and _trust_version[0]:
         fresh = _same_source(plan.src, cu_seqlens_q, cu_seqlens_k)
     if fresh:
-        if out is None:
-            out = q.new_empty(qs[0], qs[1], vs[2]) if q.dtype is not _FP8 else _fp8_out(q, vs[2])
-        # The extension reads the tensors itself (dtypes it does not take go through DLPack,
-        # whose error names the argument) and launches on PyTorch's current stream of q's device.
-        # lse is [H, rows] (FlashAttention's layout): the extension reads it transposed.
-        try:
-            if descales is None:
-                plan.run(q, k, v, out, lse, None, lse is not None)
-            else:
-                plan.run(q, k, v, out, lse, None, lse is not None, *descales)
-        except (TypeError, ValueError) as e:  # a try costs nothing until it raises
-            raise _in_fa_terms(e, q, k, v, out, cu_seqlens_q_cpu, cu_seqlens_k_cpu) from None
+        out = _launch(plan, q, k, v, out, lse, descales, qs, vs, cu_seqlens_q_cpu, cu_seqlens_k_cpu)
         # After the launch (this host work then overlaps the kernel), what the plan in force
         # needs no check for: inside a CUDA graph capture, mark it (a captured plan is never
         # evicted: the graph reads its device workspace on every replay); else LRU order.
@@ -434,6 +423,15 @@ def _run(q: Tensor, k: Tensor, v: Tensor, cu_seqlens_q: Tensor, cu_seqlens_k: Te
                            sig, trust)
         except (TypeError, ValueError) as e:
             raise _in_fa_terms(e, q, k, v, out, cu_seqlens_q_cpu, cu_seqlens_k_cpu) from None
+    return _launch(plan, q, k, v, out, lse, descales, qs, vs, cu_seqlens_q_cpu, cu_seqlens_k_cpu)
+
+
+def _launch(plan, q, k, v, out, lse, descales, qs, vs, host_q, host_k):
+    """Runs the plan in force into out (allocated when None) and returns out. The extension reads
+    the tensors itself (dtypes it does not take go through DLPack, whose error names the
+    argument) and launches on PyTorch's current stream of q's device; lse is [H, rows]
+    (FlashAttention's layout), which the extension reads transposed. Errors are told in the
+    caller's terms."""
     if out is None:
         out = q.new_empty(qs[0], qs[1], vs[2]) if q.dtype is not _FP8 else _fp8_out(q, vs[2])
     try:
@@ -441,8 +439,8 @@ def _run(q: Tensor, k: Tensor, v: Tensor, cu_seqlens_q: Tensor, cu_seqlens_k: Te
             plan.run(q, k, v, out, lse, None, lse is not None)
         else:
             plan.run(q, k, v, out, lse, None, lse is not None, *descales)
-    except (TypeError, ValueError) as e:
-        raise _in_fa_terms(e, q, k, v, out, cu_seqlens_q_cpu, cu_seqlens_k_cpu) from None
+    except (TypeError, ValueError) as e:  # a try costs nothing until it raises
+        raise _in_fa_terms(e, q, k, v, out, host_q, host_k) from None
     return out
 
 

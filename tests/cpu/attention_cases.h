@@ -23,6 +23,22 @@ struct AttnProblem {
   int64_t total_kv() const { return kv_indptr.back(); }
 };
 
+// A CPU RaggedPrefill config for the problem's heads and dims, with the given capacities.
+inline PrefillConfig cpu_config_for(const AttnProblem& p, DType dtype, int max_batch, int64_t max_q,
+                                    int64_t max_kv) {
+  PrefillConfig c;
+  c.num_qo_heads = p.heads;
+  c.num_kv_heads = p.kv_heads;
+  c.head_dim_qk = p.dqk;
+  c.head_dim_vo = p.dvo;
+  c.dtype = dtype;
+  c.max_batch = max_batch;
+  c.max_q_tokens = max_q;
+  c.max_kv_tokens = max_kv;
+  c.device = Device::cpu();
+  return c;
+}
+
 inline AttnProblem make_problem(DType dtype, int heads, int kv_heads, int dqk, int dvo,
                                 const std::vector<int32_t>& q_lens,
                                 const std::vector<int32_t>& kv_lens, std::mt19937_64& rng) {

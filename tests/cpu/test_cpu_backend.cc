@@ -13,21 +13,6 @@ namespace mlakit {
 namespace test {
 namespace {
 
-PrefillConfig config_for(const AttnProblem& p, DType dtype, int max_batch, int64_t max_q,
-                         int64_t max_kv) {
-  PrefillConfig c;
-  c.num_qo_heads = p.heads;
-  c.num_kv_heads = p.kv_heads;
-  c.head_dim_qk = p.dqk;
-  c.head_dim_vo = p.dvo;
-  c.dtype = dtype;
-  c.max_batch = max_batch;
-  c.max_q_tokens = max_q;
-  c.max_kv_tokens = max_kv;
-  c.device = Device::cpu();
-  return c;
-}
-
 struct BackendOut {
   HostTensor out, lse;
 };
@@ -97,7 +82,7 @@ TEST_P(CpuBackend, MatchesReference) {
   ql[1] = 1;
   const std::vector<int32_t> kl = paired_kv_lengths(ql, rng, {-20, 0, 0, 7, 90});
   const AttnProblem p = make_problem(dtype, c.heads, c.kv_heads, c.dqk, c.dvo, ql, kl, rng);
-  RaggedPrefill rp(config_for(p, dtype, p.batch(), p.total_q(), p.total_kv()));
+  RaggedPrefill rp(cpu_config_for(p, dtype, p.batch(), p.total_q(), p.total_kv()));
   rp.plan(p.qo_indptr.data(), p.kv_indptr.data(), p.batch(), c.options);
   const BackendOut a = run_backend(rp, p);
   const double err = check_vs_reference(p, c.options, a, tolerance(dtype));
@@ -126,7 +111,7 @@ TEST(CpuBackendPlan, OnePlanManyLayers) {
   std::mt19937_64 rng(101);
   AttnProblem p = make_problem(DType::kBF16, 4, 4, 192, 128, {70, 1, 130}, {100, 1, 130}, rng);
   const PrefillOptions o = opts(true);
-  RaggedPrefill rp(config_for(p, DType::kBF16, 4, 400, 400));
+  RaggedPrefill rp(cpu_config_for(p, DType::kBF16, 4, 400, 400));
   rp.plan(p.qo_indptr.data(), p.kv_indptr.data(), p.batch(), o);
   std::vector<uint8_t> previous;
   for (int layer = 0; layer < 3; ++layer) {
@@ -142,7 +127,7 @@ TEST(CpuBackendPlan, ReplanWithNewLengths) {
   std::mt19937_64 rng(202);
   const PrefillOptions o = opts(true, 50);
   AttnProblem first = make_problem(DType::kFP16, 4, 2, 128, 128, {65, 0, 9}, {65, 12, 200}, rng);
-  RaggedPrefill rp(config_for(first, DType::kFP16, 6, 400, 500));
+  RaggedPrefill rp(cpu_config_for(first, DType::kFP16, 6, 400, 500));
   rp.plan(first.qo_indptr.data(), first.kv_indptr.data(), first.batch(), o);
   check_vs_reference(first, o, run_backend(rp, first), tolerance(DType::kFP16));
   // Different batch size, lengths and options on the same object.
@@ -176,7 +161,7 @@ TEST(CpuBackendPlan, StridedViewsAndNoLse) {
                       {heads * dim + pad, dim, 1});
   };
   const PrefillOptions o = opts(true);
-  RaggedPrefill rp(config_for(p, DType::kBF16, 2, p.total_q(), p.total_kv()));
+  RaggedPrefill rp(cpu_config_for(p, DType::kBF16, 2, p.total_q(), p.total_kv()));
   rp.plan(p.qo_indptr.data(), p.kv_indptr.data(), p.batch(), o);
   HostTensor out(DType::kBF16, {p.total_q(), 2, 64});
   out.fill_bytes(0xFF);
@@ -193,7 +178,7 @@ TEST(CpuBackendPlan, OddHeadDims) {
   std::mt19937_64 rng(505);
   for (DType t : {DType::kBF16, DType::kFP16}) {
     const AttnProblem p = make_problem(t, 3, 1, 19, 13, {5, 70}, {80, 70}, rng);
-    RaggedPrefill rp(config_for(p, t, 2, p.total_q(), p.total_kv()));
+    RaggedPrefill rp(cpu_config_for(p, t, 2, p.total_q(), p.total_kv()));
     rp.plan(p.qo_indptr.data(), p.kv_indptr.data(), p.batch(), opts(true, 33));
     check_vs_reference(p, opts(true, 33), run_backend(rp, p), tolerance(t));
   }

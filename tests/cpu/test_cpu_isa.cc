@@ -56,18 +56,10 @@ class IsaEnv {
     }                                                                                          \
   } while (0)
 
+// Capacities of the problem itself (at least 1, so empty problems construct).
 PrefillConfig config_for(const AttnProblem& p, DType dtype) {
-  PrefillConfig c;
-  c.num_qo_heads = p.heads;
-  c.num_kv_heads = p.kv_heads;
-  c.head_dim_qk = p.dqk;
-  c.head_dim_vo = p.dvo;
-  c.dtype = dtype;
-  c.max_batch = std::max(1, p.batch());
-  c.max_q_tokens = std::max<int64_t>(1, p.total_q());
-  c.max_kv_tokens = std::max<int64_t>(1, p.total_kv());
-  c.device = Device::cpu();
-  return c;
+  return cpu_config_for(p, dtype, std::max(1, p.batch()), std::max<int64_t>(1, p.total_q()),
+                        std::max<int64_t>(1, p.total_kv()));
 }
 
 struct Result {
