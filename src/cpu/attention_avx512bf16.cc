@@ -27,8 +27,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <limits>
-#include <new>
 
+#include "cpu/aligned_scratch.h"
 #include "cpu/attention_item.h"
 #include "cpu/half_convert.h"
 #include "cpu/thread_pool.h"
@@ -56,30 +56,14 @@ constexpr int kRowBlock = 4; // rows per O micro-kernel call (x up to 4 dim vect
 
 int round_up(int x, int a) { return (x + a - 1) / a * a; }
 
-// Grow-only, 64-byte aligned scratch.
-template <typename T>
-struct Buffer {
-  T* data = nullptr;
-  size_t size = 0;
-  ~Buffer() { std::free(data); }
-  T* ensure(size_t n) {
-    if (n > size) {
-      std::free(data);
-      data = static_cast<T*>(std::aligned_alloc(64, round_up(static_cast<int>(n * sizeof(T)), 64)));
-      if (data == nullptr) throw std::bad_alloc();
-      size = n;
-    }
-    return data;
-  }
-};
 
 struct Scratch {
-  Buffer<uint32_t> qpack;  // [dim pair][kRows]
-  Buffer<uint16_t> kconv;  // [kChunk][2 * dim pairs]: converted key rows (when not read in place)
-  Buffer<uint16_t> zero;   // a zero key row for the keys past a chunk's end
-  Buffer<float> st;        // [kChunk + kKeyBlock][kRows]: S^T, then the scaled logits
-  Buffer<uint32_t> ppair;  // [kChunk / 2][kRows]: P^T as bf16 pairs of keys
-  Buffer<float> o;         // [kRows][dvp]
+  AlignedScratch<uint32_t> qpack;  // [dim pair][kRows]
+  AlignedScratch<uint16_t> kconv;  // [kChunk][2 * dim pairs]: converted key rows (when not read in place)
+  AlignedScratch<uint16_t> zero;   // a zero key row for the keys past a chunk's end
+  AlignedScratch<float> st;        // [kChunk + kKeyBlock][kRows]: S^T, then the scaled logits
+  AlignedScratch<uint32_t> ppair;  // [kChunk / 2][kRows]: P^T as bf16 pairs of keys
+  AlignedScratch<float> o;         // [kRows][dvp]
   alignas(64) float m[kRows], l[kRows], alpha[kRows];
   alignas(64) int32_t lo[kRows], hi[kRows];  // visible keys, relative to the chunk
   int64_t row_lo[kRows], row_hi[kRows];      // visible keys, relative to the sequence
@@ -87,8 +71,8 @@ struct Scratch {
 
 // V of the whole run as key pairs: words [kv head][pair][dvp]; pair_base[s] is sequence s's first.
 struct PackedV {
-  Buffer<uint32_t> words;
-  Buffer<int64_t> pair_base;  // [batch + 1]
+  AlignedScratch<uint32_t> words;
+  AlignedScratch<int64_t> pair_base;  // [batch + 1]
   int64_t total_pairs = 0;
   int dvp = 0;
 };

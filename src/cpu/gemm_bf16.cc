@@ -6,9 +6,8 @@
 #include "cpu/gemm_bf16.h"
 
 #include <algorithm>
-#include <cstdlib>
-#include <new>
 
+#include "cpu/aligned_scratch.h"
 #include "cpu/cpu_isa.h"
 #include "cpu/thread_pool.h"
 
@@ -81,21 +80,6 @@ void pack_panel(const uint16_t* b, int64_t ldb, int64_t n, int64_t pairs, int64_
   }
 }
 
-struct Packed {
-  uint32_t* data = nullptr;
-  size_t words = 0;
-  ~Packed() { std::free(data); }
-  uint32_t* ensure(size_t n) {
-    if (n > words) {
-      std::free(data);
-      data = static_cast<uint32_t*>(std::aligned_alloc(64, (n * 4 + 63) / 64 * 64));
-      if (data == nullptr) throw std::bad_alloc();
-      words = n;
-    }
-    return data;
-  }
-};
-
 }  // namespace
 
 bool gemm_nt_bf16_available(int64_t k) {
@@ -107,7 +91,7 @@ void gemm_nt_bf16(int64_t m, int64_t n, int64_t k, const uint16_t* a, int64_t ld
   if (m <= 0 || n <= 0) return;
   const int64_t pairs = k / 2;
   const int64_t panels = (n + kPanel - 1) / kPanel;
-  thread_local Packed packed;
+  thread_local AlignedScratch<uint32_t> packed;
   uint32_t* bp = packed.ensure(static_cast<size_t>(panels * pairs * kPanel));
   const int threads = run_threads();
   parallel_for(panels, threads, [&](int64_t p) { pack_panel(b, ldb, n, pairs, p, bp + p * pairs * kPanel); });
