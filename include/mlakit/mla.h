@@ -70,6 +70,19 @@ struct MlaConfig {
   // at a time (as plan()), and launch the step's graphs on one stream (plan() waits for the last
   // upload only). A captured graph reads the step's staging memory: destroy it before the step.
   bool upload_in_run = false;
+  // FP8 attention: run each launch's attention on e4m3 q, K and V (DType::kE4M3, FA3-style
+  // descales; mlakit/prefill.h) with out in `dtype`. Per launch, the scales come from what the
+  // step reads anyway, so no pass over K or V is added:
+  //   s_K    = max(C * max_h |W_K,h|, P) / 448, one for K "nope" of every head and for k_pe;
+  //   s_V[h] = C * |W_V,h| / 448;
+  // C = the largest L2 norm of the launch's latent rows, P = the largest |k_pe| of its rows,
+  // |W_K,h| (|W_V,h|) = the largest L2 norm of head h's K (V) rows of kv_b_proj. By Cauchy-Schwarz
+  // no up-projected value exceeds 448 after scaling, so nothing saturates; e4m3 keeps 3 mantissa
+  // bits at every magnitude, so the headroom costs only values below ~2^-10 of the largest.
+  // q is scaled per head by its largest |q| over the step's new tokens / 448. Values are rounded
+  // to nearest even e4m3. The attention's error is then that of e4m3 inputs (docs/fp8.md).
+  // Needs an e4m3 attention kernel on config.device (the CPU backend has one).
+  bool fp8_attention = false;
 };
 
 // One engine step's requests, all host arrays. Request b has context_lens[b] tokens in the cache

@@ -126,13 +126,19 @@ class MlaStep:
     ``plan()`` plus the graph launch (see ``MlaConfig::upload_in_run`` in ``include/mlakit/mla.h``).
     ``run()`` then keeps upload state: call a step's ``plan()`` and ``run()`` from one thread, and
     replay its graphs on one stream.
+
+    ``fp8_attention=True``: attention runs on e4m3 q, K and V, with per-launch scales taken from
+    what the step reads anyway (the latent rows' norms, the k_pe maximum, the weight's row norms;
+    q per head by its maximum), and ``out`` stays in ``dtype``: about 4% relative error against
+    the 16-bit step's float64 reference (``MlaConfig::fp8_attention``, ``docs/fp8.md``). It needs
+    an e4m3 attention kernel on ``device``; the CPU backend has one.
     """
 
     def __init__(self, num_heads: int = 16, kv_lora_rank: int = 512, qk_nope_head_dim: int = 128,
                  qk_rope_head_dim: int = 64, v_head_dim: int = 128, *, dtype: Any = "bf16",
                  device: Any = "cpu", block_size: int = 16, num_blocks: int, max_batch: int,
                  max_tokens: int, max_context_tokens: int = 0, workspace_rows: int = 0,
-                 upload_in_run: bool = False) -> None:
+                 upload_in_run: bool = False, fp8_attention: bool = False) -> None:
         device_name = _device_name(device)
         if device_name == "cuda":
             device_name = "cuda:0"
@@ -140,7 +146,7 @@ class MlaStep:
                                 int(qk_rope_head_dim), int(v_head_dim), _dtype_name(dtype),
                                 int(block_size), int(num_blocks), int(max_batch), int(max_tokens),
                                 int(max_context_tokens), int(workspace_rows), device_name,
-                                bool(upload_in_run))
+                                bool(upload_in_run), bool(fp8_attention))
         self._device = device_name
         self.handle: int = next(_handles)
         _registry[self.handle] = self
@@ -154,6 +160,7 @@ class MlaStep:
     num_blocks = property(lambda self: self._impl.num_blocks)
     dtype = property(lambda self: self._impl.dtype)
     device = property(lambda self: self._impl.device)
+    fp8_attention = property(lambda self: self._impl.fp8_attention)
 
     @property
     def planned(self) -> bool:

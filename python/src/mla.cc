@@ -23,7 +23,8 @@ using mlakit::ErrorKind;
 mlakit::MlaConfig make_config(int num_heads, int kv_lora_rank, int qk_nope_head_dim, int qk_rope_head_dim,
                               int v_head_dim, const std::string& dtype, int block_size, int64_t num_blocks,
                               int max_batch, int64_t max_tokens, int64_t max_context_tokens,
-                              int64_t workspace_rows, const std::string& device, bool upload_in_run) {
+                              int64_t workspace_rows, const std::string& device, bool upload_in_run,
+                              bool fp8_attention) {
   mlakit::MlaConfig c;
   c.num_heads = num_heads;
   c.kv_lora_rank = kv_lora_rank;
@@ -39,6 +40,7 @@ mlakit::MlaConfig make_config(int num_heads, int kv_lora_rank, int qk_nope_head_
   c.workspace_rows = workspace_rows;
   c.device = parse_device(device, "device");
   c.upload_in_run = upload_in_run;
+  c.fp8_attention = fp8_attention;
   return c;
 }
 
@@ -65,15 +67,16 @@ void bind_mla(nb::module_& m) {
            [](mlakit::MlaStep* self, int num_heads, int kv_lora_rank, int qk_nope_head_dim, int qk_rope_head_dim,
               int v_head_dim, const std::string& dtype, int block_size, int64_t num_blocks, int max_batch,
               int64_t max_tokens, int64_t max_context_tokens, int64_t workspace_rows, const std::string& device,
-              bool upload_in_run) {
+              bool upload_in_run, bool fp8_attention) {
              new (self) mlakit::MlaStep(make_config(num_heads, kv_lora_rank, qk_nope_head_dim, qk_rope_head_dim,
                                                     v_head_dim, dtype, block_size, num_blocks, max_batch, max_tokens,
-                                                    max_context_tokens, workspace_rows, device, upload_in_run));
+                                                    max_context_tokens, workspace_rows, device, upload_in_run,
+                                                    fp8_attention));
            },
            nb::arg("num_heads"), nb::arg("kv_lora_rank"), nb::arg("qk_nope_head_dim"), nb::arg("qk_rope_head_dim"),
            nb::arg("v_head_dim"), nb::arg("dtype"), nb::arg("block_size"), nb::arg("num_blocks"),
            nb::arg("max_batch"), nb::arg("max_tokens"), nb::arg("max_context_tokens"), nb::arg("workspace_rows"),
-           nb::arg("device"), nb::arg("upload_in_run") = false)
+           nb::arg("device"), nb::arg("upload_in_run") = false, nb::arg("fp8_attention") = false)
       .def(
           "plan",
           [](mlakit::MlaStep& self, nb::handle query_lens, nb::handle context_lens, nb::handle block_table,
@@ -154,20 +157,21 @@ void bind_mla(nb::module_& m) {
       .def_prop_ro("num_blocks", [](const mlakit::MlaStep& s) { return s.config().num_blocks; })
       .def_prop_ro("dtype", [](const mlakit::MlaStep& s) { return std::string(mlakit::dtype_name(s.config().dtype)); })
       .def_prop_ro("device", [](const mlakit::MlaStep& s) { return mlakit::to_string(s.config().device); })
+      .def_prop_ro("fp8_attention", [](const mlakit::MlaStep& s) { return s.config().fp8_attention; })
       .def_static(
           "workspace_sizes",
           [](int num_heads, int kv_lora_rank, int qk_nope_head_dim, int qk_rope_head_dim, int v_head_dim,
              const std::string& dtype, int block_size, int64_t num_blocks, int max_batch, int64_t max_tokens,
-             int64_t max_context_tokens, int64_t workspace_rows, const std::string& device) {
+             int64_t max_context_tokens, int64_t workspace_rows, const std::string& device, bool fp8_attention) {
             mlakit::WorkspaceSizes w = mlakit::MlaStep::workspace_sizes(make_config(
                 num_heads, kv_lora_rank, qk_nope_head_dim, qk_rope_head_dim, v_head_dim, dtype, block_size,
-                num_blocks, max_batch, max_tokens, max_context_tokens, workspace_rows, device, false));
+                num_blocks, max_batch, max_tokens, max_context_tokens, workspace_rows, device, false, fp8_attention));
             return nb::make_tuple(w.host_bytes, w.device_bytes);
           },
           nb::arg("num_heads"), nb::arg("kv_lora_rank"), nb::arg("qk_nope_head_dim"), nb::arg("qk_rope_head_dim"),
           nb::arg("v_head_dim"), nb::arg("dtype"), nb::arg("block_size"), nb::arg("num_blocks"),
           nb::arg("max_batch"), nb::arg("max_tokens"), nb::arg("max_context_tokens"), nb::arg("workspace_rows"),
-          nb::arg("device"));
+          nb::arg("device"), nb::arg("fp8_attention") = false);
   m.def("graph_rows_bucket", &mlakit::graph_rows_bucket, nb::arg("rows"), nb::arg("cap"),
         nb::arg("step_above") = 256,
         "The MlaStep.plan(graph_rows=...) bucket of a step of `rows` rows (context + new tokens) under "

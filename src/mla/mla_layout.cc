@@ -40,6 +40,17 @@ MlaLayout make_layout(const MlaConfig& c, int block_m) {
     l.chunk_lse_offset = off;
     off = align_up(off + tokens * heads * sizeof(float), 256);
   }
+  if (c.fp8_attention) {
+    const size_t rows = static_cast<size_t>(l.rows);
+    l.q8_offset = off;
+    off = align_up(off + tokens * heads * static_cast<size_t>(c.qk_nope_head_dim + c.qk_rope_head_dim), 256);
+    l.kv8_offset = off;
+    off = align_up(off + rows * l.kv_width, 256);
+    l.rope8_offset = off;
+    off = align_up(off + rows * static_cast<size_t>(c.qk_rope_head_dim), 256);
+    l.descale_offset = off;
+    off = align_up(off + 3 * static_cast<size_t>(c.max_batch) * heads * sizeof(float), 256);
+  }
   l.buffer_bytes = off;
   return l;
 }

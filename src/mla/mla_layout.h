@@ -4,7 +4,8 @@
 //     attention schedules (launch 0: the fused or new-token launch, whose gather also writes the
 //     new tokens into the cache; launches 1..: context chunks);
 //   * buffers that run() fills: gathered latents, up-projected K/V and, when the config allows
-//     context chunks, the chunk output and the LSEs they are merged with.
+//     context chunks, the chunk output and the LSEs they are merged with; with fp8_attention
+//     also q, K/V and k_pe in e4m3 and the descale factors.
 // Offsets are fixed by the config, so a graph captured under one plan reads the next plan's data.
 #pragma once
 
@@ -45,6 +46,10 @@ struct MlaLayout {
   size_t chunk_out_offset = 0;  // [max_tokens, num_heads, Dv]          (chunking only)
   size_t lse_offset = 0;        // fp32 [max_tokens, num_heads] running (chunking only)
   size_t chunk_lse_offset = 0;  // fp32 [max_tokens, num_heads]         (chunking only)
+  size_t q8_offset = 0;         // e4m3 [max_tokens, num_heads, Dn + R]  (fp8_attention only)
+  size_t kv8_offset = 0;        // e4m3 [rows, num_heads, Dn + Dv]       (fp8_attention only)
+  size_t rope8_offset = 0;      // e4m3 [rows, R]                        (fp8_attention only)
+  size_t descale_offset = 0;    // fp32 [3, max_batch, num_heads]: q, k, v (fp8_attention only)
   size_t buffer_bytes = 0;
 
   size_t block_offset(int launch) const {

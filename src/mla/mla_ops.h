@@ -1,6 +1,7 @@
 // The MLA step's own device work besides attention (which goes through core/backend.h) and the
 // up-projection (blas.h): the gather of each launch's latent rows, which in the first launch of a
-// step also writes the new tokens into the paged cache (no separate cache-write kernel). One
+// step also writes the new tokens into the paged cache (no separate cache-write kernel), and for
+// FP8 attention the rounding of q, K and V to e4m3. One
 // implementation per device (mla_ops_cpu.cc; mla_ops_cuda.cc over src/cuda/mla), both with the
 // same semantics. Everything that varies per step (the row count, the map, the new tokens'
 // slots) is read from the plan in the device workspace, so launches captured in a CUDA graph
@@ -53,10 +54,39 @@ struct GatherArgs {
   DType dtype;
 };
 
+// FP8 attention (MlaConfig::fp8_attention): one launch's up-projected K/V and k_pe, and with q
+// set the step's q, rounded to e4m3 with the scales mlakit/mla.h defines, and the descale
+// factors [3][max_batch][heads] (q's, k's, v's; every batch row the same) written.
+//   latent [rows, latent_dim + rope_dim] (row stride latent_stride): the launch's gathered rows
+//     (zero past *count, so they raise no maximum); kv [rows, heads, dn + dv] contiguous, the
+//     up-projection's output; weight [heads * (dn + dv), latent_dim] (row stride weight_stride).
+//   kv8 [rows, heads, dn + dv], rope8 [rows, rope_dim], q8 [q_rows, heads, dn + rope_dim]: e4m3.
+// Only launch 0 passes q (its scale holds for the whole step); later launches keep q8 and q's
+// descales.
+struct Fp8Args {
+  const void* latent = nullptr;
+  int64_t latent_stride = 0;
+  int latent_dim = 0, rope_dim = 0;
+  int64_t rows = 0;
+  const void* kv = nullptr;
+  int heads = 0, dn = 0, dv = 0;
+  const void* weight = nullptr;
+  int64_t weight_stride = 0;
+  const TensorView* q = nullptr;  // [>= q_rows, heads, dn + rope_dim], or null
+  int64_t q_rows = 0;
+  DType dtype = DType::kBF16;     // of latent, kv, weight and q
+  uint8_t* kv8 = nullptr;
+  uint8_t* rope8 = nullptr;
+  uint8_t* q8 = nullptr;
+  float* descales = nullptr;
+  int max_batch = 0;
+};
+
 class MlaOps {
  public:
   virtual ~MlaOps() = default;
   virtual void gather(const GatherArgs& a, Stream stream) const = 0;
+  virtual void quantize_fp8(const Fp8Args& a, Stream stream) const = 0;
 };
 
 std::unique_ptr<MlaOps> make_ops(Device device);

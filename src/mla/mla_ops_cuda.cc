@@ -2,6 +2,7 @@
 // the no-CUDA build stubs.
 #include "mla/cuda/mla_launch.h"
 #include "mla/mla_ops.h"
+#include "mlakit/error.h"
 
 namespace mlakit {
 namespace mla {
@@ -10,6 +11,11 @@ namespace {
 class CudaOps final : public MlaOps {
  public:
   void gather(const GatherArgs& a, Stream s) const override { cuda::mla::launch_gather(a, s); }
+  // Never reached: MlaStep refuses fp8_attention on CUDA at construction, as no CUDA attention
+  // kernel takes e4m3 inputs (cuda/kernel_list.h).
+  void quantize_fp8(const Fp8Args&, Stream) const override {
+    throw Error(ErrorKind::kUnsupported, "config.fp8_attention", "no e4m3 attention kernel on CUDA");
+  }
 };
 
 }  // namespace

@@ -30,14 +30,15 @@ Setup setup(const MlaConfig& c) {
   mla::check_config(c);
   Setup s;
   s.backend = backend::make_backend(c.device, "config.device");
+  const DType attn = c.fp8_attention ? DType::kE4M3 : c.dtype;
   try {
-    s.choice = s.backend->choose_kernel(c.qk_nope_head_dim + c.qk_rope_head_dim, c.v_head_dim, c.dtype, c.dtype,
+    s.choice = s.backend->choose_kernel(c.qk_nope_head_dim + c.qk_rope_head_dim, c.v_head_dim, attn, c.dtype,
                                         c.num_heads, c.kernel);
   } catch (const Error& e) {
     // The attention backend names its own config fields; name the MLA ones.
     if (e.kind() != ErrorKind::kUnsupported || e.argument().rfind("config.head_dim", 0) != 0) throw;
-    throw Error(e.kind(), "config.qk_nope_head_dim",
-                "no attention kernel for qk_nope + qk_rope = " +
+    throw Error(e.kind(), c.fp8_attention ? "config.fp8_attention" : "config.qk_nope_head_dim",
+                std::string("no ") + (c.fp8_attention ? "e4m3 " : "") + "attention kernel for qk_nope + qk_rope = " +
                     std::to_string(c.qk_nope_head_dim + c.qk_rope_head_dim) + ", v = " +
                     std::to_string(c.v_head_dim) + " on " + to_string(c.device));
   }
@@ -164,25 +165,62 @@ struct MlaStep::Impl {
     m.dtype = t;
     blas::gemm_nt(m, c.device, s);
 
-    // K nope and V interleaved per head in the up-projection output; the RoPE key is the tail of
-    // each latent row, one per token for every head (head stride 0).
     const int64_t hd = c.qk_nope_head_dim + c.v_head_dim;
-    const TensorView k = view3(kv, t, layout.rows, c.num_heads, c.qk_nope_head_dim, layout.kv_width, hd, c.device);
-    const TensorView v = view3(kv + c.qk_nope_head_dim * es, t, layout.rows, c.num_heads, c.v_head_dim,
-                               layout.kv_width, hd, c.device);
-    const TensorView k_rope = view3(latent + c.kv_lora_rank * es, t, layout.rows, 1, c.qk_rope_head_dim,
-                                    layout.latent_width, 0, c.device);
+    const int dqk = c.qk_nope_head_dim + c.qk_rope_head_dim;
     backend::AttentionCall a;
-    a.q = &y.q;
+    if (c.fp8_attention) {
+      // q (launch 0 only: its scales hold for the step), K, V and k_pe rounded to e4m3.
+      mla::Fp8Args f{};
+      f.latent = latent;
+      f.latent_stride = layout.latent_width;
+      f.latent_dim = c.kv_lora_rank;
+      f.rope_dim = c.qk_rope_head_dim;
+      f.rows = lp.rows;
+      f.kv = kv;
+      f.heads = c.num_heads;
+      f.dn = c.qk_nope_head_dim;
+      f.dv = c.v_head_dim;
+      f.weight = y.kv_b_proj.data;
+      f.weight_stride = y.kv_b_proj.strides[0];
+      f.q = i == 0 ? &y.q : nullptr;
+      f.q_rows = plan.totals.total_q;
+      f.dtype = t;
+      f.kv8 = buffers + layout.kv8_offset;
+      f.rope8 = buffers + layout.rope8_offset;
+      f.q8 = buffers + layout.q8_offset;
+      f.descales = reinterpret_cast<float*>(buffers + layout.descale_offset);
+      f.max_batch = c.max_batch;
+      ops->quantize_fp8(f, s);
+    }
+    // K nope and V interleaved per head in the up-projection output; the RoPE key is the tail of
+    // each latent row, one per token for every head (head stride 0). FP8: the same layouts in e4m3.
+    const DType at = c.fp8_attention ? DType::kE4M3 : t;
+    const size_t aes = dtype_size(at);
+    uint8_t* kv_a = c.fp8_attention ? buffers + layout.kv8_offset : kv;
+    uint8_t* rope_a = c.fp8_attention ? buffers + layout.rope8_offset : latent + c.kv_lora_rank * es;
+    const int64_t rope_stride = c.fp8_attention ? c.qk_rope_head_dim : layout.latent_width;
+    const TensorView k = view3(kv_a, at, layout.rows, c.num_heads, c.qk_nope_head_dim, layout.kv_width, hd, c.device);
+    const TensorView v = view3(kv_a + c.qk_nope_head_dim * aes, at, layout.rows, c.num_heads, c.v_head_dim,
+                               layout.kv_width, hd, c.device);
+    const TensorView k_rope = view3(rope_a, at, layout.rows, 1, c.qk_rope_head_dim, rope_stride, 0, c.device);
+    const int64_t tq = plan.totals.total_q;
+    const int64_t bh = static_cast<int64_t>(c.max_batch) * c.num_heads;
+    float* desc = reinterpret_cast<float*>(buffers + layout.descale_offset);
+    const TensorView q8 = view3(buffers + layout.q8_offset, at, tq, c.num_heads, dqk, c.num_heads * dqk, dqk, c.device);
+    const TensorView dq(desc, DType::kFP32, {c.max_batch, c.num_heads}, c.device);
+    const TensorView dk(desc + bh, DType::kFP32, {c.max_batch, c.num_heads}, c.device);
+    const TensorView dv(desc + 2 * bh, DType::kFP32, {c.max_batch, c.num_heads}, c.device);
+    if (c.fp8_attention) a.descales = Descales{&dq, &dk, &dv};
+    a.q = c.fp8_attention ? &q8 : &y.q;
     a.k = &k;
     a.k_rope = &k_rope;
     a.v = &v;
     a.out = &out;
     a.lse = lse;
-    a.head_dim_qk = c.qk_nope_head_dim + c.qk_rope_head_dim;
+    a.head_dim_qk = dqk;
     a.head_dim_vo = c.v_head_dim;
     a.num_qo_heads = a.num_kv_heads = c.num_heads;
-    a.dtype = t;
+    a.dtype = at;
     a.out_dtype = t;
     a.schedule = {ws() + layout.block_offset(i), layout.schedule};
     a.scratch = staging->scratch();  // launches run in stream order, so they share it
