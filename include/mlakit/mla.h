@@ -81,7 +81,8 @@ struct MlaConfig {
   // bits at every magnitude, so the headroom costs only values below ~2^-10 of the largest.
   // q is scaled per head by its largest |q| over the step's new tokens / 448. Values are rounded
   // to nearest even e4m3. The attention's error is then that of e4m3 inputs (docs/fp8.md).
-  // Needs an e4m3 attention kernel on config.device (the CPU backend has one).
+  // The CPU backend runs it; CUDA refuses it (kUnsupported): there it would need the rounding
+  // fused into the up-projection to pay (docs/fp8.md).
   bool fp8_attention = false;
 };
 

@@ -130,8 +130,8 @@ class MlaStep:
     ``fp8_attention=True``: attention runs on e4m3 q, K and V, with per-launch scales taken from
     what the step reads anyway (the latent rows' norms, the k_pe maximum, the weight's row norms;
     q per head by its maximum), and ``out`` stays in ``dtype``: about 4% relative error against
-    the 16-bit step's float64 reference (``MlaConfig::fp8_attention``, ``docs/fp8.md``). It needs
-    an e4m3 attention kernel on ``device``; the CPU backend has one.
+    the 16-bit step's float64 reference (``MlaConfig::fp8_attention``, ``docs/fp8.md``). The CPU
+    backend runs it; CUDA refuses it.
     """
 
     def __init__(self, num_heads: int = 16, kv_lora_rank: int = 512, qk_nope_head_dim: int = 128,

@@ -11,10 +11,9 @@ namespace {
 class CudaOps final : public MlaOps {
  public:
   void gather(const GatherArgs& a, Stream s) const override { cuda::mla::launch_gather(a, s); }
-  // Never reached: MlaStep refuses fp8_attention on CUDA at construction, as no CUDA attention
-  // kernel takes e4m3 inputs (cuda/kernel_list.h).
+  // Never reached: MlaStep refuses fp8_attention on CUDA at construction (mla_step.cc).
   void quantize_fp8(const Fp8Args&, Stream) const override {
-    throw Error(ErrorKind::kUnsupported, "config.fp8_attention", "no e4m3 attention kernel on CUDA");
+    throw Error(ErrorKind::kUnsupported, "config.fp8_attention", "the MLA step's FP8 attention runs on the CPU only");
   }
 };
 

@@ -30,6 +30,11 @@ Setup setup(const MlaConfig& c) {
   mla::check_config(c);
   Setup s;
   s.backend = backend::make_backend(c.device, "config.device");
+  // The CUDA step would have to round K and V in the up-projection's epilogue and q in one pass
+  // to gain from FP8 (docs/fp8.md): it has no such rounding, so FP8 attention is the CPU's.
+  if (c.fp8_attention && c.device.is_cuda())
+    throw Error(ErrorKind::kUnsupported, "config.fp8_attention",
+                "the MLA step's FP8 attention runs on the CPU backend only (docs/fp8.md)");
   const DType attn = c.fp8_attention ? DType::kE4M3 : c.dtype;
   try {
     s.choice = s.backend->choose_kernel(c.qk_nope_head_dim + c.qk_rope_head_dim, c.v_head_dim, attn, c.dtype,

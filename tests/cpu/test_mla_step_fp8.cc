@@ -6,7 +6,7 @@
 //   * the whole step against the float64 reference of the 16-bit step, on random inputs and on
 //     inputs with outlier channels, fused and chunked, bf16 and fp16: every output row written,
 //     within the FP8 error the docs state (docs/fp8.md), and LSEs close;
-//   * the config: fp8_attention refused where the device has no e4m3 kernel, by name.
+//   * the config: fp8_attention refused on CUDA, by name.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -254,7 +254,7 @@ TEST(CpuMlaStepFp8, RepeatedRunsBitwiseEqual) {
   EXPECT_EQ(a.lse.bytes(), b.lse.bytes());
 }
 
-TEST(CpuMlaStepFp8, RefusedWhereNoE4m3KernelByName) {
+TEST(CpuMlaStepFp8, RefusedOnCudaByName) {
   MlaConfig c = fp8_dims();
   c.max_batch = 1;
   c.max_tokens = 8;
@@ -264,7 +264,7 @@ TEST(CpuMlaStepFp8, RefusedWhereNoE4m3KernelByName) {
     MlaStep step(c);
     FAIL() << "fp8_attention on CUDA was accepted";
   } catch (const Error& e) {
-    // Without CUDA in the build the device is refused first; with it, the missing e4m3 kernel.
+    // Without CUDA in the build (or a device) the device is refused first; else the option.
     const std::string arg = e.argument();
     EXPECT_TRUE(arg == "config.fp8_attention" || arg == "config.device") << arg << ": " << e.what();
     EXPECT_EQ(e.kind(), arg == "config.fp8_attention" ? ErrorKind::kUnsupported : e.kind());
