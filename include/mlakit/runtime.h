@@ -46,8 +46,9 @@ struct LibraryInfo {
   // BF16 path runs.
   bool cpu_has_amx = false;
   std::string cpu_isa_requested;  // MLAKIT_CPU_ISA as given ("" when unset)
-  // The products each input dtype takes in the CPU backend: bf16 on cpu_isa; fp16 (rounded to
-  // bf16 it would lose its accuracy) and e4m3 (dequantized to fp32 first) on "fp32".
+  // The products each input dtype takes in the CPU backend: bf16, and e4m3 with its default bf16
+  // output (decoded exactly into bf16), on cpu_isa; fp16 (rounded to bf16 it would lose its
+  // accuracy) on "fp32", as e4m3 with an fp16 output.
   struct Products {
     DType dtype = DType::kBF16;
     std::string isa;

@@ -685,7 +685,7 @@ def info() -> dict:
     lower one forced with the environment variable ``MLAKIT_CPU_ISA``, echoed as
     ``cpu_isa_requested``; this build has no AMX kernel, so ``"amx"`` is never in use and
     ``cpu_has_amx`` says whether the CPU would grant AMX tiles); ``cpu_products``: the products each input dtype takes on the CPU
-    (``{"bf16": cpu_isa, "fp16": "fp32", "e4m3": "fp32"}``: e4m3 is dequantized to fp32 first); ``backends``: one dict per backend with ``name``
+    (``{"bf16": cpu_isa, "fp16": "fp32", "e4m3": cpu_isa}``: e4m3 with its default bf16 output is decoded exactly into bf16; with an fp16 output it takes fp32 products); ``backends``: one dict per backend with ``name``
     (``"cpu"``, ``"cuda sm80"``, ``"cuda sm90"``), ``dtypes``, ``max_head_dim`` (the CPU
     backend: every head dim up to it) and ``shapes`` (the CUDA kernels: the
     ``(dtype, head_dim_qk, head_dim_vo)`` they are built for).

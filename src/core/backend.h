@@ -55,9 +55,9 @@ class Backend {
   virtual cuda::KernelChoice choose_kernel(int head_dim_qk, int head_dim_vo, DType dtype, DType out_dtype,
                                            int num_qo_heads, KernelPreference preference) const = 0;
 
-  // The CPU backend: the path its products take for `dtype` inputs ("amx", "avx512bf16",
-  // "fp32"; throws for an MLAKIT_CPU_ISA naming none); "" elsewhere.
-  virtual const char* cpu_isa(DType) const { return ""; }
+  // The CPU backend: the path its products take for `dtype` inputs writing `out_dtype` ("amx",
+  // "avx512bf16", "fp32"; throws for an MLAKIT_CPU_ISA naming none); "" elsewhere.
+  virtual const char* cpu_isa(DType, DType) const { return ""; }
 
   // Workspace memory on the device, and host staging memory (page-locked where it matters).
   virtual void* alloc_device(size_t bytes) const = 0;

@@ -34,8 +34,8 @@ class CpuBackend final : public Backend {
     return cuda::KernelChoice{kCpuBlockM, kCpuBlockN, static_cast<int>(hw ? hw : 1), 0};
   }
 
-  const char* cpu_isa(DType dtype) const override {
-    return cpu::cpu_isa_name(cpu::products_isa(dtype, cpu::cpu_isa_in_use()));
+  const char* cpu_isa(DType dtype, DType out_dtype) const override {
+    return cpu::cpu_isa_name(cpu::products_isa(dtype, out_dtype, cpu::cpu_isa_in_use()));
   }
 
   void* alloc_device(size_t bytes) const override { return device_alloc(bytes, Device::cpu()); }

@@ -69,7 +69,7 @@ struct RaggedPrefill::Impl {
         scheduler(c.max_batch, c.max_q_tokens, c.max_kv_tokens, s.choice.block_m, s.choice.block_n,
                   plan::kv_split_settings(s.choice)) {
     info.kernel_arch = choice.arch;  // known before the first plan
-    info.cpu_isa = backend->cpu_isa(c.dtype);
+    info.cpu_isa = backend->cpu_isa(c.dtype, c.dtype == DType::kE4M3 ? c.out_dtype : c.dtype);
     info.kv_split = choice.split_slots > 0;  // size_kv_split sizes slots only for a rule it turned on
   }
 

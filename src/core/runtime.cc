@@ -103,7 +103,9 @@ LibraryInfo library_info() {
   info.cpu_isa = cpu::cpu_isa_name(isa);
   info.cpu_isa_best = cpu::cpu_isa_name(cpu::cpu_isa_best());
   info.cpu_has_amx = cpu::cpu_has_amx();
-  for (DType t : kInputDtypes) info.cpu_products.push_back({t, cpu::cpu_isa_name(cpu::products_isa(t, isa))});
+  // e4m3 as its default bf16 output takes it.
+  for (DType t : kInputDtypes)
+    info.cpu_products.push_back({t, cpu::cpu_isa_name(cpu::products_isa(t, t == DType::kE4M3 ? DType::kBF16 : t, isa))});
 
   BackendInfo cpu_backend;
   cpu_backend.name = "cpu";

@@ -153,6 +153,7 @@ MLAKIT_BF16_TARGET void run_item_impl(const Problem& p, const ItemRows& it, Scra
   std::memset(o, 0, sizeof(float) * static_cast<size_t>(nvr * 16) * dvp);
 
   rs.init(p, it, nvr);
+  const float qk_factor = it.qk_factor(p);
   pack_q(p, it, rows, nvr, dq2, dqk % 2 != 0, qpack);
 
   // Keys are read in place when they are whole pairs on both sides of the split.
@@ -200,7 +201,7 @@ MLAKIT_BF16_TARGET void run_item_impl(const Problem& p, const ItemRows& it, Scra
       }
     }
 
-    softmax_chunk(p, c0, n, nvr, st, ppair, rs);
+    softmax_chunk(p, qk_factor, c0, n, nvr, st, ppair, rs);
 
     // O += P V, kRowBlock rows x up to 4 dim vectors per call.
     const int nvd = dvp / 16;
@@ -218,7 +219,7 @@ MLAKIT_BF16_TARGET void run_item_impl(const Problem& p, const ItemRows& it, Scra
     }
   }
 
-  store_rows(p, it, rs, o, dvp);
+  store_rows(p, it, rs, o, dvp, it.v_factor(p));
 }
 
 }  // namespace

@@ -137,12 +137,12 @@ struct Scratch {
 }  // namespace
 
 template <DType D>
-void run_item_fp32(const Problem& p, int64_t item) {
+void run_item_fp32(const Problem& p, int64_t item_index) {
   thread_local Scratch w;
   using E = Elem<D>;
   using T = typename E::T;
-  const plan::WorkTile tile = p.tiles[item / p.num_heads];
-  const int head = static_cast<int>(item % p.num_heads);
+  const plan::WorkTile tile = p.tiles[item_index / p.num_heads];
+  const int head = static_cast<int>(item_index % p.num_heads);
   const int kv_head = head / (p.num_heads / p.num_kv_heads);
   const int rope_head = (p.k_rope != nullptr && p.k_rope->shape[1] > 1) ? kv_head : 0;
   const int64_t q_begin = p.qo_indptr[tile.seq];
@@ -183,7 +183,8 @@ void run_item_fp32(const Problem& p, int64_t item) {
 
   // Q rows in fp32, pre-multiplied so the GEMM gives base-2 logits directly (or sm_scale-scaled
   // logits when the soft cap needs them before tanh).
-  const float q_scale = capped ? p.sm_scale : p.sm_scale * kLog2e;
+  const ItemRows item(p, item_index);
+  const float q_scale = (capped ? p.sm_scale : p.sm_scale * kLog2e) * item.qk_factor(p);
   for (int r = 0; r < rows; ++r) {
     const T* src = static_cast<const T*>(p.q->ptr_at(q_begin + row0 + r, head));
     float* dst = &w.q[static_cast<size_t>(r) * dqk];
@@ -263,7 +264,7 @@ void run_item_fp32(const Problem& p, int64_t item) {
     const float l = w.l[r];
     const float* orow = of + static_cast<size_t>(r) * dvo;
     if (l > 0.0f) {
-      const float inv_l = 1.0f / l;
+      const float inv_l = item.v_factor(p) / l;
       for (int d = 0; d < dvo; ++d) dst[d] = E::store(orow[d] * inv_l);
     } else {
       for (int d = 0; d < dvo; ++d) dst[d] = E::store(0.0f);

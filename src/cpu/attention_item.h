@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "contract/schedule_layout.h"
+#include "mlakit/prefill.h"
 #include "mlakit/tensor.h"
 #include "plan/scheduler.h"
 
@@ -34,6 +35,9 @@ struct Problem {
   // What a path prepares once per run, before the items, on the calling thread (the AVX-512
   // BF16 path: V packed as key pairs for every q tile and head that reads it).
   const void* prepared = nullptr;
+  // e4m3 inputs decoded exactly into bf16 (fp8_dequant.cc) keep their descale factors here, per
+  // (sequence, kv head): the scores take q * k descales, the output v's. Null: none.
+  const Descales* descales = nullptr;
 };
 
 // One item's place in the batch: its sequence, head, rows and the rows' visible key ranges.
@@ -54,6 +58,15 @@ struct ItemRows {
     lk = p.kv_indptr[tile.seq + 1] - kv_begin;
     row0 = static_cast<int64_t>(tile.q_tile) * p.block_m;
     rows = static_cast<int>(std::max<int64_t>(0, std::min<int64_t>(p.block_m, lq - row0)));
+  }
+
+  // The item's descale factors (Problem::descales; 1 when absent): scores x qk, output x v.
+  float qk_factor(const Problem& p) const {
+    return p.descales == nullptr ? 1.0f : factor(p.descales->q) * factor(p.descales->k);
+  }
+  float v_factor(const Problem& p) const { return p.descales == nullptr ? 1.0f : factor(p.descales->v); }
+  float factor(const TensorView* d) const {
+    return d == nullptr ? 1.0f : *static_cast<const float*>(d->ptr_at(seq, kv_head));
   }
 
   // Row r's visible keys [lo, hi) (hi >= lo), relative to the sequence's first key.

@@ -141,16 +141,18 @@ struct RowState {
 };
 
 // One chunk's online softmax, 16 rows at a time: st holds S^T of the chunk's n keys (key j's 16
-// rows of vector v at st[j * kRows + 16 v]); it is overwritten with the logits in base 2 (scaled
+// rows of vector v at st[j * kRows + 16 v]), scaled by sm_scale x qk_factor (the item's q and k
+// descales, 1 for 16-bit inputs); it is overwritten with the logits in base 2 (scaled
 // or soft-capped, masked lane-wise by each row's visible range; chunks every row sees whole skip
 // the mask). P^T goes to ppair as bf16 pairs of keys ([pair][kRows] words, (n + 1) / 2 pairs);
 // w.m, w.l, w.alpha (the factor O's rows take) and w.rescale are updated.
-MLAKIT_BF16_TARGET inline void softmax_chunk(const Problem& p, int64_t c0, int n, int nvr, float* st,
-                                             uint32_t* ppair, RowState& w) {
+MLAKIT_BF16_TARGET inline void softmax_chunk(const Problem& p, float qk_factor, int64_t c0, int n, int nvr,
+                                             float* st, uint32_t* ppair, RowState& w) {
   const int nq = (n + 1) / 2;
   const bool capped = p.soft_cap > 0.0f;
-  const __m512 scale_v = _mm512_set1_ps(p.sm_scale * kLog2e);  // logits in base 2
-  const __m512 scale_over_cap = _mm512_set1_ps(capped ? p.sm_scale / p.soft_cap : 0.0f);
+  const float scale = p.sm_scale * qk_factor;
+  const __m512 scale_v = _mm512_set1_ps(scale * kLog2e);  // logits in base 2
+  const __m512 scale_over_cap = _mm512_set1_ps(capped ? scale / p.soft_cap : 0.0f);
   const __m512 cap_log2 = _mm512_set1_ps(p.soft_cap * kLog2e);
   const __m512 ninf_v = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
   const __m512 one_v = _mm512_set1_ps(1.0f);
@@ -282,15 +284,16 @@ inline void pack_all_v(const Problem& p, int pad_pairs, PackedV& pv) {
   parallel_for(blocks * p.num_kv_heads, run_threads(), [&](int64_t job) { pack_v_job(p, pv, blocks, job); });
 }
 
-// Normalizes O's rows ([kRows][dvp] fp32) and stores them (bf16, round to nearest even), with
-// the lse: rows that saw no key get exactly 0 and lse = -inf.
+// Normalizes O's rows ([kRows][dvp] fp32), times v_factor (the item's v descale, 1 for 16-bit
+// inputs), and stores them (bf16, round to nearest even), with the lse: rows that saw no key get
+// exactly 0 and lse = -inf.
 MLAKIT_BF16_TARGET inline void store_rows(const Problem& p, const ItemRows& it, const RowState& rs,
-                                          const float* o, int dvp) {
+                                          const float* o, int dvp, float v_factor) {
   for (int r = 0; r < it.rows; ++r) {
     const int64_t tok = it.q_begin + it.row0 + r;
     auto* dst = static_cast<uint16_t*>(p.out->ptr_at(tok, it.head));
     const float l = rs.l[r];
-    const __m512 inv_l = _mm512_set1_ps(l > 0.0f ? 1.0f / l : 0.0f);
+    const __m512 inv_l = _mm512_set1_ps(l > 0.0f ? v_factor / l : 0.0f);
     const float* orow = o + static_cast<size_t>(r) * dvp;
     for (int d = 0; d < p.dvo; d += 16) {
       const int left = p.dvo - d;

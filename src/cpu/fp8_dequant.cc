@@ -1,13 +1,18 @@
-// The CPU backend's FP8 path (fp8_dequant.h). Folding q_descale * k_descale into q (rather than
-// scaling K) keeps a shared k_rope shared: K is only decoded. Each float32 value is the e4m3
-// value (exact) times the factor, rounded once; the GPU kernels instead scale the float32 dot
-// products, a difference far below the e4m3 rounding of the inputs.
+// The CPU backend's FP8 path (fp8_dequant.h). Two ways:
+//   * bf16 output on a bf16 path (avx512bf16): q, k, v decoded into bf16, which holds every e4m3
+//     value exactly, and the bf16 kernel runs on them with the descales applied per item to the
+//     scores and the output (Problem::descales), as the GPU kernels apply them: bf16 speed.
+//   * otherwise (fp16 output, the fp32 path): decoded into float32 with the descales folded in
+//     (q_descale * k_descale into q, so a shared k_rope stays shared: K is only decoded; each value
+//     the e4m3 value times the factor, rounded once), the float32 kernel, one rounding to out.
 #include "cpu/fp8_dequant.h"
 
 #include <algorithm>
+#include <array>
 #include <vector>
 
 #include "cpu/cpu_backend.h"
+#include "cpu/cpu_isa.h"
 #include "cpu/e4m3_convert.h"
 #include "cpu/half_convert.h"
 #include "cpu/thread_pool.h"
@@ -21,10 +26,33 @@ float factor(const TensorView* d, int64_t b, int64_t h) {
   return d == nullptr ? 1.0f : *static_cast<const float*>(d->ptr_at(b, h));
 }
 
-// Per-thread float32 copies, kept between runs.
+// Per-thread float32 and bf16 copies, kept between runs.
 struct Buffers {
   std::vector<float> q, k, kr, v, out;
+  std::vector<uint16_t> q16, k16, kr16, v16;
 };
+
+// Rows [begin[b], begin[b + 1]) of `src` (e4m3 [rows, heads, width]) decoded into bf16 (exact).
+void decode_rows_bf16(const TensorView& src, const int32_t* begin, int batch, std::vector<uint16_t>& dst) {
+  static const auto table = [] {
+    std::array<uint16_t, 256> t{};
+    for (int c = 0; c < 256; ++c) t[static_cast<size_t>(c)] = float_to_bf16(e4m3_to_float(static_cast<uint8_t>(c)));
+    return t;
+  }();
+  const int64_t heads = src.shape[1], width = src.shape[2];
+  const int64_t rows = begin[batch];
+  dst.resize(static_cast<size_t>(std::max<int64_t>(rows * heads * width, 1)));
+  uint16_t* out = dst.data();
+  parallel_for(batch, pool_size(), [&](int64_t b) {
+    for (int64_t r = begin[b]; r < begin[b + 1]; ++r) {
+      for (int64_t h = 0; h < heads; ++h) {
+        const uint8_t* x = static_cast<const uint8_t*>(src.ptr_at(r, h));
+        uint16_t* y = out + (r * heads + h) * width;
+        for (int64_t d = 0; d < width; ++d) y[d] = table[x[d]];
+      }
+    }
+  });
+}
 
 // Rows [begin[b], begin[b + 1]) of `src` (e4m3 [rows, heads, width]) decoded into dst
 // ([rows, heads, width] contiguous), each (row, head) scaled by scale(b, head).
@@ -50,6 +78,10 @@ TensorView dense(std::vector<float>& buf, int64_t rows, int64_t heads, int64_t w
   return TensorView(buf.data(), DType::kFP32, {rows, heads, width});
 }
 
+TensorView dense(std::vector<uint16_t>& buf, int64_t rows, int64_t heads, int64_t width) {
+  return TensorView(buf.data(), DType::kBF16, {rows, heads, width});
+}
+
 }  // namespace
 
 void run_prefill_e4m3(const plan::ScheduleHeader& header, const int32_t* qo_indptr, const int32_t* kv_indptr,
@@ -61,6 +93,20 @@ void run_prefill_e4m3(const plan::ScheduleHeader& header, const int32_t* qo_indp
   const int64_t total_q = qo_indptr[batch], total_kv = kv_indptr[batch];
   const int64_t H = q.shape[1], Hkv = k.shape[1], group = H / Hkv;
   const int64_t dqk = q.shape[2], dk = k.shape[2], dvo = v.shape[2];
+
+  if (out.dtype == DType::kBF16 && products_isa(DType::kE4M3, out.dtype, cpu_isa_in_use()) != CpuIsa::kFp32) {
+    decode_rows_bf16(q, qo_indptr, batch, buf.q16);
+    decode_rows_bf16(k, kv_indptr, batch, buf.k16);
+    decode_rows_bf16(v, kv_indptr, batch, buf.v16);
+    TensorView kr16;
+    if (k_rope != nullptr) {
+      decode_rows_bf16(*k_rope, kv_indptr, batch, buf.kr16);
+      kr16 = dense(buf.kr16, total_kv, k_rope->shape[1], k_rope->shape[2]);
+    }
+    run_prefill(header, qo_indptr, kv_indptr, tiles, dense(buf.q16, total_q, H, dqk), dense(buf.k16, total_kv, Hkv, dk),
+                k_rope != nullptr ? &kr16 : nullptr, dense(buf.v16, total_kv, Hkv, dvo), out, lse, &descales);
+    return;
+  }
 
   decode_rows(q, qo_indptr, batch, buf.q, [&](int64_t b, int64_t h) {
     return factor(descales.q, b, h / group) * factor(descales.k, b, h / group);

@@ -1,6 +1,8 @@
-// FP8 (e4m3) attention on the CPU backend: the inputs are decoded into float32 with their
-// descale factors folded in, then the float32 kernel of prefill_cpu.cc runs on them and its
-// float32 output is rounded once into the output dtype (bf16 or fp16).
+// FP8 (e4m3) attention on the CPU backend. With a bf16 output on a bf16 path the inputs are decoded
+// into bf16 (exact) and the bf16 kernel runs on them with the descales applied per item;
+// otherwise they are decoded into float32 with their descale factors folded in, the float32
+// kernel of prefill_cpu.cc runs on them and its float32 output is rounded once into the output
+// dtype (fp16).
 #pragma once
 
 #include <cstdint>

@@ -18,13 +18,17 @@ using ItemFn = void (*)(const Problem&, int64_t);
 
 }  // namespace
 
-CpuIsa products_isa(DType dtype, CpuIsa isa) { return dtype == DType::kBF16 ? isa : CpuIsa::kFp32; }
+CpuIsa products_isa(DType dtype, DType out_dtype, CpuIsa isa) {
+  const bool bf16_products = dtype == DType::kBF16 || (dtype == DType::kE4M3 && out_dtype == DType::kBF16);
+  return bf16_products ? isa : CpuIsa::kFp32;
+}
 
 void run_prefill(const plan::ScheduleHeader& header, const int32_t* qo_indptr,
                  const int32_t* kv_indptr, const plan::WorkTile* tiles, const TensorView& q,
                  const TensorView& k, const TensorView* k_rope, const TensorView& v,
-                 const TensorView& out, const TensorView* lse) {
+                 const TensorView& out, const TensorView* lse, const Descales* descales) {
   Problem p{};
+  p.descales = descales;
   p.header = &header;
   p.qo_indptr = qo_indptr;
   p.kv_indptr = kv_indptr;
@@ -50,7 +54,7 @@ void run_prefill(const plan::ScheduleHeader& header, const int32_t* qo_indptr,
   ItemFn fn = nullptr;
   switch (q.dtype) {
     case DType::kBF16:
-      if (products_isa(q.dtype, cpu_isa_in_use()) != CpuIsa::kFp32) {
+      if (products_isa(q.dtype, out.dtype, cpu_isa_in_use()) != CpuIsa::kFp32) {
         prepare_avx512bf16(p);
         fn = run_item_avx512bf16;
       } else {

@@ -238,7 +238,7 @@ TEST(CpuIsa, ForcedPathMissingHereFallsToTheBestBelowIt) {
     EXPECT_EQ(info.cpu_isa_requested, cpu::cpu_isa_name(isa));
     ASSERT_EQ(info.cpu_products.size(), 3u);
     for (const LibraryInfo::Products& pr : info.cpu_products)
-      EXPECT_EQ(pr.isa, pr.dtype == DType::kBF16 ? cpu::cpu_isa_name(expect) : "fp32") << dtype_name(pr.dtype);
+      EXPECT_EQ(pr.isa, pr.dtype == DType::kFP16 ? "fp32" : cpu::cpu_isa_name(expect)) << dtype_name(pr.dtype);
   }
   // Every AMX CPU has AVX-512 BF16 (the detection requires both): there the bf16 path runs.
   if (cpu::cpu_has_amx()) EXPECT_TRUE(cpu::cpu_isa_available(CpuIsa::kAvx512Bf16));

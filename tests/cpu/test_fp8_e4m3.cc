@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "attention_cases.h"
+#include "cpu/cpu_isa.h"
 #include "cpu/e4m3_convert.h"
 
 namespace mlakit {
@@ -454,6 +455,21 @@ TEST(E4M3ValidationConfig, ConfigDtypesAndOutDtype) {
   EXPECT_NO_THROW(RaggedPrefill rp(c));
   c.dtype = DType::kFP32;
   EXPECT_TRUE(throws_error([&] { RaggedPrefill rp(c); }, ErrorKind::kTypeMismatch, "config.dtype"));
+}
+
+// With a bf16 output e4m3 inputs take the CPU path's bf16 products (decoded exactly into bf16);
+// with an fp16 output, fp32 products.
+TEST(E4M3CpuBackend, PathFollowsTheOutputDtype) {
+  PrefillConfig c;
+  c.num_qo_heads = c.num_kv_heads = 2;
+  c.head_dim_qk = c.head_dim_vo = 64;
+  c.max_batch = 1;
+  c.max_q_tokens = c.max_kv_tokens = 8;
+  c.dtype = DType::kE4M3;
+  c.out_dtype = DType::kBF16;
+  EXPECT_STREQ(RaggedPrefill(c).info().cpu_isa, cpu::cpu_isa_name(cpu::cpu_isa_in_use()));
+  c.out_dtype = DType::kFP16;
+  EXPECT_STREQ(RaggedPrefill(c).info().cpu_isa, "fp32");
 }
 
 // The one-shot call takes its output dtype from out.
