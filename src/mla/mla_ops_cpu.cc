@@ -89,7 +89,7 @@ void quantize_row(const void* src, int n, DType t, float inv_scale, uint8_t* dst
 
 void quantize_fp8_cpu(const Fp8Args& a) {
   const int64_t n = a.rows;  // rows past the launch's are zero: they raise no maximum
-  const int lw = a.latent_dim + a.rope_dim, hd = a.dn + a.dv;
+  const int hd = a.dn + a.dv;
   const auto* lat = static_cast<const uint16_t*>(a.latent);
   const auto* w = static_cast<const uint16_t*>(a.weight);
   // C and P over the launch's latent rows; per head the largest K and V row norms of the weight.
