@@ -16,8 +16,10 @@
 //                 rows are rescaled as they are loaded into the accumulators, and only where some
 //                 row's max moved. Chunks start at even keys (the union's first key rounded down;
 //                 the key before it is masked) so that they are whole pairs.
-// Everything depends only on the item and the chunk position, so repeated runs are bitwise equal
-// and a sequence's result does not depend on its batch.
+// Where a chunk's rows see only part of it (a causal tile's last chunk), S^T is computed only for
+// the row vectors that see each block of keys, and P V only over the key pairs each block of rows
+// sees. Everything depends only on the item and the chunk position, so repeated runs are bitwise
+// equal and a sequence's result does not depend on its batch.
 //
 // The functions carry target attributes (no file-wide -m flags), so the library stays one binary
 // for every x86-64 CPU; cpu_isa.h decides at run time whether this path may run.
@@ -101,9 +103,9 @@ MLAKIT_BF16_TARGET void qk_block(const uint32_t* qpack, const uint32_t* const* k
     for (int v = 0; v < NV; ++v) _mm512_store_ps(st + j * kRows + 16 * v, acc[j][v]);
 }
 
-// O[r0 .. r0+kRowBlock)[16 * d-vectors] (*alpha) += P V over nq key pairs, ND dim vectors.
+// O[r0 .. r0+kRowBlock)[16 * d-vectors] (*alpha) += P V over key pairs [x0, x1), ND dim vectors.
 template <int ND>
-MLAKIT_BF16_TARGET void pv_block(const uint32_t* ppair, const uint32_t* vpack, int dvp, int nq,
+MLAKIT_BF16_TARGET void pv_block(const uint32_t* ppair, const uint32_t* vpack, int dvp, int x0, int x1,
                                  float* o, const float* alpha, bool rescale) {
   __m512 acc[kRowBlock][ND];
 #pragma GCC unroll 4
@@ -116,7 +118,7 @@ MLAKIT_BF16_TARGET void pv_block(const uint32_t* ppair, const uint32_t* vpack, i
       for (int c = 0; c < ND; ++c) acc[i][c] = _mm512_mul_ps(acc[i][c], a);
     }
   }
-  for (int x = 0; x < nq; ++x) {
+  for (int x = x0; x < x1; ++x) {
     __m512 vv[ND];
 #pragma GCC unroll 4
     for (int c = 0; c < ND; ++c)
@@ -190,30 +192,60 @@ MLAKIT_BF16_TARGET void run_item_impl(const Problem& p, const ItemRows& it, Scra
     }
     for (int j = n; j < round_up(n, kKeyBlock); ++j) ka[j] = kb[j] = zero32;
 
-    // S^T for the chunk.
+    // S^T for the chunk, per block of keys only for the row vectors that see one of its keys:
+    // on a causal tile's last chunk that skips the keys past each vector's last row (the
+    // softmax masks whatever it does not compute).
+    int vlo[kRows / 16], vhi[kRows / 16];
+    for (int v = 0; v < nvr; ++v) {
+      vlo[v] = n;
+      vhi[v] = 0;
+      for (int r = 16 * v; r < std::min(rows, 16 * v + 16); ++r) {
+        const int lo = static_cast<int>(std::clamp<int64_t>(rs.row_lo[r] - c0, 0, n));
+        const int hi = static_cast<int>(std::clamp<int64_t>(rs.row_hi[r] - c0, 0, n));
+        if (hi <= lo) continue;
+        vlo[v] = std::min(vlo[v], lo);
+        vhi[v] = std::max(vhi[v], hi);
+      }
+    }
     for (int j = 0; j < n; j += kKeyBlock) {
-      float* sj = st + j * kRows;
-      switch (nvr) {
-        case 1: qk_block<1>(qpack, ka + j, pa, kb + j, pb, sj); break;
-        case 2: qk_block<2>(qpack, ka + j, pa, kb + j, pb, sj); break;
-        case 3: qk_block<3>(qpack, ka + j, pa, kb + j, pb, sj); break;
-        default: qk_block<4>(qpack, ka + j, pa, kb + j, pb, sj); break;
+      int v0 = nvr, v1 = -1;
+      for (int v = 0; v < nvr; ++v) {
+        if (vlo[v] < j + kKeyBlock && vhi[v] > j) {
+          v0 = std::min(v0, v);
+          v1 = v;
+        }
+      }
+      if (v1 < v0) continue;
+      float* sj = st + j * kRows + 16 * v0;
+      const uint32_t* qv = qpack + 16 * v0;
+      switch (v1 - v0 + 1) {
+        case 1: qk_block<1>(qv, ka + j, pa, kb + j, pb, sj); break;
+        case 2: qk_block<2>(qv, ka + j, pa, kb + j, pb, sj); break;
+        case 3: qk_block<3>(qv, ka + j, pa, kb + j, pb, sj); break;
+        default: qk_block<4>(qv, ka + j, pa, kb + j, pb, sj); break;
       }
     }
 
     softmax_chunk(p, qk_factor, c0, n, nvr, st, ppair, rs);
 
-    // O += P V, kRowBlock rows x up to 4 dim vectors per call.
+    // O += P V, kRowBlock rows x up to 4 dim vectors per call, over the key pairs those rows see.
     const int nvd = dvp / 16;
     for (int r0 = 0; r0 < rows; r0 += kRowBlock) {
       const bool rsc = rs.rescale[r0 / 16];
+      int x0 = nq, x1 = 0;
+      for (int r = r0; r < r0 + kRowBlock; ++r) {
+        if (rs.hi[r] <= rs.lo[r]) continue;
+        x0 = std::min(x0, rs.lo[r] / 2);
+        x1 = std::max(x1, (rs.hi[r] + 1) / 2);
+      }
+      x1 = std::max(x0, x1);
       int c = 0;
       for (; c + 4 <= nvd; c += 4)
-        pv_block<4>(ppair + r0, vpack + 16 * c, dvp, nq, o + r0 * dvp + 16 * c, rs.alpha + r0, rsc);
+        pv_block<4>(ppair + r0, vpack + 16 * c, dvp, x0, x1, o + r0 * dvp + 16 * c, rs.alpha + r0, rsc);
       switch (nvd - c) {
-        case 1: pv_block<1>(ppair + r0, vpack + 16 * c, dvp, nq, o + r0 * dvp + 16 * c, rs.alpha + r0, rsc); break;
-        case 2: pv_block<2>(ppair + r0, vpack + 16 * c, dvp, nq, o + r0 * dvp + 16 * c, rs.alpha + r0, rsc); break;
-        case 3: pv_block<3>(ppair + r0, vpack + 16 * c, dvp, nq, o + r0 * dvp + 16 * c, rs.alpha + r0, rsc); break;
+        case 1: pv_block<1>(ppair + r0, vpack + 16 * c, dvp, x0, x1, o + r0 * dvp + 16 * c, rs.alpha + r0, rsc); break;
+        case 2: pv_block<2>(ppair + r0, vpack + 16 * c, dvp, x0, x1, o + r0 * dvp + 16 * c, rs.alpha + r0, rsc); break;
+        case 3: pv_block<3>(ppair + r0, vpack + 16 * c, dvp, x0, x1, o + r0 * dvp + 16 * c, rs.alpha + r0, rsc); break;
         default: break;
       }
     }
