@@ -129,6 +129,51 @@ struct MlaStep::Impl {
     return mla::CacheView{cache.data, cache.strides[0], cache.strides[1], config.block_size, layout.latent_width};
   }
 
+  // FP8 attention: the e4m3 q of the step and the descale factors, as the attention reads them.
+  struct Fp8Views {
+    TensorView q, q_descale, k_descale, v_descale;
+  };
+  Fp8Views fp8_views() const {
+    const MlaConfig& c = config;
+    const int dqk = c.qk_nope_head_dim + c.qk_rope_head_dim;
+    const int64_t bh = static_cast<int64_t>(c.max_batch) * c.num_heads;
+    float* desc = reinterpret_cast<float*>(buffers + layout.descale_offset);
+    Fp8Views v;
+    v.q = view3(buffers + layout.q8_offset, DType::kE4M3, plan.totals.total_q, c.num_heads, dqk, c.num_heads * dqk, dqk,
+                c.device);
+    v.q_descale = TensorView(desc, DType::kFP32, {c.max_batch, c.num_heads}, c.device);
+    v.k_descale = TensorView(desc + bh, DType::kFP32, {c.max_batch, c.num_heads}, c.device);
+    v.v_descale = TensorView(desc + 2 * bh, DType::kFP32, {c.max_batch, c.num_heads}, c.device);
+    return v;
+  }
+
+  // FP8 attention: the launch's K, V and k_pe (and, in the step's first launch, its q) rounded to
+  // e4m3 into buffers of the same layouts, and the descales written (mla_ops.h, Fp8Args).
+  void round_to_e4m3(bool with_q, int64_t rows, const MlaLayer& y, Stream s) const {
+    const MlaConfig& c = config;
+    mla::Fp8Args f{};
+    f.latent = buffers + layout.latent_offset;
+    f.latent_stride = layout.latent_width;
+    f.latent_dim = c.kv_lora_rank;
+    f.rope_dim = c.qk_rope_head_dim;
+    f.rows = rows;
+    f.kv = buffers + layout.kv_offset;
+    f.heads = c.num_heads;
+    f.dn = c.qk_nope_head_dim;
+    f.dv = c.v_head_dim;
+    f.weight = y.kv_b_proj.data;
+    f.weight_stride = y.kv_b_proj.strides[0];
+    f.q = with_q ? &y.q : nullptr;
+    f.q_rows = plan.totals.total_q;
+    f.dtype = c.dtype;
+    f.kv8 = buffers + layout.kv8_offset;
+    f.rope8 = buffers + layout.rope8_offset;
+    f.q8 = buffers + layout.q8_offset;
+    f.descales = reinterpret_cast<float*>(buffers + layout.descale_offset);
+    f.max_batch = c.max_batch;
+    ops->quantize_fp8(f, s);
+  }
+
   // One gather + up-projection + attention launch. The launch whose map holds the new tokens
   // (the first) takes them from kv_c / k_pe and writes them into the cache in its gather.
   void launch(int i, const MlaLayer& y, const TensorView& out, const TensorView* lse, Stream s) const {
@@ -173,29 +218,11 @@ struct MlaStep::Impl {
     const int64_t hd = c.qk_nope_head_dim + c.v_head_dim;
     const int dqk = c.qk_nope_head_dim + c.qk_rope_head_dim;
     backend::AttentionCall a;
+    Fp8Views f8;
     if (c.fp8_attention) {
-      // q (launch 0 only: its scales hold for the step), K, V and k_pe rounded to e4m3.
-      mla::Fp8Args f{};
-      f.latent = latent;
-      f.latent_stride = layout.latent_width;
-      f.latent_dim = c.kv_lora_rank;
-      f.rope_dim = c.qk_rope_head_dim;
-      f.rows = lp.rows;
-      f.kv = kv;
-      f.heads = c.num_heads;
-      f.dn = c.qk_nope_head_dim;
-      f.dv = c.v_head_dim;
-      f.weight = y.kv_b_proj.data;
-      f.weight_stride = y.kv_b_proj.strides[0];
-      f.q = i == 0 ? &y.q : nullptr;
-      f.q_rows = plan.totals.total_q;
-      f.dtype = t;
-      f.kv8 = buffers + layout.kv8_offset;
-      f.rope8 = buffers + layout.rope8_offset;
-      f.q8 = buffers + layout.q8_offset;
-      f.descales = reinterpret_cast<float*>(buffers + layout.descale_offset);
-      f.max_batch = c.max_batch;
-      ops->quantize_fp8(f, s);
+      round_to_e4m3(i == 0, lp.rows, y, s);
+      f8 = fp8_views();
+      a.descales = Descales{&f8.q_descale, &f8.k_descale, &f8.v_descale};
     }
     // K nope and V interleaved per head in the up-projection output; the RoPE key is the tail of
     // each latent row, one per token for every head (head stride 0). FP8: the same layouts in e4m3.
@@ -208,15 +235,7 @@ struct MlaStep::Impl {
     const TensorView v = view3(kv_a + c.qk_nope_head_dim * aes, at, layout.rows, c.num_heads, c.v_head_dim,
                                layout.kv_width, hd, c.device);
     const TensorView k_rope = view3(rope_a, at, layout.rows, 1, c.qk_rope_head_dim, rope_stride, 0, c.device);
-    const int64_t tq = plan.totals.total_q;
-    const int64_t bh = static_cast<int64_t>(c.max_batch) * c.num_heads;
-    float* desc = reinterpret_cast<float*>(buffers + layout.descale_offset);
-    const TensorView q8 = view3(buffers + layout.q8_offset, at, tq, c.num_heads, dqk, c.num_heads * dqk, dqk, c.device);
-    const TensorView dq(desc, DType::kFP32, {c.max_batch, c.num_heads}, c.device);
-    const TensorView dk(desc + bh, DType::kFP32, {c.max_batch, c.num_heads}, c.device);
-    const TensorView dv(desc + 2 * bh, DType::kFP32, {c.max_batch, c.num_heads}, c.device);
-    if (c.fp8_attention) a.descales = Descales{&dq, &dk, &dv};
-    a.q = c.fp8_attention ? &q8 : &y.q;
+    a.q = c.fp8_attention ? &f8.q : &y.q;
     a.k = &k;
     a.k_rope = &k_rope;
     a.v = &v;
