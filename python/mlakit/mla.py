@@ -131,7 +131,8 @@ class MlaStep:
     what the step reads anyway (the latent rows' norms, the k_pe maximum, the weight's row norms;
     q per head by its maximum), and ``out`` stays in ``dtype``: about 4% relative error against
     the 16-bit step's float64 reference (``MlaConfig::fp8_attention``, ``docs/fp8.md``). The CPU
-    backend runs it; CUDA refuses it.
+    backend runs it (slower than 16-bit attention there: the CPU has no FP8 products); CUDA
+    refuses it.
     """
 
     def __init__(self, num_heads: int = 16, kv_lora_rank: int = 512, qk_nope_head_dim: int = 128,
