@@ -5,7 +5,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <vector>
 
+#include "cpu/cpu_isa.h"
+#include "cpu/e4m3_avx512.h"
 #include "cpu/e4m3_convert.h"
 #include "cpu/half_convert.h"
 #include "cpu/thread_pool.h"
@@ -60,21 +63,93 @@ float load(const void* row, int64_t i, DType t) {
   return t == DType::kBF16 ? cpu::bf16_to_float(h) : cpu::fp16_to_float(h);
 }
 
+#ifdef MLAKIT_CPU_HAVE_E4M3_AVX512
+MLAKIT_E4M3_TARGET __m512 load16(const uint16_t* p, __mmask16 m, DType t) {
+  const __m256i h = _mm256_maskz_loadu_epi16(m, p);
+  return t == DType::kBF16 ? _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16)) : _mm512_cvtph_ps(h);
+}
+
+// Sum of squares in double, 16 elements a step.
+MLAKIT_E4M3_TARGET double sumsq_avx512(const uint16_t* row, int n, DType t) {
+  __m512d lo = _mm512_setzero_pd(), hi = _mm512_setzero_pd();
+  for (int j = 0; j < n; j += 16) {
+    const int left = n - j;
+    const __mmask16 m = left >= 16 ? __mmask16(0xFFFF) : static_cast<__mmask16>((1u << left) - 1u);
+    const __m512 f = load16(row + j, m, t);
+    const __m512d a = _mm512_cvtps_pd(_mm512_castps512_ps256(f));
+    const __m512d b = _mm512_cvtps_pd(_mm512_castps512_ps256(_mm512_shuffle_f32x4(f, f, 0xEE)));  // the top 8
+    lo = _mm512_fmadd_pd(a, a, lo);
+    hi = _mm512_fmadd_pd(b, b, hi);
+  }
+  alignas(64) double t[8];
+  _mm512_store_pd(t, _mm512_add_pd(lo, hi));
+  return ((t[0] + t[1]) + (t[2] + t[3])) + ((t[4] + t[5]) + (t[6] + t[7]));
+}
+
+// Largest |x|; a NaN raises nothing (max_ps returns its second operand for a NaN).
+MLAKIT_E4M3_TARGET float absmax_avx512(const uint16_t* row, int n, DType t) {
+  __m512 best = _mm512_setzero_ps();
+  for (int j = 0; j < n; j += 16) {
+    const int left = n - j;
+    const __mmask16 m = left >= 16 ? __mmask16(0xFFFF) : static_cast<__mmask16>((1u << left) - 1u);
+    best = _mm512_max_ps(_mm512_abs_ps(load16(row + j, m, t)), best);
+  }
+  return _mm512_reduce_max_ps(best);
+}
+#endif
+
+bool have_avx512() {
+  static const bool yes = cpu::cpu_isa_available(cpu::CpuIsa::kAvx512Bf16);
+  return yes;
+}
+
+double row_sumsq(const uint16_t* row, int n, DType t) {
+#ifdef MLAKIT_CPU_HAVE_E4M3_AVX512
+  if (have_avx512()) return sumsq_avx512(row, n, t);
+#endif
+  double ss = 0.0;
+  for (int j = 0; j < n; ++j) {
+    const double x = load(row, j, t);
+    ss += x * x;
+  }
+  return ss;
+}
+
+float row_absmax(const uint16_t* row, int n, DType t) {
+#ifdef MLAKIT_CPU_HAVE_E4M3_AVX512
+  if (have_avx512()) return absmax_avx512(row, n, t);
+#endif
+  float best = 0.0f;
+  for (int j = 0; j < n; ++j) {
+    const float x = std::fabs(load(row, j, t));
+    if (x > best) best = x;
+  }
+  return best;
+}
+
+// The largest of f(i) over i < n (f >= 0), in blocks on the pool. A maximum does not depend on
+// the order it is taken in, so the result is the same for any thread count.
+template <class F>
+float parallel_max(int64_t n, F f) {
+  constexpr int64_t kBlock = 64;
+  const int64_t blocks = (n + kBlock - 1) / kBlock;
+  std::vector<float> part(static_cast<size_t>(std::max<int64_t>(blocks, 1)), 0.0f);
+  cpu::parallel_for(blocks, cpu::run_threads(), [&](int64_t b) {
+    float best = 0.0f;
+    for (int64_t i = b * kBlock; i < std::min(n, (b + 1) * kBlock); ++i) {
+      const float x = f(i);
+      if (x > best) best = x;  // a NaN raises nothing
+    }
+    part[static_cast<size_t>(b)] = best;
+  });
+  return *std::max_element(part.begin(), part.end());
+}
+
 // The largest L2 norm of n rows of `width` (stride in elements). NaN rows raise nothing (a NaN
 // compares false), so they poison only their own results, as in 16-bit attention.
 float max_row_norm(const void* base, int64_t stride, int64_t n, int width, DType t) {
-  float best = 0.0f;
-  for (int64_t r = 0; r < n; ++r) {
-    const void* row = static_cast<const uint16_t*>(base) + r * stride;
-    double ss = 0.0;
-    for (int j = 0; j < width; ++j) {
-      const double x = load(row, j, t);
-      ss += x * x;
-    }
-    const float norm = static_cast<float>(std::sqrt(ss));
-    if (norm > best) best = norm;
-  }
-  return best;
+  const auto* b = static_cast<const uint16_t*>(base);
+  return parallel_max(n, [&](int64_t r) { return static_cast<float>(std::sqrt(row_sumsq(b + r * stride, width, t))); });
 }
 
 // amax / 448, or 1 where amax is 0 or not finite (all-zero rows then stay zero).
@@ -83,8 +158,35 @@ float scale_for(float amax) {
   return s > 0.0f && std::isfinite(s) ? s : 1.0f;
 }
 
-void quantize_row(const void* src, int n, DType t, float inv_scale, uint8_t* dst) {
+void quantize_row_scalar(const void* src, int n, DType t, float inv_scale, uint8_t* dst) {
   for (int j = 0; j < n; ++j) dst[j] = cpu::float_to_e4m3(load(src, j, t) * inv_scale);
+}
+
+#ifdef MLAKIT_CPU_HAVE_E4M3_AVX512
+// The same 16 values at a time (cpu/e4m3_avx512.h: bit for bit the scalar rounding).
+MLAKIT_E4M3_TARGET void quantize_row_avx512(const void* src, int n, DType t, float inv_scale, uint8_t* dst) {
+  const auto* s = static_cast<const uint16_t*>(src);
+  const __m512 inv = _mm512_set1_ps(inv_scale);
+  for (int j = 0; j < n; j += 16) {
+    const int left = n - j;
+    const __mmask16 m = left >= 16 ? __mmask16(0xFFFF) : static_cast<__mmask16>((1u << left) - 1u);
+    const __m256i h = _mm256_maskz_loadu_epi16(m, s + j);
+    const __m512 f = t == DType::kBF16 ? _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16))
+                                       : _mm512_cvtph_ps(h);
+    _mm_mask_storeu_epi8(dst + j, m, cpu::float_to_e4m3_x16(_mm512_mul_ps(f, inv)));
+  }
+}
+#endif
+
+void quantize_row(const void* src, int n, DType t, float inv_scale, uint8_t* dst) {
+#ifdef MLAKIT_CPU_HAVE_E4M3_AVX512
+  static const bool avx512 = cpu::cpu_isa_available(cpu::CpuIsa::kAvx512Bf16);
+  if (avx512) {
+    quantize_row_avx512(src, n, t, inv_scale, dst);
+    return;
+  }
+#endif
+  quantize_row_scalar(src, n, t, inv_scale, dst);
 }
 
 void quantize_fp8_cpu(const Fp8Args& a) {
@@ -94,13 +196,8 @@ void quantize_fp8_cpu(const Fp8Args& a) {
   const auto* w = static_cast<const uint16_t*>(a.weight);
   // C and P over the launch's latent rows; per head the largest K and V row norms of the weight.
   const float c = max_row_norm(lat, a.latent_stride, n, a.latent_dim, a.dtype);
-  float p = 0.0f;
-  for (int64_t r = 0; r < n; ++r) {
-    for (int j = 0; j < a.rope_dim; ++j) {
-      const float x = std::fabs(load(lat + r * a.latent_stride + a.latent_dim, j, a.dtype));
-      if (x > p) p = x;
-    }
-  }
+  const float p = parallel_max(
+      n, [&](int64_t r) { return row_absmax(lat + r * a.latent_stride + a.latent_dim, a.rope_dim, a.dtype); });
   float wk_max = 0.0f;
   float* k_desc = a.descales + static_cast<size_t>(a.max_batch) * a.heads;
   float* v_desc = k_desc + static_cast<size_t>(a.max_batch) * a.heads;
@@ -131,14 +228,8 @@ void quantize_fp8_cpu(const Fp8Args& a) {
   const int dq = a.dn + a.rope_dim;
   float* q_desc = a.descales;
   for (int h = 0; h < a.heads; ++h) {
-    float amax = 0.0f;
-    for (int64_t t = 0; t < a.q_rows; ++t) {
-      const void* row = q.ptr_at(t, h);
-      for (int j = 0; j < dq; ++j) {
-        const float x = std::fabs(load(row, j, a.dtype));
-        if (x > amax) amax = x;
-      }
-    }
+    const float amax = parallel_max(
+        a.q_rows, [&](int64_t t) { return row_absmax(static_cast<const uint16_t*>(q.ptr_at(t, h)), dq, a.dtype); });
     const float sq = scale_for(amax);
     for (int b = 0; b < a.max_batch; ++b) q_desc[b * a.heads + h] = sq;
   }

@@ -12,6 +12,7 @@
 
 #include "attention_cases.h"
 #include "cpu/cpu_isa.h"
+#include "cpu/e4m3_avx512.h"
 #include "cpu/e4m3_convert.h"
 
 namespace mlakit {
@@ -92,6 +93,51 @@ TEST(E4M3, SaturatesAtTheLargestFiniteValueAndKeepsNaN) {
   EXPECT_EQ(cpu::float_to_e4m3(0x1p-10f), 0x00);   // half the smallest subnormal: tie to even 0
   EXPECT_EQ(cpu::float_to_e4m3(1.5f * 0x1p-9f), 0x02);  // tie between 1 and 2 subnormal steps: even
 }
+
+#ifdef MLAKIT_CPU_HAVE_E4M3_AVX512
+// The 16-lane conversions (cpu/e4m3_avx512.h) against the scalar ones: every code decoded, and
+// floats of every class encoded: a sweep of bit patterns over the whole range, every e4m3 value,
+// its neighbours and the ties between them, both signs, infinities and NaNs.
+MLAKIT_E4M3_TARGET void vector_conversions(const float* in, uint8_t* codes, const uint8_t* code_in, uint16_t* bf16) {
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(codes), cpu::float_to_e4m3_x16(_mm512_loadu_ps(in)));
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(bf16),
+                      cpu::e4m3_to_bf16_x16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(code_in))));
+}
+
+TEST(E4M3, VectorConversionsMatchScalarBitForBit) {
+  if (!cpu::cpu_isa_available(cpu::CpuIsa::kAvx512Bf16)) {
+    std::printf("[  SKIPPED ] no AVX-512 on this CPU\n");
+    GTEST_SKIP() << "no AVX-512";
+  }
+  std::vector<float> floats;
+  for (uint64_t u = 0; u < (uint64_t{1} << 32); u += 4093) floats.push_back(cpu::bits_float(static_cast<uint32_t>(u)));
+  for (int c = 0; c < 256; ++c) {
+    const float x = cpu::e4m3_to_float(static_cast<uint8_t>(c));
+    const float y = cpu::e4m3_to_float(static_cast<uint8_t>(c + 1 < 256 ? c + 1 : c));
+    for (float f : {x, std::nextafter(x, 0.0f), std::nextafter(x, 1e9f), 0.5f * (x + y)}) {
+      floats.push_back(f);
+      floats.push_back(-f);
+    }
+  }
+  for (float f : {0.0f, -0.0f, 448.0f, 463.99f, 464.0f, 1e30f, std::numeric_limits<float>::infinity(),
+                  std::numeric_limits<float>::quiet_NaN(), 0.015625f, 0.0009765625f, 0.00146484375f, 1e-40f})
+    floats.push_back(f);
+  while (floats.size() % 16 != 0) floats.push_back(0.0f);
+  uint8_t codes[16], code_in[16];
+  uint16_t bf16[16];
+  int checked = 0;
+  for (size_t i = 0; i < floats.size(); i += 16) {
+    for (int l = 0; l < 16; ++l) code_in[l] = static_cast<uint8_t>((i / 16 * 16 + l) % 256);
+    vector_conversions(&floats[i], codes, code_in, bf16);
+    for (int l = 0; l < 16; ++l) {
+      ASSERT_EQ(codes[l], cpu::float_to_e4m3(floats[i + l])) << "float bits " << std::hex << cpu::float_bits(floats[i + l]);
+      ASSERT_EQ(bf16[l], cpu::float_to_bf16(cpu::e4m3_to_float(code_in[l]))) << "code " << int(code_in[l]);
+      ++checked;
+    }
+  }
+  EXPECT_GT(checked, 1000000);
+}
+#endif
 
 TEST(E4M3, DTypeBasics) {
   EXPECT_EQ(dtype_size(DType::kE4M3), 1u);
