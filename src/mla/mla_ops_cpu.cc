@@ -81,9 +81,9 @@ MLAKIT_E4M3_TARGET double sumsq_avx512(const uint16_t* row, int n, DType t) {
     lo = _mm512_fmadd_pd(a, a, lo);
     hi = _mm512_fmadd_pd(b, b, hi);
   }
-  alignas(64) double t[8];
-  _mm512_store_pd(t, _mm512_add_pd(lo, hi));
-  return ((t[0] + t[1]) + (t[2] + t[3])) + ((t[4] + t[5]) + (t[6] + t[7]));
+  alignas(64) double part[8];
+  _mm512_store_pd(part, _mm512_add_pd(lo, hi));
+  return ((part[0] + part[1]) + (part[2] + part[3])) + ((part[4] + part[5]) + (part[6] + part[7]));
 }
 
 // Largest |x|; a NaN raises nothing (max_ps returns its second operand for a NaN).
@@ -94,7 +94,9 @@ MLAKIT_E4M3_TARGET float absmax_avx512(const uint16_t* row, int n, DType t) {
     const __mmask16 m = left >= 16 ? __mmask16(0xFFFF) : static_cast<__mmask16>((1u << left) - 1u);
     best = _mm512_max_ps(_mm512_abs_ps(load16(row + j, m, t)), best);
   }
-  return _mm512_reduce_max_ps(best);
+  alignas(64) float part[16];
+  _mm512_store_ps(part, best);
+  return *std::max_element(part, part + 16);
 }
 #endif
 
