@@ -482,13 +482,19 @@ TEST(E4M3ValidationConfig, DescalesBelongToE4M3InputsOnly) {
                            ErrorKind::kTypeMismatch, "q_descale"));
 }
 
-TEST(E4M3ValidationConfig, ConfigDtypesAndOutDtype) {
+// Two heads of 64, one sequence of up to 8 tokens, e4m3 inputs.
+PrefillConfig small_e4m3_config() {
   PrefillConfig c;
   c.num_qo_heads = c.num_kv_heads = 2;
   c.head_dim_qk = c.head_dim_vo = 64;
   c.max_batch = 1;
   c.max_q_tokens = c.max_kv_tokens = 8;
   c.dtype = DType::kE4M3;
+  return c;
+}
+
+TEST(E4M3ValidationConfig, ConfigDtypesAndOutDtype) {
+  PrefillConfig c = small_e4m3_config();
   c.out_dtype = DType::kE4M3;
   EXPECT_TRUE(throws_error([&] { RaggedPrefill rp(c); }, ErrorKind::kTypeMismatch, "config.out_dtype"));
   c.out_dtype = DType::kFP32;
@@ -506,12 +512,7 @@ TEST(E4M3ValidationConfig, ConfigDtypesAndOutDtype) {
 // With a bf16 output e4m3 inputs take the CPU path's bf16 products (decoded exactly into bf16);
 // with an fp16 output, fp32 products.
 TEST(E4M3CpuBackend, PathFollowsTheOutputDtype) {
-  PrefillConfig c;
-  c.num_qo_heads = c.num_kv_heads = 2;
-  c.head_dim_qk = c.head_dim_vo = 64;
-  c.max_batch = 1;
-  c.max_q_tokens = c.max_kv_tokens = 8;
-  c.dtype = DType::kE4M3;
+  PrefillConfig c = small_e4m3_config();
   c.out_dtype = DType::kBF16;
   EXPECT_STREQ(RaggedPrefill(c).info().cpu_isa, cpu::cpu_isa_name(cpu::cpu_isa_in_use()));
   c.out_dtype = DType::kFP16;

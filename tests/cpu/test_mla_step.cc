@@ -31,30 +31,6 @@ MlaConfig small_dims(int heads = 4, int lora = 64, int block_size = 16) {
   return c;
 }
 
-struct StepResult {
-  HostTensor out, lse;
-  MlaPlanInfo info;
-};
-
-// Plans and runs one layer of `m` on a copy of its cache (returned through *cache_after).
-StepResult run_step(const MlaCase& m, const MlaConfig& cfg, HostTensor* cache_after = nullptr,
-                    const MlaPlanOptions& opts = {}, bool use_slot_mapping = false) {
-  MlaStep step(cfg);
-  step.plan(m.batch(use_slot_mapping), opts);
-  const int64_t rows = m.q.shape()[0];
-  StepResult r{HostTensor(cfg.dtype, {rows, cfg.num_heads, cfg.v_head_dim}),
-               HostTensor(DType::kFP32, {rows, cfg.num_heads}), step.info()};
-  r.out.fill_bytes(0xFF);  // NaN poison
-  r.lse.fill_bytes(0xFF);
-  HostTensor cache = m.cache;
-  MlaLayer y = m.layer();
-  y.kv_cache = cache.view();
-  TensorView lse = r.lse.view();
-  step.run(y, r.out.view(), &lse);
-  if (cache_after) *cache_after = cache;
-  return r;
-}
-
 // The first total_q rows against the reference: written (no NaN), within bf16 tolerance.
 void expect_matches(const StepResult& r, const MlaCase& m, const MlaRef& ref) {
   const int64_t tq = m.total_q();

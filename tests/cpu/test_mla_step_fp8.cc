@@ -142,33 +142,12 @@ TEST(Fp8Quantize, ScalesAndCodesFollowTheDefinition) {
   EXPECT_TRUE(std::equal(desc.begin(), desc.begin() + max_batch * H, desc_before.begin()));
 }
 
-struct Fp8Result {
-  HostTensor out, lse;
-  MlaPlanInfo info;
-};
-
-Fp8Result run_fp8(const MlaCase& m, const MlaConfig& cfg) {
-  MlaStep step(cfg);
-  step.plan(m.batch());
-  const int64_t rows = m.q.shape()[0];
-  Fp8Result r{HostTensor(cfg.dtype, {rows, cfg.num_heads, cfg.v_head_dim}),
-              HostTensor(DType::kFP32, {rows, cfg.num_heads}), step.info()};
-  r.out.fill_bytes(0xFF);  // NaN poison
-  r.lse.fill_bytes(0xFF);
-  HostTensor cache = m.cache;
-  MlaLayer y = m.layer();
-  y.kv_cache = cache.view();
-  TensorView lse = r.lse.view();
-  step.run(y, r.out.view(), &lse);
-  return r;
-}
-
 // The step's rows: every value written; returns the relative error of out and the LSE error
 // (largest |difference| / (1 + |lse|)) against the float64 reference of the 16-bit step.
 struct Fp8Errors {
   double out, lse;
 };
-Fp8Errors fp8_error(const Fp8Result& r, const MlaCase& m, const MlaRef& ref) {
+Fp8Errors fp8_error(const StepResult& r, const MlaCase& m, const MlaRef& ref) {
   const int64_t tq = m.total_q();
   std::vector<double> out = r.out.to_doubles(), lse = r.lse.to_doubles();
   out.resize(static_cast<size_t>(tq * m.cfg.num_heads * m.cfg.v_head_dim));
@@ -217,7 +196,7 @@ TEST_P(CpuMlaStepFp8, MatchesTheReferenceWithinFp8Error) {
   if (pc.outliers) add_outliers(m);
   MlaConfig cfg = m.cfg;
   cfg.workspace_rows = pc.workspace_rows;
-  const Fp8Result r = run_fp8(m, cfg);
+  const StepResult r = run_step(m, cfg);
   EXPECT_EQ(r.info.chunked, pc.workspace_rows > 0);
   MlaConfig ref_cfg = m.cfg;
   ref_cfg.fp8_attention = false;
@@ -229,14 +208,9 @@ TEST_P(CpuMlaStepFp8, MatchesTheReferenceWithinFp8Error) {
   EXPECT_LE(err.out, kFp8OutTolerance);
   EXPECT_LE(err.lse, kFp8LseTolerance);
   // Not the 16-bit answer: the rounding to e4m3 shows (a sanity check that FP8 ran).
-  MlaStep bf(ref_cfg);
-  bf.plan(m.batch());
-  HostTensor out16(pc.dtype, {m.q.shape()[0], cfg.num_heads, cfg.v_head_dim});
-  HostTensor cache = m.cache;
-  MlaLayer y = m.layer();
-  y.kv_cache = cache.view();
-  bf.run(y, out16.view());
-  EXPECT_GT(relative_error(r.out.to_doubles(), out16.to_doubles()), 1e-3);
+  MlaConfig cfg16 = cfg;
+  cfg16.fp8_attention = false;
+  EXPECT_GT(relative_error(r.out.to_doubles(), run_step(m, cfg16).out.to_doubles()), 1e-3);
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -249,7 +223,7 @@ INSTANTIATE_TEST_SUITE_P(
 
 TEST(CpuMlaStepFp8, RepeatedRunsBitwiseEqual) {
   const MlaCase m = make_mla_case(fp8_dims(), {9, 20}, {3, 40}, 13);
-  const Fp8Result a = run_fp8(m, m.cfg), b = run_fp8(m, m.cfg);
+  const StepResult a = run_step(m, m.cfg), b = run_step(m, m.cfg);
   EXPECT_EQ(a.out.bytes(), b.out.bytes());
   EXPECT_EQ(a.lse.bytes(), b.lse.bytes());
 }

@@ -126,6 +126,31 @@ inline MlaRef mla_reference(const MlaCase& m, float sm_scale = 0.0f) {
   return r;
 }
 
+struct StepResult {
+  HostTensor out, lse;
+  MlaPlanInfo info;
+};
+
+// Plans and runs one layer of `m` on the CPU backend (cfg.device), on a copy of its cache
+// (returned through *cache_after); out and lse are poisoned (NaN) first.
+inline StepResult run_step(const MlaCase& m, const MlaConfig& cfg, HostTensor* cache_after = nullptr,
+                           const MlaPlanOptions& opts = {}, bool use_slot_mapping = false) {
+  MlaStep step(cfg);
+  step.plan(m.batch(use_slot_mapping), opts);
+  const int64_t rows = m.q.shape()[0];
+  StepResult r{HostTensor(cfg.dtype, {rows, cfg.num_heads, cfg.v_head_dim}),
+               HostTensor(DType::kFP32, {rows, cfg.num_heads}), step.info()};
+  r.out.fill_bytes(0xFF);
+  r.lse.fill_bytes(0xFF);
+  HostTensor cache = m.cache;
+  MlaLayer y = m.layer();
+  y.kv_cache = cache.view();
+  TensorView lse = r.lse.view();
+  step.run(y, r.out.view(), &lse);
+  if (cache_after) *cache_after = cache;
+  return r;
+}
+
 // Max |a - b| / (1 + |b|) over LSE values; +inf on NaN or an infinity mismatch.
 inline double lse_error(const std::vector<double>& got, const std::vector<double>& want) {
   double e = 0.0;
