@@ -172,18 +172,14 @@ MLAKIT_E4M3_TARGET void quantize_row_avx512(const void* src, int n, DType t, flo
   for (int j = 0; j < n; j += 16) {
     const int left = n - j;
     const __mmask16 m = left >= 16 ? __mmask16(0xFFFF) : static_cast<__mmask16>((1u << left) - 1u);
-    const __m256i h = _mm256_maskz_loadu_epi16(m, s + j);
-    const __m512 f = t == DType::kBF16 ? _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16))
-                                       : _mm512_cvtph_ps(h);
-    _mm_mask_storeu_epi8(dst + j, m, cpu::float_to_e4m3_x16(_mm512_mul_ps(f, inv)));
+    _mm_mask_storeu_epi8(dst + j, m, cpu::float_to_e4m3_x16(_mm512_mul_ps(load16(s + j, m, t), inv)));
   }
 }
 #endif
 
 void quantize_row(const void* src, int n, DType t, float inv_scale, uint8_t* dst) {
 #ifdef MLAKIT_CPU_HAVE_E4M3_AVX512
-  static const bool avx512 = cpu::cpu_isa_available(cpu::CpuIsa::kAvx512Bf16);
-  if (avx512) {
+  if (have_avx512()) {
     quantize_row_avx512(src, n, t, inv_scale, dst);
     return;
   }
