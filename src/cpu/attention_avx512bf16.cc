@@ -195,22 +195,11 @@ MLAKIT_BF16_TARGET void run_item_impl(const Problem& p, const ItemRows& it, Scra
     // S^T for the chunk, per block of keys only for the row vectors that see one of its keys:
     // on a causal tile's last chunk that skips the keys past each vector's last row (the
     // softmax masks whatever it does not compute).
-    int vlo[kRows / 16], vhi[kRows / 16];
-    for (int v = 0; v < nvr; ++v) {
-      vlo[v] = n;
-      vhi[v] = 0;
-      for (int r = 16 * v; r < std::min(rows, 16 * v + 16); ++r) {
-        const int lo = static_cast<int>(std::clamp<int64_t>(rs.row_lo[r] - c0, 0, n));
-        const int hi = static_cast<int>(std::clamp<int64_t>(rs.row_hi[r] - c0, 0, n));
-        if (hi <= lo) continue;
-        vlo[v] = std::min(vlo[v], lo);
-        vhi[v] = std::max(vhi[v], hi);
-      }
-    }
+    rs.enter_chunk(c0, n, nvr);
     for (int j = 0; j < n; j += kKeyBlock) {
       int v0 = nvr, v1 = -1;
       for (int v = 0; v < nvr; ++v) {
-        if (vlo[v] < j + kKeyBlock && vhi[v] > j) {
+        if (rs.vlo[v] < j + kKeyBlock && rs.vhi[v] > j) {
           v0 = std::min(v0, v);
           v1 = v;
         }
@@ -226,7 +215,7 @@ MLAKIT_BF16_TARGET void run_item_impl(const Problem& p, const ItemRows& it, Scra
       }
     }
 
-    softmax_chunk(p, qk_factor, c0, n, nvr, st, ppair, rs);
+    softmax_chunk(p, qk_factor, n, nvr, st, ppair, rs);
 
     // O += P V, kRowBlock rows x up to 4 dim vectors per call, over the key pairs those rows see.
     const int nvd = dvp / 16;

@@ -146,6 +146,7 @@ MLAKIT_BF16_TARGET inline void pack_q(const Problem& p, const ItemRows& it, int 
 struct RowState {
   alignas(64) float m[kRows], l[kRows], alpha[kRows];
   alignas(64) int32_t lo[kRows], hi[kRows];  // visible keys, relative to the chunk
+  int vlo[kRows / 16], vhi[kRows / 16];      // their union per row vector (empty: vlo >= vhi)
   int64_t row_lo[kRows], row_hi[kRows];      // visible keys, relative to the sequence
   bool rescale[kRows / 16];                  // per row vector: some row's max moved this chunk
   int64_t tile_lo = 0, tile_hi = 0;          // the union of the rows' keys, tile_lo even
@@ -171,6 +172,22 @@ struct RowState {
     }
     tile_lo -= tile_lo % 2;
   }
+
+  // The chunk [c0, c0 + n): each row's visible keys relative to it (lo, hi) and their union per
+  // row vector (vlo, vhi), which the products use to skip keys no row of a vector sees.
+  void enter_chunk(int64_t c0, int n, int nvr) {
+    for (int v = 0; v < nvr; ++v) {
+      vlo[v] = n;
+      vhi[v] = 0;
+      for (int r = 16 * v; r < 16 * v + 16; ++r) {
+        lo[r] = static_cast<int32_t>(std::clamp<int64_t>(row_lo[r] - c0, 0, n));
+        hi[r] = static_cast<int32_t>(std::clamp<int64_t>(row_hi[r] - c0, 0, n));
+        if (hi[r] <= lo[r]) continue;
+        vlo[v] = std::min<int>(vlo[v], lo[r]);
+        vhi[v] = std::max<int>(vhi[v], hi[r]);
+      }
+    }
+  }
 };
 
 // One chunk's online softmax, 16 rows at a time: st holds S^T of the chunk's n keys (key j's 16
@@ -178,8 +195,9 @@ struct RowState {
 // descales, 1 for 16-bit inputs); it is overwritten with the logits in base 2 (scaled
 // or soft-capped, masked lane-wise by each row's visible range; chunks every row sees whole skip
 // the mask). P^T goes to ppair as bf16 pairs of keys ([pair][kRows] words, (n + 1) / 2 pairs);
-// w.m, w.l, w.alpha (the factor O's rows take) and w.rescale are updated.
-MLAKIT_BF16_TARGET inline void softmax_chunk(const Problem& p, float qk_factor, int64_t c0, int n, int nvr,
+// w.m, w.l, w.alpha (the factor O's rows take) and w.rescale are updated. w.enter_chunk has set
+// the rows' ranges in the chunk.
+MLAKIT_BF16_TARGET inline void softmax_chunk(const Problem& p, float qk_factor, int n, int nvr,
                                              float* st, uint32_t* ppair, RowState& w) {
   const int nq = (n + 1) / 2;
   const bool capped = p.soft_cap > 0.0f;
@@ -190,10 +208,6 @@ MLAKIT_BF16_TARGET inline void softmax_chunk(const Problem& p, float qk_factor, 
   const __m512 ninf_v = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
   const __m512 one_v = _mm512_set1_ps(1.0f);
   for (int v = 0; v < nvr; ++v) {
-    for (int r = 16 * v; r < 16 * v + 16; ++r) {
-      w.lo[r] = static_cast<int32_t>(std::clamp<int64_t>(w.row_lo[r] - c0, 0, n));
-      w.hi[r] = static_cast<int32_t>(std::clamp<int64_t>(w.row_hi[r] - c0, 0, n));
-    }
     const __m512i lo_v = _mm512_load_si512(w.lo + 16 * v);
     const __m512i hi_v = _mm512_load_si512(w.hi + 16 * v);
     w.rescale[v] = false;
