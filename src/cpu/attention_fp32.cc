@@ -141,16 +141,10 @@ void run_item_fp32(const Problem& p, int64_t item_index) {
   thread_local Scratch w;
   using E = Elem<D>;
   using T = typename E::T;
-  const plan::WorkTile tile = p.tiles[item_index / p.num_heads];
-  const int head = static_cast<int>(item_index % p.num_heads);
-  const int kv_head = head / (p.num_heads / p.num_kv_heads);
-  const int rope_head = (p.k_rope != nullptr && p.k_rope->shape[1] > 1) ? kv_head : 0;
-  const int64_t q_begin = p.qo_indptr[tile.seq];
-  const int64_t kv_begin = p.kv_indptr[tile.seq];
-  const int64_t lq = p.qo_indptr[tile.seq + 1] - q_begin;
-  const int64_t lk = p.kv_indptr[tile.seq + 1] - kv_begin;
-  const int64_t row0 = static_cast<int64_t>(tile.q_tile) * p.block_m;
-  const int rows = static_cast<int>(std::min<int64_t>(p.block_m, lq - row0));
+  const ItemRows item(p, item_index);
+  const int head = item.head, kv_head = item.kv_head, rope_head = item.rope_head;
+  const int64_t q_begin = item.q_begin, kv_begin = item.kv_begin, lq = item.lq, lk = item.lk, row0 = item.row0;
+  const int rows = item.rows;
   if (rows <= 0) return;
   const int mp = round_up(rows, kMR);
   const int ldk = round_up(p.block_n, kNR);
@@ -183,7 +177,6 @@ void run_item_fp32(const Problem& p, int64_t item_index) {
 
   // Q rows in fp32, pre-multiplied so the GEMM gives base-2 logits directly (or sm_scale-scaled
   // logits when the soft cap needs them before tanh).
-  const ItemRows item(p, item_index);
   const float q_scale = (capped ? p.sm_scale : p.sm_scale * kLog2e) * item.qk_factor(p);
   for (int r = 0; r < rows; ++r) {
     const T* src = static_cast<const T*>(p.q->ptr_at(q_begin + row0 + r, head));
