@@ -196,18 +196,21 @@ void quantize_fp8_cpu(const Fp8Args& a) {
   const float c = max_row_norm(lat, a.latent_stride, n, a.latent_dim, a.dtype);
   const float p = parallel_max(
       n, [&](int64_t r) { return row_absmax(lat + r * a.latent_stride + a.latent_dim, a.rope_dim, a.dtype); });
-  float wk_max = 0.0f;
-  float* k_desc = a.descales + static_cast<size_t>(a.max_batch) * a.heads;
+  // Descale tensors [max_batch][heads]: head h's factor in every batch row.
+  float* q_desc = a.descales;
+  float* k_desc = q_desc + static_cast<size_t>(a.max_batch) * a.heads;
   float* v_desc = k_desc + static_cast<size_t>(a.max_batch) * a.heads;
+  const auto set_descale = [&](float* d, int h, float s) {
+    for (int b = 0; b < a.max_batch; ++b) d[b * a.heads + h] = s;
+  };
+  float wk_max = 0.0f;
   for (int h = 0; h < a.heads; ++h) {
     const uint16_t* wh = w + static_cast<int64_t>(h) * hd * a.weight_stride;
     wk_max = std::max(wk_max, max_row_norm(wh, a.weight_stride, a.dn, a.latent_dim, a.dtype));
-    const float sv = scale_for(c * max_row_norm(wh + a.dn * a.weight_stride, a.weight_stride, a.dv, a.latent_dim, a.dtype));
-    for (int b = 0; b < a.max_batch; ++b) v_desc[b * a.heads + h] = sv;
+    set_descale(v_desc, h, scale_for(c * max_row_norm(wh + a.dn * a.weight_stride, a.weight_stride, a.dv, a.latent_dim, a.dtype)));
   }
   const float sk = scale_for(std::max(c * wk_max, p));
-  for (int b = 0; b < a.max_batch; ++b)
-    for (int h = 0; h < a.heads; ++h) k_desc[b * a.heads + h] = sk;
+  for (int h = 0; h < a.heads; ++h) set_descale(k_desc, h, sk);
 
   const float inv_k = 1.0f / sk;
   cpu::parallel_for(n, cpu::run_threads(), [&](int64_t r) {
@@ -224,12 +227,10 @@ void quantize_fp8_cpu(const Fp8Args& a) {
   // q: per head, its largest |q| over the step's new tokens.
   const TensorView& q = *a.q;
   const int dq = a.dn + a.rope_dim;
-  float* q_desc = a.descales;
   for (int h = 0; h < a.heads; ++h) {
     const float amax = parallel_max(
         a.q_rows, [&](int64_t t) { return row_absmax(static_cast<const uint16_t*>(q.ptr_at(t, h)), dq, a.dtype); });
-    const float sq = scale_for(amax);
-    for (int b = 0; b < a.max_batch; ++b) q_desc[b * a.heads + h] = sq;
+    set_descale(q_desc, h, scale_for(amax));
   }
   cpu::parallel_for(a.q_rows, cpu::run_threads(), [&](int64_t t) {
     for (int h = 0; h < a.heads; ++h)
