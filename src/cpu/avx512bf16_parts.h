@@ -27,6 +27,7 @@
 
 #include "cpu/aligned_scratch.h"
 #include "cpu/attention_item.h"
+#include "cpu/lane_mask.h"
 #include "cpu/thread_pool.h"
 
 #define MLAKIT_BF16_TARGET __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx512bf16,fma")))
@@ -120,7 +121,7 @@ MLAKIT_BF16_TARGET inline void pack_q(const Problem& p, const ItemRows& it, int 
     if (!odd) {
       for (int x0 = 0; x0 < dq2; x0 += 16) {
         const int left = dq2 - x0;
-        const __mmask16 m = left >= 16 ? __mmask16(0xFFFF) : static_cast<__mmask16>((1u << left) - 1u);
+        const __mmask16 m = first_lanes16(left);
         __m512i b[16];
         for (int i = 0; i < 16; ++i) {
           const int r = 16 * v + i;
@@ -344,7 +345,7 @@ MLAKIT_BF16_TARGET inline void store_rows(const Problem& p, const ItemRows& it, 
     const float* orow = o + static_cast<size_t>(r) * dvp;
     for (int d = 0; d < p.dvo; d += 16) {
       const int left = p.dvo - d;
-      const __mmask16 m = left >= 16 ? __mmask16(0xFFFF) : static_cast<__mmask16>((1u << left) - 1u);
+      const __mmask16 m = first_lanes16(left);
       _mm256_mask_storeu_epi16(dst + d, m, (__m256i)_mm512_cvtneps_pbh(_mm512_mul_ps(_mm512_loadu_ps(orow + d), inv_l)));
     }
     if (p.lse != nullptr) *static_cast<float*>(p.lse->ptr_at(tok, it.head)) = row_lse(rs.m[r], l);

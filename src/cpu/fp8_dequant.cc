@@ -13,6 +13,7 @@
 #include "cpu/cpu_backend.h"
 #include "cpu/cpu_isa.h"
 #include "cpu/e4m3_avx512.h"
+#include "cpu/lane_mask.h"
 #include "cpu/e4m3_convert.h"
 #include "cpu/half_convert.h"
 #include "cpu/thread_pool.h"
@@ -37,7 +38,7 @@ struct Buffers {
 MLAKIT_E4M3_TARGET void decode_bf16(const uint8_t* x, int64_t n, uint16_t* y) {
   for (int64_t d = 0; d < n; d += 16) {
     const int64_t left = n - d;
-    const __mmask16 m = left >= 16 ? __mmask16(0xFFFF) : static_cast<__mmask16>((1u << left) - 1u);
+    const __mmask16 m = first_lanes16(left);
     _mm256_mask_storeu_epi16(y + d, m, e4m3_to_bf16_x16(_mm_maskz_loadu_epi8(m, x + d)));
   }
 }
@@ -106,7 +107,7 @@ void run_prefill_e4m3(const plan::ScheduleHeader& header, const int32_t* qo_indp
   const int64_t H = q.shape[1], Hkv = k.shape[1], group = H / Hkv;
   const int64_t dqk = q.shape[2], dk = k.shape[2], dvo = v.shape[2];
 
-  if (out.dtype == DType::kBF16 && products_isa(DType::kE4M3, out.dtype, cpu_isa_in_use()) != CpuIsa::kFp32) {
+  if (products_isa(DType::kE4M3, out.dtype, cpu_isa_in_use()) != CpuIsa::kFp32) {  // a bf16 output on a bf16 path
     decode_rows_bf16(q, qo_indptr, batch, buf.q16);
     decode_rows_bf16(k, kv_indptr, batch, buf.k16);
     decode_rows_bf16(v, kv_indptr, batch, buf.v16);

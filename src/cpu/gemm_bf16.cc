@@ -9,6 +9,7 @@
 
 #include "cpu/aligned_scratch.h"
 #include "cpu/cpu_isa.h"
+#include "cpu/lane_mask.h"
 #include "cpu/thread_pool.h"
 
 #if defined(__GNUC__) && defined(__x86_64__)
@@ -61,7 +62,7 @@ MLAKIT_GEMM_TARGET void micro(const uint16_t* a, int64_t lda, const uint32_t* pa
     for (int v = 0; v < 4; ++v) {
       const int left = cols - 16 * v;
       if (left <= 0) break;
-      const __mmask16 m = left >= 16 ? __mmask16(0xFFFF) : static_cast<__mmask16>((1u << left) - 1u);
+      const __mmask16 m = first_lanes16(left);
       _mm256_mask_storeu_epi16(cr + 16 * v, m, (__m256i)_mm512_cvtneps_pbh(acc[i][v]));
     }
   }

@@ -9,6 +9,7 @@
 
 #include "cpu/cpu_isa.h"
 #include "cpu/e4m3_avx512.h"
+#include "cpu/lane_mask.h"
 #include "cpu/e4m3_convert.h"
 #include "cpu/half_convert.h"
 #include "cpu/thread_pool.h"
@@ -74,7 +75,7 @@ MLAKIT_E4M3_TARGET double sumsq_avx512(const uint16_t* row, int n, DType t) {
   __m512d lo = _mm512_setzero_pd(), hi = _mm512_setzero_pd();
   for (int j = 0; j < n; j += 16) {
     const int left = n - j;
-    const __mmask16 m = left >= 16 ? __mmask16(0xFFFF) : static_cast<__mmask16>((1u << left) - 1u);
+    const __mmask16 m = cpu::first_lanes16(left);
     const __m512 f = load16(row + j, m, t);
     const __m512d a = _mm512_cvtps_pd(_mm512_castps512_ps256(f));
     const __m512d b = _mm512_cvtps_pd(_mm512_castps512_ps256(_mm512_shuffle_f32x4(f, f, 0xEE)));  // the top 8
@@ -91,7 +92,7 @@ MLAKIT_E4M3_TARGET float absmax_avx512(const uint16_t* row, int n, DType t) {
   __m512 best = _mm512_setzero_ps();
   for (int j = 0; j < n; j += 16) {
     const int left = n - j;
-    const __mmask16 m = left >= 16 ? __mmask16(0xFFFF) : static_cast<__mmask16>((1u << left) - 1u);
+    const __mmask16 m = cpu::first_lanes16(left);
     best = _mm512_max_ps(_mm512_abs_ps(load16(row + j, m, t)), best);
   }
   alignas(64) float part[16];
@@ -171,7 +172,7 @@ MLAKIT_E4M3_TARGET void quantize_row_avx512(const void* src, int n, DType t, flo
   const __m512 inv = _mm512_set1_ps(inv_scale);
   for (int j = 0; j < n; j += 16) {
     const int left = n - j;
-    const __mmask16 m = left >= 16 ? __mmask16(0xFFFF) : static_cast<__mmask16>((1u << left) - 1u);
+    const __mmask16 m = cpu::first_lanes16(left);
     _mm_mask_storeu_epi8(dst + j, m, cpu::float_to_e4m3_x16(_mm512_mul_ps(load16(s + j, m, t), inv)));
   }
 }
