@@ -198,8 +198,12 @@ struct RowState {
 // the mask). P^T goes to ppair as bf16 pairs of keys ([pair][kRows] words, (n + 1) / 2 pairs);
 // w.m, w.l, w.alpha (the factor O's rows take) and w.rescale are updated. w.enter_chunk has set
 // the rows' ranges in the chunk.
+// pump() is called once per pair of keys of each row vector's exponentials: the amx path issues
+// the next chunk's tile products from it, so that they run on the tile unit while these vector
+// instructions run beside them (pump must not touch st's rows of this chunk, ppair or w).
+template <class Pump>
 MLAKIT_BF16_TARGET inline void softmax_chunk(const Problem& p, float qk_factor, int n, int nvr,
-                                             float* st, uint32_t* ppair, RowState& w) {
+                                             float* st, uint32_t* ppair, RowState& w, Pump& pump) {
   const int nq = (n + 1) / 2;
   const bool capped = p.soft_cap > 0.0f;
   const float scale = p.sm_scale * qk_factor;
@@ -245,6 +249,7 @@ MLAKIT_BF16_TARGET inline void softmax_chunk(const Problem& p, float qk_factor, 
       const __m512 e1 = exp2v(_mm512_sub_ps(_mm512_load_ps(sv + (2 * x + 1) * kRows), m_use));
       sum = _mm512_add_ps(sum, _mm512_add_ps(e0, e1));
       _mm512_store_si512(ppair + x * kRows + 16 * v, pack_p_pair(e0, e1));
+      pump();
     }
     if (n % 2 != 0) {
       const __m512 e0 = exp2v(_mm512_sub_ps(_mm512_load_ps(sv + (n - 1) * kRows), m_use));
@@ -259,20 +264,28 @@ MLAKIT_BF16_TARGET inline void softmax_chunk(const Problem& p, float qk_factor, 
   }
 }
 
+struct NoPump {
+  void operator()() const {}
+};
+
+MLAKIT_BF16_TARGET inline void softmax_chunk(const Problem& p, float qk_factor, int n, int nvr,
+                                             float* st, uint32_t* ppair, RowState& w) {
+  NoPump none;
+  softmax_chunk(p, qk_factor, n, nvr, st, ppair, w, none);
+}
+
 // A row's lse (natural log) from its base-2 max and sum: -inf for a row that saw no key.
 inline float row_lse(float m, float l) {
   return l > 0.0f ? (m + std::log2(l)) * kLn2 : -std::numeric_limits<float>::infinity();
 }
 
 // V of the whole run as key pairs: words [kv head][pair][dvp]; pair_base[s] is sequence s's first
-// pair. Each sequence's pairs are followed by pad_pairs pairs of zeros (the AMX path's 16-pair
-// tiles read up to 15 pairs past a chunk's last), and the words end with 16 pairs of zeros.
+// pair. The words end with 16 pairs of zeros.
 struct PackedV {
   AlignedScratch<uint32_t> words;
   AlignedScratch<int64_t> pair_base;  // [batch + 1]
   int64_t total_pairs = 0;
   int dvp = 0;
-  int pad_pairs = 0;
 };
 
 // Interleaves two rows of bf16 (keys 2x and 2x + 1) into pairs: out[d] = (a[d], b[d]), d < dvp.
@@ -305,10 +318,6 @@ MLAKIT_BF16_TARGET inline void pack_v_job(const Problem& p, const PackedV& pv, i
     const int64_t key = 2 * (y - base[s]);
     const int64_t lk = p.kv_indptr[s + 1] - p.kv_indptr[s];
     uint32_t* out = pv.words.data + (static_cast<size_t>(h) * pv.total_pairs + y) * pv.dvp;
-    if (key >= lk) {  // the sequence's padding
-      std::memset(out, 0, sizeof(uint32_t) * pv.dvp);
-      continue;
-    }
     const int64_t tok = p.kv_indptr[s] + key;
     const auto* a = static_cast<const uint16_t*>(p.v->ptr_at(tok, h));
     const auto* b = key + 1 < lk ? static_cast<const uint16_t*>(p.v->ptr_at(tok + 1, h)) : nullptr;
@@ -317,13 +326,12 @@ MLAKIT_BF16_TARGET inline void pack_v_job(const Problem& p, const PackedV& pv, i
 }
 
 // Every run's V, packed as key pairs by (kv head, block of pairs) on the pool.
-inline void pack_all_v(const Problem& p, int pad_pairs, PackedV& pv) {
+inline void pack_all_v(const Problem& p, PackedV& pv) {
   const int batch = p.header->batch_size;
   pv.dvp = round_up(p.dvo, 16);
-  pv.pad_pairs = pad_pairs;
   int64_t* base = pv.pair_base.ensure(static_cast<size_t>(batch) + 1);
   base[0] = 0;
-  for (int b = 0; b < batch; ++b) base[b + 1] = base[b] + (p.kv_indptr[b + 1] - p.kv_indptr[b] + 1) / 2 + pad_pairs;
+  for (int b = 0; b < batch; ++b) base[b + 1] = base[b] + (p.kv_indptr[b + 1] - p.kv_indptr[b] + 1) / 2;
   pv.total_pairs = base[batch];
   const size_t words = static_cast<size_t>(p.num_kv_heads) * pv.total_pairs * pv.dvp;
   std::memset(pv.words.ensure(words + 16 * static_cast<size_t>(pv.dvp)) + words, 0,

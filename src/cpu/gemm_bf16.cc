@@ -3,12 +3,15 @@
 // work item computes a block of rows x panels: 6 rows x 64 columns of fp32 accumulators stay in
 // registers over the whole k loop, A's pairs broadcast straight from its rows.
 // Blocks of kRowChunk rows x kPanelGroup panels keep their A rows and B panels in L2.
+// Where the amx path is in use (and k is whole k-steps of 32), the same panels go to the tile
+// kernel instead (gemm_bf16_amx.cc): they are already B tiles.
 #include "cpu/gemm_bf16.h"
 
 #include <algorithm>
 
 #include "cpu/aligned_scratch.h"
 #include "cpu/cpu_isa.h"
+#include "cpu/gemm_bf16_amx.h"
 #include "cpu/lane_mask.h"
 #include "cpu/thread_pool.h"
 
@@ -26,7 +29,7 @@ namespace {
 
 #define MLAKIT_GEMM_TARGET __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx512bf16")))
 
-constexpr int kPanel = 64;        // columns per packed panel (4 vectors)
+constexpr int kPanel = kGemmPanel;  // columns per packed panel (4 vectors)
 constexpr int kMR = 6;            // rows per micro-kernel call
 constexpr int kRowChunk = 192;    // rows per work item
 constexpr int kPanelGroup = 4;    // panels per work item
@@ -96,6 +99,10 @@ void gemm_nt_bf16(int64_t m, int64_t n, int64_t k, const uint16_t* a, int64_t ld
   uint32_t* bp = packed.ensure(static_cast<size_t>(panels * pairs * kPanel));
   const int threads = run_threads();
   parallel_for(panels, threads, [&](int64_t p) { pack_panel(b, ldb, n, pairs, p, bp + p * pairs * kPanel); });
+  if (gemm_amx_takes(k)) {
+    gemm_panels_amx(m, n, k, a, lda, bp, c, ldc);
+    return;
+  }
 
   const int64_t row_chunks = (m + kRowChunk - 1) / kRowChunk;
   const int64_t groups = (panels + kPanelGroup - 1) / kPanelGroup;

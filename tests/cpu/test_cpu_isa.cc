@@ -49,7 +49,7 @@ class IsaEnv {
     if (!cpu::cpu_isa_available(isa)) {                                                        \
       std::printf("[  SKIPPED ] the %s path is not available here (%s); the best here is %s\n",  \
                   cpu::cpu_isa_name(isa),                                                      \
-                  isa == CpuIsa::kAmx ? "this build has no AMX kernel" : "the CPU or OS lacks it", \
+                  isa == CpuIsa::kAmx ? "the CPU or OS grants no AMX tiles" : "the CPU or OS lacks it", \
                   cpu::cpu_isa_name(cpu::cpu_isa_best()));                                     \
       std::fflush(stdout);                                                                     \
       GTEST_SKIP() << "no " << cpu::cpu_isa_name(isa) << " on this CPU";                       \
