@@ -317,7 +317,10 @@ MLAKIT_BF16_TARGET void transpose_out(const float* ot, int nvr, int dvp, float* 
   }
 }
 
-MLAKIT_BF16_TARGET void run_item_impl(const Problem& p, const ItemRows& it, Scratch& w) {
+// noipa: w is always the caller's thread_local scratch, and GCC would otherwise specialize this
+// function on it and recompute its address (a __tls_get_addr call) inside the softmax's loop,
+// spilling every vector register around it.
+__attribute__((noipa)) MLAKIT_BF16_TARGET void run_item_impl(const Problem& p, const ItemRows& it, Scratch& w) {
   const PackedVt& pv = *static_cast<const PackedVt*>(p.prepared);
   ItemShape sh;
   sh.nvr = (it.rows + 15) / 16;
