@@ -31,9 +31,7 @@
 #include "cpu/avx512bf16_parts.h"
 #include "cpu/thread_pool.h"
 
-#ifdef MLAKIT_CPU_HAVE_AVX512BF16_PATH
-#include "cpu/amx_blocks.h"
-#endif
+#include "cpu/amx_streams.h"
 
 namespace mlakit {
 namespace cpu {
@@ -44,10 +42,6 @@ namespace {
 using namespace bf16_parts;
 using namespace amx;
 
-constexpr int kAmxChunk = 128;  // keys per chunk
-constexpr int kKStep = 32;      // bf16 per tile row: dims of S^T's k-steps, keys of O's
-constexpr int kKeyTiles = kAmxChunk / kTileRows;
-static_assert(kWideRow == kRows * 4, "qpack, ppair, S^T and O^T have kRows words per row");
 
 // V^T of the whole run: bf16 [kv head][block][dvp][32 keys]; block_base[s] is sequence s's first
 // block of 32 keys, keys past the sequence's last are zero.
@@ -104,89 +98,17 @@ void pack_all_vt(const Problem& p, PackedVt& pv) {
   });
 }
 
-// ---- S^T of a chunk, one k-step at a time -----------------------------------------------------
-
-// Where a key tile's 16 rows are read: the first `sa` k-steps from `a` (the k part), the rest from
-// `b` (k_rope), rows `a_stride` / `b_stride` bytes apart.
-struct KeyTile {
-  const char* a;
-  const char* b;
-  int64_t a_stride, b_stride;
-  int sa;
-  bool copied;  // from kconv
-};
-
-struct QkBlock {
-  int8_t kt0, nk, v0, nv;  // key tiles [kt0, kt0 + nk), row tiles [v0, v0 + nv)
-};
-
-// S^T of one chunk as blocks of up to 2 key tiles x 2 row tiles, each over `ksteps` k-steps,
-// issued one k-step per step() (C zeroed before the first, stored into st after the last).
-struct QkStream {
-  KeyTile kt[kKeyTiles];
-  QkBlock blocks[kKeyTiles * (kRows / 32)];  // at most one per key tile and pair of row tiles
-  int nblocks = 0, ksteps = 0, cur = 0, s = 0;
-  const char* qpack = nullptr;
-  float* st = nullptr;
-
-  bool done() const { return cur >= nblocks; }
-  int steps_left() const { return (nblocks - cur) * ksteps - s; }
-
-  template <int RA, int CB>
-  MLAKIT_BF16_INLINE void step_shape(const QkBlock& bl) {
-    char* c = reinterpret_cast<char*>(st + (bl.kt0 * kTileRows) * kRows + 16 * bl.v0);
-    const int64_t c_row = kTileRows * kWideRow;  // the next key tile
-    if (s == 0) c_zero<RA, CB>();
-    const KeyTile& k0 = kt[bl.kt0];
-    const KeyTile& k1 = kt[bl.kt0 + RA - 1];
-    // Both key tiles of a block are read in place or both from the copy (chunk_keys), so they
-    // have the same strides and switch from k to k_rope at the same k-step.
-    const bool first = s < k0.sa;
-    const int64_t off = 64 * static_cast<int64_t>(first ? s : s - k0.sa);
-    const char* a0 = (first ? k0.a : k0.b) + off;
-    const char* a1 = (first ? k1.a : k1.b) + off;
-    const char* b = qpack + (static_cast<int64_t>(s) * 16 * kRows + 16 * bl.v0) * 4;
-    k_step<RA, CB>(a0, a1, first ? k0.a_stride : k0.b_stride, b);
-    if (++s == ksteps) {
-      c_store<RA, CB>(c, c_row);
-      s = 0;
-      ++cur;
-    }
-  }
-
-  MLAKIT_BF16_INLINE void step() {
-    if (done()) return;
-    const QkBlock& bl = blocks[cur];
-    switch (bl.nk * 2 + bl.nv) {
-      case 3: step_shape<1, 1>(bl); break;
-      case 4: step_shape<1, 2>(bl); break;
-      case 5: step_shape<2, 1>(bl); break;
-      default: step_shape<2, 2>(bl); break;
-    }
-  }
-};
-
-// Called by the softmax once per pair of exponentials: one k-step of the next chunk's S^T every
-// `every` calls.
-struct QkPump {
-  QkStream* stream;
-  int every, tick = 0;
-  MLAKIT_BF16_INLINE void operator()() {
-    if (++tick < every) return;
-    tick = 0;
-    stream->step();
-  }
-};
-
 struct Scratch {
-  AlignedScratch<uint32_t> qpack;  // [dim pair][kRows], dim pairs up to whole k-steps
-  AlignedScratch<uint16_t> kconv;  // [kAmxChunk][dq32]: key rows not read in place
-  AlignedScratch<float> st[2];     // [kAmxChunk][kRows]: S^T of this chunk and of the next
-  AlignedScratch<uint32_t> ppair;  // [kAmxChunk / 2][kRows]: P^T as bf16 pairs of keys
-  AlignedScratch<float> ot;        // [dvp][kRows]: O^T
-  AlignedScratch<float> o;         // [kRows][dvp]: O, for the store
+  AlignedScratch<uint32_t> qpack;     // [dim pair][kRows], dim pairs up to whole k-steps
+  AlignedScratch<uint16_t> kconv;     // [kAmxChunk][dq32]: key rows not read in place
+  AlignedScratch<float> st[2];        // [kAmxChunk][kRows]: S^T of this chunk and of the next
+  AlignedScratch<uint32_t> ppair[2];  // [kAmxChunk / 2][kRows]: P^T (bf16 key pairs) of this chunk and the last
+  AlignedScratch<float> ot;           // [dvp][kRows]: O^T
+  AlignedScratch<float> o;            // [kRows][dvp]: O, for the store
   RowState rs;
   QkStream qk;
+  PvStream pv;
+  Prefetch pf;
 };
 
 struct ItemShape {
@@ -259,7 +181,7 @@ MLAKIT_BF16_TARGET void chunk_keys(const Problem& p, const ItemRows& it, const I
       const int nv = std::min(2, sh.nvr - v);
       bool seen = false;
       for (int u = v; u < v + nv; ++u) seen |= vlo[u] < (t + nk) * kTileRows && vhi[u] > t * kTileRows;
-      if (seen) qk.blocks[qk.nblocks++] = QkBlock{int8_t(t), int8_t(nk), int8_t(v), int8_t(nv)};
+      if (seen) qk.blocks[qk.nblocks++] = QkStream::Block{int8_t(t), int8_t(nk), int8_t(v), int8_t(nv)};
     }
     if (nk == 1 && t + 1 < nkt) --t;  // the split pair's second tile: its own blocks next
   }
@@ -269,28 +191,31 @@ MLAKIT_BF16_TARGET void chunk_keys(const Problem& p, const ItemRows& it, const I
   qk.st = st;
 }
 
-// O^T(dims, rows 16 v0 ..) += V^T P^T over the chunk's k-steps [s0, s1), dim tiles in pairs.
-template <int CB>
-MLAKIT_BF16_TARGET void pv_rows(const ItemShape& sh, const uint16_t* vt, const uint32_t* ppair, int v0, int s0,
-                                int s1, float* ot) {
+// Sets up pv to add chunk c0's P V into O^T: blocks of 2 dim tiles x 2 row tiles over the
+// k-steps their rows see (rs.vlo / vhi of the chunk), none where no row sees a key.
+void chunk_pv(const ItemShape& sh, const RowState& rs, const uint16_t* vt, const uint32_t* ppair, int n, float* ot,
+              PvStream& pv) {
   const int ndt = sh.dvp / 16;
-  const int64_t a_block = static_cast<int64_t>(sh.dvp) * kKStep * 2;  // bytes of V^T per k-step
-  for (int t = 0; t < ndt; t += 2) {
-    char* c = reinterpret_cast<char*>(ot + static_cast<size_t>(t) * 16 * kRows + 16 * v0);
-    const int64_t c_row = 16 * kWideRow;
-    const char* a = reinterpret_cast<const char*>(vt) + static_cast<int64_t>(t) * 16 * 64;
-    const char* b = reinterpret_cast<const char*>(ppair + 16 * v0);
-    if (t + 1 < ndt) {
-      c_load<2, CB>(c, c_row);
-      for (int s = s0; s < s1; ++s)
-        k_step<2, CB>(a + s * a_block, a + s * a_block + 16 * 64, 64, b + static_cast<int64_t>(s) * 16 * kWideRow);
-      c_store<2, CB>(c, c_row);
-    } else {
-      c_load<1, CB>(c, c_row);
-      for (int s = s0; s < s1; ++s) k_step<1, CB>(a + s * a_block, nullptr, 64, b + static_cast<int64_t>(s) * 16 * kWideRow);
-      c_store<1, CB>(c, c_row);
+  pv.nblocks = pv.cur = 0;
+  for (int v = 0; v < sh.nvr; v += 2) {
+    const int nv = std::min(2, sh.nvr - v);
+    int lo = n, hi = 0;
+    for (int u = v; u < v + nv; ++u) {
+      if (rs.vhi[u] <= rs.vlo[u]) continue;
+      lo = std::min(lo, rs.vlo[u]);
+      hi = std::max(hi, rs.vhi[u]);
     }
+    if (hi <= lo) continue;
+    const int s0 = lo / kKStep, s1 = (hi + kKStep - 1) / kKStep;
+    for (int t = 0; t < ndt; t += 2)
+      pv.blocks[pv.nblocks++] = PvStream::Block{int8_t(t), int8_t(std::min(2, ndt - t)), int8_t(v), int8_t(nv),
+                                                int8_t(s0), int8_t(s1)};
   }
+  pv.s = pv.nblocks > 0 ? pv.blocks[0].s0 : 0;
+  pv.vt = reinterpret_cast<const char*>(vt);
+  pv.ppair = reinterpret_cast<const char*>(ppair);
+  pv.ot = ot;
+  pv.a_block = static_cast<int64_t>(sh.dvp) * kKStep * 2;
 }
 
 // O^T's rows (lanes) of the row vectors whose max moved, times exp2(m_old - m_new).
@@ -333,9 +258,12 @@ __attribute__((noipa)) MLAKIT_BF16_TARGET void run_item_impl(const Problem& p, c
 
   uint32_t* qpack = w.qpack.ensure(static_cast<size_t>(sh.dq32 / 2) * kRows);
   w.kconv.ensure(static_cast<size_t>(kAmxChunk) * sh.dq32);
-  float* st[2] = {w.st[0].ensure(static_cast<size_t>(kAmxChunk) * kRows),
-                  w.st[1].ensure(static_cast<size_t>(kAmxChunk) * kRows)};
-  uint32_t* ppair = w.ppair.ensure(static_cast<size_t>(kAmxChunk / 2) * kRows);
+  float* st[2];
+  uint32_t* ppair[2];
+  for (int i = 0; i < 2; ++i) {
+    st[i] = w.st[i].ensure(static_cast<size_t>(kAmxChunk) * kRows);
+    ppair[i] = w.ppair[i].ensure(static_cast<size_t>(kAmxChunk / 2) * kRows);
+  }
   float* ot = w.ot.ensure(static_cast<size_t>(sh.dvp) * kRows);
   float* o = w.o.ensure(static_cast<size_t>(kRows) * sh.dvp);
   for (int d = 0; d < sh.dvp; ++d) std::memset(ot + static_cast<size_t>(d) * kRows, 0, sizeof(float) * 16 * sh.nvr);
@@ -350,46 +278,54 @@ __attribute__((noipa)) MLAKIT_BF16_TARGET void run_item_impl(const Problem& p, c
   const int64_t first = rs.tile_lo - rs.tile_lo % kKStep;  // V^T's blocks start at multiples of 32
   const uint16_t* vt_seq =
       pv.vals.data + (static_cast<size_t>(it.kv_head) * pv.total_blocks + pv.block_base.data[it.seq]) * sh.dvp * kKStep;
+  auto chunk_n = [&](int64_t c0) { return static_cast<int>(std::min<int64_t>(kAmxChunk, rs.tile_hi - c0)); };
+  TilePump pump{&w.pv, &w.qk, &w.pf, 1, 0, 0};
+  w.pv.nblocks = w.pv.cur = 0;
   tile_config();
   if (first < rs.tile_hi) {
-    chunk_keys(p, it, sh, rs, first, static_cast<int>(std::min<int64_t>(kAmxChunk, rs.tile_hi - first)), w, st[0]);
-    while (!w.qk.done()) w.qk.step();
+    chunk_keys(p, it, sh, rs, first, chunk_n(first), w, st[0]);
+    pump.drain();
   }
   int buf = 0;
   for (int64_t c0 = first; c0 < rs.tile_hi; c0 += kAmxChunk, buf ^= 1) {
-    const int n = static_cast<int>(std::min<int64_t>(kAmxChunk, rs.tile_hi - c0));
+    const int n = chunk_n(c0);
     const int nks = (n + kKStep - 1) / kKStep;
-    // The next chunk's S^T, issued from inside this chunk's softmax.
-    const int64_t c1 = c0 + kAmxChunk;
-    if (c1 < rs.tile_hi)
-      chunk_keys(p, it, sh, rs, c1, static_cast<int>(std::min<int64_t>(kAmxChunk, rs.tile_hi - c1)), w, st[buf ^ 1]);
-    else
-      w.qk.nblocks = w.qk.cur = 0;
+    // While this chunk's softmax runs: the last chunk's P V (set up at the end of its iteration),
+    // the next chunk's S^T, and the prefetch of the keys after it and of the next chunk's V^T.
+    const int64_t c1 = c0 + kAmxChunk, c2 = c1 + kAmxChunk;
+    if (c1 < rs.tile_hi) chunk_keys(p, it, sh, rs, c1, chunk_n(c1), w, st[buf ^ 1]);
+    else w.qk.nblocks = w.qk.cur = 0;
+    w.pf.clear();
+    if (c2 < rs.tile_hi && sh.keys_in_place) {
+      const int64_t tok = it.kv_begin + c2;
+      w.pf.add(static_cast<const char*>(p.k->ptr_at(tok, it.kv_head)), p.k->strides[0] * 2, chunk_n(c2),
+               p.dk_split * 2 / 64);
+      if (p.k_rope != nullptr)
+        w.pf.add(static_cast<const char*>(p.k_rope->ptr_at(tok, it.rope_head)), p.k_rope->strides[0] * 2, chunk_n(c2),
+                 (p.dqk - p.dk_split) * 2 / 64);
+    }
+    if (c1 < rs.tile_hi) {
+      w.pf.add(reinterpret_cast<const char*>(vt_seq + (c1 / kKStep) * sh.dvp * kKStep), 64,
+               (chunk_n(c1) + kKStep - 1) / kKStep * sh.dvp, 1);
+    }
     rs.enter_chunk(c0, n, sh.nvr);
-    QkPump pump{&w.qk, std::max(1, sh.nvr * (n / 2) / (w.qk.steps_left() + 1))};
-    softmax_chunk(p, qk_factor, n, sh.nvr, st[buf], ppair, rs, pump);
-    while (!w.qk.done()) w.qk.step();
+    pump.calls = std::max(1, sh.nvr * (n / 2));
+    pump.steps = w.pv.steps_left() + w.qk.steps_left();
+    pump.lines = w.pf.lines_left();
+    pump.step_credit = pump.line_credit = 0;
+    softmax_chunk(p, qk_factor, n, sh.nvr, st[buf], ppair[buf], rs, pump);
+    pump.drain();
 
     // P^T's pairs past the chunk's keys, up to its last k-step, are zero (V^T's keys there are
     // zero or another row's; P must not be garbage).
     for (int x = (n + 1) / 2; x < nks * kKStep / 2; ++x)
-      std::memset(ppair + static_cast<size_t>(x) * kRows, 0, sizeof(uint32_t) * 16 * sh.nvr);
+      std::memset(ppair[buf] + static_cast<size_t>(x) * kRows, 0, sizeof(uint32_t) * 16 * sh.nvr);
+    // O^T holds every chunk's P V before this one: rescaled to this chunk's max, it takes this
+    // chunk's P V during the next softmax (or just below, after the last chunk).
     rescale_ot(rs, sh.nvr, sh.dvp, ot);
-    const uint16_t* vt = vt_seq + static_cast<size_t>(c0 / kKStep) * sh.dvp * kKStep;
-    for (int v = 0; v < sh.nvr; v += 2) {
-      const int nv = std::min(2, sh.nvr - v);
-      int lo = n, hi = 0;
-      for (int u = v; u < v + nv; ++u) {
-        if (rs.vhi[u] <= rs.vlo[u]) continue;
-        lo = std::min(lo, rs.vlo[u]);
-        hi = std::max(hi, rs.vhi[u]);
-      }
-      if (hi <= lo) continue;
-      const int s0 = lo / kKStep, s1 = (hi + kKStep - 1) / kKStep;
-      if (nv == 2) pv_rows<2>(sh, vt, ppair, v, s0, s1, ot);
-      else pv_rows<1>(sh, vt, ppair, v, s0, s1, ot);
-    }
+    chunk_pv(sh, rs, vt_seq + (c0 / kKStep) * sh.dvp * kKStep, ppair[buf], n, ot, w.pv);
   }
+  pump.drain();
   tile_release();
 
   transpose_out(ot, sh.nvr, sh.dvp, o);
