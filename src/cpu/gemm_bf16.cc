@@ -18,6 +18,8 @@
 #if defined(__GNUC__) && defined(__x86_64__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // GCC 12's AVX-512 headers
 #include <immintrin.h>
+
+#include "cpu/avx512bf16_parts.h"  // transpose16
 #define MLAKIT_CPU_HAVE_GEMM_BF16 1
 #endif
 
@@ -27,7 +29,7 @@ namespace cpu {
 #ifdef MLAKIT_CPU_HAVE_GEMM_BF16
 namespace {
 
-#define MLAKIT_GEMM_TARGET __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx512bf16")))
+#define MLAKIT_GEMM_TARGET __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx512bf16,fma")))
 
 constexpr int kPanel = kGemmPanel;  // columns per packed panel (4 vectors)
 constexpr int kMR = 6;            // rows per micro-kernel call
@@ -71,16 +73,21 @@ MLAKIT_GEMM_TARGET void micro(const uint16_t* a, int64_t lda, const uint32_t* pa
   }
 }
 
-// Panel p of B: columns [64p, 64p + 64) (zero past n), all k / 2 pairs.
-void pack_panel(const uint16_t* b, int64_t ldb, int64_t n, int64_t pairs, int64_t p, uint32_t* out) {
-  for (int j = 0; j < kPanel; ++j) {
-    const int64_t col = p * kPanel + j;
-    if (col >= n) {
-      for (int64_t x = 0; x < pairs; ++x) out[x * kPanel + j] = 0;
-      continue;
+// Panel p of B: columns [64p, 64p + 64) (zero past n), all k / 2 pairs: blocks of 16 columns x 16
+// pairs transposed in registers (element by element, packing took a large part of a call at
+// small m).
+MLAKIT_GEMM_TARGET void pack_panel(const uint16_t* b, int64_t ldb, int64_t n, int64_t pairs, int64_t p, uint32_t* out) {
+  for (int g = 0; g < kPanel; g += 16) {
+    for (int64_t x0 = 0; x0 < pairs; x0 += 16) {
+      const __mmask16 m = first_lanes16(pairs - x0);
+      __m512i r[16];
+      for (int i = 0; i < 16; ++i) {
+        const int64_t col = p * kPanel + g + i;
+        r[i] = col < n ? _mm512_maskz_loadu_epi32(m, b + col * ldb + 2 * x0) : _mm512_setzero_si512();
+      }
+      bf16_parts::transpose16(r);
+      for (int i = 0; i < std::min<int64_t>(16, pairs - x0); ++i) _mm512_store_si512(out + (x0 + i) * kPanel + g, r[i]);
     }
-    const uint32_t* row = reinterpret_cast<const uint32_t*>(b + col * ldb);
-    for (int64_t x = 0; x < pairs; ++x) out[x * kPanel + j] = row[x];
   }
 }
 
