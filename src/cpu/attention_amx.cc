@@ -17,9 +17,10 @@
 //                 1 KB contiguous. O^T is transposed once per item, at the store.
 // Blocks of 2 x 2 C tiles (tmm0..3) with 2 A tiles (tmm4, 5) and 2 B tiles (tmm6, 7); blocks no
 // row of theirs sees (a causal tile's last chunk) are skipped, and O's blocks run only over the
-// k-steps their rows see. The next chunk's S^T is issued from inside this chunk's softmax, one
-// k-step every few pairs of exponentials (QkStream), so that the tile unit and the vector units
-// work at the same time. LDTILECFG once per item, TILERELEASE at its end.
+// k-steps their rows see. While a chunk's softmax runs, it issues the last chunk's O^T += V^T P^T
+// and the next chunk's S^T a k-step at a time between its exponentials (amx_streams.h), so that
+// the tile unit and the vector units work at the same time; only an item's first S^T and last
+// P V run alone. LDTILECFG once per item, TILERELEASE at its end.
 // Everything depends only on the item and the chunk position, so repeated runs are bitwise equal
 // and a sequence's result does not depend on its batch.
 #include <algorithm>
@@ -27,11 +28,10 @@
 #include <cstring>
 
 #include "cpu/aligned_scratch.h"
+#include "cpu/amx_streams.h"
 #include "cpu/attention_item.h"
 #include "cpu/avx512bf16_parts.h"
 #include "cpu/thread_pool.h"
-
-#include "cpu/amx_streams.h"
 
 namespace mlakit {
 namespace cpu {
@@ -41,7 +41,6 @@ namespace {
 
 using namespace bf16_parts;
 using namespace amx;
-
 
 // V^T of the whole run: bf16 [kv head][block][dvp][32 keys]; block_base[s] is sequence s's first
 // block of 32 keys, keys past the sequence's last are zero.
