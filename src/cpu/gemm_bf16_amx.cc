@@ -36,7 +36,7 @@ constexpr int kRowChunk = 192;  // rows per work item (6 blocks of 32)
 constexpr int kPanelGroup = 4;  // panels per work item
 static_assert(kGemmPanel * 4 == kWideRow, "a panel's row of pairs is a B tile's row");
 
-// A 32-row x 64-column block of C from the fp32 buffer (rows kWideRow apart), rounded to bf16.
+// `rows` x `cols` of C from the fp32 buffer (rows kGemmPanel floats apart), rounded to bf16.
 MLAKIT_GEMM_AMX_TARGET void store_block(const float* cbuf, int rows, int cols, uint16_t* c, int64_t ldc) {
   for (int i = 0; i < rows; ++i) {
     for (int j = 0; j < cols; j += 16) {
@@ -63,38 +63,44 @@ struct Scratch {
   AlignedScratch<float> cbuf;      // [32][kGemmPanel]
 };
 
+// Panel by panel, each half panel (32 columns: 32 KB of B at k = 512, kept in L1) over all the
+// item's rows in blocks of 32 (A from L2).
 void run_item(int64_t m, int64_t n, int64_t k, const uint16_t* a, int64_t lda, const uint32_t* panels,
               uint16_t* c, int64_t ldc, int64_t r_begin, int64_t r_end, int64_t p_begin, int64_t p_end) {
   thread_local Scratch w;
   float* cbuf = w.cbuf.ensure(32 * kGemmPanel);
   const int64_t pairs = k / 2, ksteps = k / 32;
+  // The last block of rows is read from a zero-padded copy where its tiles would reach past A's
+  // last row.
+  const int64_t last = r_begin + (r_end - r_begin - 1) / 32 * 32;
+  const int last_rows = static_cast<int>(r_end - last);
+  const uint16_t* last_copy = nullptr;
+  if (last + 16 * (last_rows > 16 ? 2 : 1) > m) {
+    uint16_t* copy = w.arows.ensure(static_cast<size_t>(32) * k);
+    std::memset(copy, 0, sizeof(uint16_t) * 32 * k);
+    for (int i = 0; i < last_rows; ++i) std::memcpy(copy + i * k, a + (last + i) * lda, sizeof(uint16_t) * k);
+    last_copy = copy;
+  }
   tile_config();
   for (int64_t p = p_begin; p < p_end; ++p) {
     const char* panel = reinterpret_cast<const char*>(panels + p * pairs * kGemmPanel);
     const int cols = static_cast<int>(std::min<int64_t>(kGemmPanel, n - p * kGemmPanel));
-    for (int64_t r = r_begin; r < r_end; r += 32) {
-      const int rows = static_cast<int>(std::min<int64_t>(32, r_end - r));
-      const int ra = rows > 16 ? 2 : 1;
-      const char* ar = reinterpret_cast<const char*>(a + r * lda);
-      int64_t a_stride = lda * 2;
-      if (r + 16 * ra > m) {  // the tiles' rows would reach past A's last
-        uint16_t* copy = w.arows.ensure(static_cast<size_t>(32) * k);
-        std::memset(copy, 0, sizeof(uint16_t) * 32 * k);
-        for (int i = 0; i < rows; ++i) std::memcpy(copy + i * k, a + (r + i) * lda, sizeof(uint16_t) * k);
-        ar = reinterpret_cast<const char*>(copy);
-        a_stride = k * 2;
-      }
-      for (int h = 0; h < 2 && 32 * h < cols; ++h) {
-        const bool two = 32 * h + 16 < cols;
-        if (ra == 2) {
+    for (int h = 0; h < 2 && 32 * h < cols; ++h) {
+      const bool two = 32 * h + 16 < cols;
+      for (int64_t r = r_begin; r < r_end; r += 32) {
+        const int rows = static_cast<int>(std::min<int64_t>(32, r_end - r));
+        const bool copied = r == last && last_copy != nullptr;
+        const char* ar = reinterpret_cast<const char*>(copied ? last_copy : a + r * lda);
+        const int64_t a_stride = copied ? k * 2 : lda * 2;
+        if (rows > 16) {
           if (two) block<2, 2>(ar, a_stride, panel, h, ksteps, cbuf);
           else block<2, 1>(ar, a_stride, panel, h, ksteps, cbuf);
         } else {
           if (two) block<1, 2>(ar, a_stride, panel, h, ksteps, cbuf);
           else block<1, 1>(ar, a_stride, panel, h, ksteps, cbuf);
         }
+        store_block(cbuf + 32 * h, rows, std::min(32, cols - 32 * h), c + r * ldc + p * kGemmPanel + 32 * h, ldc);
       }
-      store_block(cbuf, rows, cols, c + r * ldc + p * kGemmPanel, ldc);
     }
   }
   tile_release();
