@@ -39,6 +39,9 @@ namespace bf16_parts {
 
 constexpr int kRows = 64;   // q rows per item at most (the CPU schedule's block_m)
 constexpr int kChunk = 64;  // keys per step
+// How far (base 2) a chunk's max may pass a row's running max before the running max moves: P
+// stays below 2^8 (far from fp32's and bf16's range), and rescales of O become rare.
+constexpr float kMaxSlack = 8.0f;
 
 inline int round_up(int x, int a) { return (x + a - 1) / a * a; }
 
@@ -212,8 +215,9 @@ struct RowState {
 // rows of vector v at st[j * kRows + 16 v]), to be scaled by sm_scale x qk_factor (the item's q
 // and k descales, 1 for 16-bit inputs) and masked lane-wise by each row's visible range (chunks
 // every row sees whole skip the mask). P^T goes to ppair as bf16 pairs of keys ([pair][kRows]
-// words, (n + 1) / 2 pairs); w.m (in base 2), w.l, w.alpha (the factor O's rows take) and
-// w.rescale are updated. w.enter_chunk has set the rows' ranges in the chunk.
+// words, (n + 1) / 2 pairs); w.m (the running max in base 2, which trails the true max by at most
+// kMaxSlack), w.l, w.alpha (the factor O's rows take) and w.rescale are updated. w.enter_chunk
+// has set the rows' ranges in the chunk.
 // Two passes per row vector: the max of the raw scores (a positive scale keeps the order; masked
 // scores are overwritten with -inf), then exp2(s * scale * log2(e) - m) by one FMA and
 // exp2v_nonpos. With a soft cap (or a scale that is not positive) the first pass stores the logits
@@ -279,8 +283,12 @@ MLAKIT_BF16_TARGET inline void softmax_chunk(const Problem& p, float qk_factor, 
       if (n % 2 != 0) mx = _mm512_max_ps(mx, _mm512_load_ps(sv + (n - 1) * kRows));
       mx = _mm512_mul_ps(_mm512_max_ps(mx, mx1), c_v);
     }
+    // A row's running max moves only where the chunk's passes it by more than kMaxSlack (from
+    // -inf, always): exponentials then stay below 2^kMaxSlack, and O's rows are rescaled only
+    // when a max jumps, not in nearly every chunk as the max of random scores creeps up.
     const __m512 m_old = _mm512_load_ps(w.m + 16 * v);
-    const __m512 m_new = _mm512_max_ps(m_old, mx);
+    const __mmask16 moves = _mm512_cmp_ps_mask(mx, _mm512_add_ps(m_old, _mm512_set1_ps(kMaxSlack)), _CMP_GT_OQ);
+    const __m512 m_new = _mm512_mask_blend_ps(moves, m_old, mx);
     // Rows that have seen no key yet keep m = -inf; their exponentials use 0 so that
     // -inf - m stays -inf (exp2 -> 0) instead of NaN.
     const __m512 m_use = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(m_new, ninf_v, _CMP_EQ_OQ), m_new,
@@ -303,7 +311,8 @@ MLAKIT_BF16_TARGET inline void softmax_chunk(const Problem& p, float qk_factor, 
     _mm512_store_ps(w.l + 16 * v, _mm512_fmadd_ps(l_old, alpha, sum));
     _mm512_store_ps(w.m + 16 * v, m_new);
     _mm512_store_ps(w.alpha + 16 * v, alpha);
-    w.rescale[v] = _mm512_cmp_ps_mask(alpha, one_v, _CMP_NEQ_UQ) != 0;
+    // Rows whose max was -inf have O = 0: they need no rescale.
+    w.rescale[v] = (_mm512_cmp_ps_mask(alpha, one_v, _CMP_NEQ_UQ) & _mm512_cmp_ps_mask(m_old, ninf_v, _CMP_NEQ_UQ)) != 0;
   }
 }
 
