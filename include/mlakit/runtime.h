@@ -42,8 +42,8 @@ struct LibraryInfo {
   // this CPU and OS grant, or a lower one forced with MLAKIT_CPU_ISA (docs/cpu-backend.md).
   std::string cpu_isa;
   std::string cpu_isa_best;       // the best available here
-  // Whether this CPU and OS grant AMX tiles. This build has no AMX kernel: there the AVX-512
-  // BF16 path runs.
+  // Whether this CPU and OS grant AMX tiles (AMX-TILE and AMX-BF16 in CPUID, the tile state in
+  // XCR0, and Linux's arch_prctl permission): where they do, "amx" is the best path.
   bool cpu_has_amx = false;
   std::string cpu_isa_requested;  // MLAKIT_CPU_ISA as given ("" when unset)
   // The products each input dtype takes in the CPU backend: bf16, and e4m3 with its default bf16

@@ -683,8 +683,8 @@ def info() -> dict:
     ``version``, ``built_with_cuda``; ``cpu_isa``: the CPU backend's path for its matrix products,
     ``"amx"``, ``"avx512bf16"`` or ``"fp32"`` (the best this CPU grants, ``cpu_isa_best``, or a
     lower one forced with the environment variable ``MLAKIT_CPU_ISA``, echoed as
-    ``cpu_isa_requested``; this build has no AMX kernel, so ``"amx"`` is never in use and
-    ``cpu_has_amx`` says whether the CPU would grant AMX tiles); ``cpu_products``: the products each input dtype takes on the CPU
+    ``cpu_isa_requested``; ``cpu_has_amx`` says whether the CPU and OS grant AMX tiles, which
+    makes ``"amx"`` the best path); ``cpu_products``: the products each input dtype takes on the CPU
     (``{"bf16": cpu_isa, "fp16": "fp32", "e4m3": cpu_isa}``: e4m3 with its default bf16 output is decoded exactly into bf16; with an fp16 output it takes fp32 products); ``backends``: one dict per backend with ``name``
     (``"cpu"``, ``"cuda sm80"``, ``"cuda sm90"``), ``dtypes``, ``max_head_dim`` (the CPU
     backend: every head dim up to it) and ``shapes`` (the CUDA kernels: the

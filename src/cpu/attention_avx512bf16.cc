@@ -247,7 +247,7 @@ MLAKIT_BF16_TARGET void run_item_impl(const Problem& p, const ItemRows& it, Scra
 
 void prepare_avx512bf16(Problem& p) {
   thread_local PackedV packed;  // the calling thread's: it waits for every item of its run
-  pack_all_v(p, 0, packed);
+  pack_all_v(p, packed);
   p.prepared = &packed;
 }
 

@@ -33,7 +33,8 @@ struct Problem {
   int dk_split;  // key columns [0, dk_split) from k, [dk_split, dqk) from k_rope
   float sm_scale, soft_cap;
   // What a path prepares once per run, before the items, on the calling thread (the AVX-512
-  // BF16 path: V packed as key pairs for every q tile and head that reads it).
+  // BF16 path: V packed as key pairs for every q tile and head that reads it; the amx path: V
+  // transposed in blocks of 32 keys).
   const void* prepared = nullptr;
   // e4m3 inputs decoded exactly into bf16 (fp8_dequant.cc) keep their descale factors here, per
   // (sequence, kv head): the scores take q * k descales, the output v's. Null: none.
@@ -87,6 +88,12 @@ void run_item_fp32(const Problem& p, int64_t item);
 // once per run on the calling thread, and sets p.prepared (valid until its next call there).
 void prepare_avx512bf16(Problem& p);
 void run_item_avx512bf16(const Problem& p, int64_t item);
+
+// The amx path (TDPBF16PS tile products, the same softmax), bf16 inputs. Only called when
+// cpu_isa_available(CpuIsa::kAmx). prepare_amx runs first, once per run on the calling thread
+// (V packed transposed for the tiles), and sets p.prepared as prepare_avx512bf16 does.
+void prepare_amx(Problem& p);
+void run_item_amx(const Problem& p, int64_t item);
 
 }  // namespace cpu
 }  // namespace mlakit

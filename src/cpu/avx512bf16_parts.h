@@ -39,6 +39,9 @@ namespace bf16_parts {
 
 constexpr int kRows = 64;   // q rows per item at most (the CPU schedule's block_m)
 constexpr int kChunk = 64;  // keys per step
+// How far (base 2) a chunk's max may pass a row's running max before the running max moves: P
+// stays below 2^8 (far from fp32's and bf16's range), and rescales of O become rare.
+constexpr float kMaxSlack = 8.0f;
 
 inline int round_up(int x, int a) { return (x + a - 1) / a * a; }
 
@@ -55,6 +58,23 @@ MLAKIT_BF16_INLINE __m512 exp2v(__m512 x) {
   p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(5.5504108664821580e-2f));
   p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(2.4022650695910071e-1f));
   p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(6.9314718055994531e-1f));
+  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.0f));
+  return _mm512_scalef_ps(p, n);
+}
+
+// 2^x over 16 lanes for the softmax's exponentials, whose x = logit - running max is at most a
+// rounding above 0: clamped below only (-inf, a masked logit, gives exactly 0), and a degree-5
+// polynomial fitted for relative error on |f| <= 1/2 (at most 1.9e-7 in fp32 evaluation, as exp2v):
+// one instruction fewer each, in the loop that bounds the amx path.
+MLAKIT_BF16_INLINE __m512 exp2v_nonpos(__m512 x) {
+  x = _mm512_max_ps(x, _mm512_set1_ps(-150.0f));
+  const __m512 n = _mm512_roundscale_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  const __m512 f = _mm512_sub_ps(x, n);
+  __m512 p = _mm512_set1_ps(0.001326472731307149f);
+  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(0.009671512991189957f));
+  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(0.05550733581185341f));
+  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(0.24022242426872253f));
+  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(0.6931470036506653f));
   p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.0f));
   return _mm512_scalef_ps(p, n);
 }
@@ -192,18 +212,31 @@ struct RowState {
 };
 
 // One chunk's online softmax, 16 rows at a time: st holds S^T of the chunk's n keys (key j's 16
-// rows of vector v at st[j * kRows + 16 v]), scaled by sm_scale x qk_factor (the item's q and k
-// descales, 1 for 16-bit inputs); it is overwritten with the logits in base 2 (scaled
-// or soft-capped, masked lane-wise by each row's visible range; chunks every row sees whole skip
-// the mask). P^T goes to ppair as bf16 pairs of keys ([pair][kRows] words, (n + 1) / 2 pairs);
-// w.m, w.l, w.alpha (the factor O's rows take) and w.rescale are updated. w.enter_chunk has set
-// the rows' ranges in the chunk.
+// rows of vector v at st[j * kRows + 16 v]), to be scaled by sm_scale x qk_factor (the item's q
+// and k descales, 1 for 16-bit inputs) and masked lane-wise by each row's visible range (chunks
+// every row sees whole skip the mask). P^T goes to ppair as bf16 pairs of keys ([pair][kRows]
+// words, (n + 1) / 2 pairs); w.m (the running max in base 2, which trails the true max by at most
+// kMaxSlack), w.l, w.alpha (the factor O's rows take) and w.rescale are updated. w.enter_chunk
+// has set the rows' ranges in the chunk.
+// Two passes per row vector: the max of the raw scores (a positive scale keeps the order; masked
+// scores are overwritten with -inf), then exp2(s * scale * log2(e) - m) by one FMA and
+// exp2v_nonpos. With a soft cap (or a scale that is not positive) the first pass stores the logits
+// in base 2 instead.
+// pump() is called once per pair of keys of each row vector's exponentials: the amx path issues
+// the next chunk's tile products from it, so that they run on the tile unit while these vector
+// instructions run beside them (pump must not touch st's rows of this chunk, ppair or w).
+template <class Pump>
 MLAKIT_BF16_TARGET inline void softmax_chunk(const Problem& p, float qk_factor, int n, int nvr,
-                                             float* st, uint32_t* ppair, RowState& w) {
+                                             float* st, uint32_t* ppair, RowState& w, Pump& pump) {
   const int nq = (n + 1) / 2;
   const bool capped = p.soft_cap > 0.0f;
   const float scale = p.sm_scale * qk_factor;
-  const __m512 scale_v = _mm512_set1_ps(scale * kLog2e);  // logits in base 2
+  // The first pass stores the logits in base 2 where the raw scores' order is not theirs (a soft
+  // cap; a scale that is not positive, e.g. a zero descale).
+  const bool prescale = capped || !(scale > 0.0f);
+  // What the second pass multiplies st by: the scale into base 2, or 1 for stored logits.
+  const __m512 c_v = _mm512_set1_ps(prescale ? 1.0f : scale * kLog2e);
+  const __m512 scale_v = _mm512_set1_ps(scale * kLog2e);
   const __m512 scale_over_cap = _mm512_set1_ps(capped ? scale / p.soft_cap : 0.0f);
   const __m512 cap_log2 = _mm512_set1_ps(p.soft_cap * kLog2e);
   const __m512 ninf_v = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
@@ -221,19 +254,41 @@ MLAKIT_BF16_TARGET inline void softmax_chunk(const Problem& p, float qk_factor, 
     const bool whole = reduce_max_i32(lo_v) <= 0 && reduce_min_i32(hi_v) >= n;
     float* sv = st + 16 * v;
     __m512 mx = ninf_v;
-    for (int j = 0; j < n; ++j) {
-      __m512 t = _mm512_load_ps(sv + j * kRows);
-      t = capped ? soft_cap_log2(t, scale_over_cap, cap_log2) : _mm512_mul_ps(t, scale_v);
-      if (!whole) {
+    if (prescale) {
+      for (int j = 0; j < n; ++j) {
+        const __m512 s = _mm512_load_ps(sv + j * kRows);
+        __m512 t = capped ? soft_cap_log2(s, scale_over_cap, cap_log2) : _mm512_mul_ps(s, scale_v);
+        if (!whole) {
+          const __m512i jv = _mm512_set1_epi32(j);
+          t = _mm512_mask_blend_ps(_mm512_cmple_epi32_mask(lo_v, jv) & _mm512_cmpgt_epi32_mask(hi_v, jv), ninf_v, t);
+        }
+        _mm512_store_ps(sv + j * kRows, t);
+        mx = _mm512_max_ps(mx, t);
+      }
+    } else if (!whole) {
+      for (int j = 0; j < n; ++j) {
         const __m512i jv = _mm512_set1_epi32(j);
         const __mmask16 vis = _mm512_cmple_epi32_mask(lo_v, jv) & _mm512_cmpgt_epi32_mask(hi_v, jv);
-        t = _mm512_mask_blend_ps(vis, ninf_v, t);
+        const __m512 t = _mm512_mask_blend_ps(vis, ninf_v, _mm512_load_ps(sv + j * kRows));
+        _mm512_store_ps(sv + j * kRows, t);
+        mx = _mm512_max_ps(mx, t);
       }
-      _mm512_store_ps(sv + j * kRows, t);
-      mx = _mm512_max_ps(mx, t);
+      mx = _mm512_mul_ps(mx, c_v);
+    } else {
+      __m512 mx1 = ninf_v;  // two chains: the max's latency, not its throughput, would bound one
+      for (int j = 0; j + 1 < n; j += 2) {
+        mx = _mm512_max_ps(mx, _mm512_load_ps(sv + j * kRows));
+        mx1 = _mm512_max_ps(mx1, _mm512_load_ps(sv + (j + 1) * kRows));
+      }
+      if (n % 2 != 0) mx = _mm512_max_ps(mx, _mm512_load_ps(sv + (n - 1) * kRows));
+      mx = _mm512_mul_ps(_mm512_max_ps(mx, mx1), c_v);
     }
+    // A row's running max moves only where the chunk's passes it by more than kMaxSlack (from
+    // -inf, always): exponentials then stay below 2^kMaxSlack, and O's rows are rescaled only
+    // when a max jumps, not in nearly every chunk as the max of random scores creeps up.
     const __m512 m_old = _mm512_load_ps(w.m + 16 * v);
-    const __m512 m_new = _mm512_max_ps(m_old, mx);
+    const __mmask16 moves = _mm512_cmp_ps_mask(mx, _mm512_add_ps(m_old, _mm512_set1_ps(kMaxSlack)), _CMP_GT_OQ);
+    const __m512 m_new = _mm512_mask_blend_ps(moves, m_old, mx);
     // Rows that have seen no key yet keep m = -inf; their exponentials use 0 so that
     // -inf - m stays -inf (exp2 -> 0) instead of NaN.
     const __m512 m_use = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(m_new, ninf_v, _CMP_EQ_OQ), m_new,
@@ -241,13 +296,14 @@ MLAKIT_BF16_TARGET inline void softmax_chunk(const Problem& p, float qk_factor, 
     const __m512 alpha = exp2v(_mm512_sub_ps(m_old, m_use));
     __m512 sum = _mm512_setzero_ps();
     for (int x = 0; x < n / 2; ++x) {
-      const __m512 e0 = exp2v(_mm512_sub_ps(_mm512_load_ps(sv + (2 * x) * kRows), m_use));
-      const __m512 e1 = exp2v(_mm512_sub_ps(_mm512_load_ps(sv + (2 * x + 1) * kRows), m_use));
+      const __m512 e0 = exp2v_nonpos(_mm512_fmsub_ps(_mm512_load_ps(sv + (2 * x) * kRows), c_v, m_use));
+      const __m512 e1 = exp2v_nonpos(_mm512_fmsub_ps(_mm512_load_ps(sv + (2 * x + 1) * kRows), c_v, m_use));
       sum = _mm512_add_ps(sum, _mm512_add_ps(e0, e1));
       _mm512_store_si512(ppair + x * kRows + 16 * v, pack_p_pair(e0, e1));
+      pump();
     }
     if (n % 2 != 0) {
-      const __m512 e0 = exp2v(_mm512_sub_ps(_mm512_load_ps(sv + (n - 1) * kRows), m_use));
+      const __m512 e0 = exp2v_nonpos(_mm512_fmsub_ps(_mm512_load_ps(sv + (n - 1) * kRows), c_v, m_use));
       sum = _mm512_add_ps(sum, e0);
       _mm512_store_si512(ppair + (n / 2) * kRows + 16 * v, pack_p_pair(e0, _mm512_setzero_ps()));
     }
@@ -255,8 +311,19 @@ MLAKIT_BF16_TARGET inline void softmax_chunk(const Problem& p, float qk_factor, 
     _mm512_store_ps(w.l + 16 * v, _mm512_fmadd_ps(l_old, alpha, sum));
     _mm512_store_ps(w.m + 16 * v, m_new);
     _mm512_store_ps(w.alpha + 16 * v, alpha);
-    w.rescale[v] = _mm512_cmp_ps_mask(alpha, one_v, _CMP_NEQ_UQ) != 0;
+    // Rows whose max was -inf have O = 0: they need no rescale.
+    w.rescale[v] = (_mm512_cmp_ps_mask(alpha, one_v, _CMP_NEQ_UQ) & _mm512_cmp_ps_mask(m_old, ninf_v, _CMP_NEQ_UQ)) != 0;
   }
+}
+
+struct NoPump {
+  void operator()() const {}
+};
+
+MLAKIT_BF16_TARGET inline void softmax_chunk(const Problem& p, float qk_factor, int n, int nvr,
+                                             float* st, uint32_t* ppair, RowState& w) {
+  NoPump none;
+  softmax_chunk(p, qk_factor, n, nvr, st, ppair, w, none);
 }
 
 // A row's lse (natural log) from its base-2 max and sum: -inf for a row that saw no key.
@@ -265,14 +332,12 @@ inline float row_lse(float m, float l) {
 }
 
 // V of the whole run as key pairs: words [kv head][pair][dvp]; pair_base[s] is sequence s's first
-// pair. Each sequence's pairs are followed by pad_pairs pairs of zeros (the AMX path's 16-pair
-// tiles read up to 15 pairs past a chunk's last), and the words end with 16 pairs of zeros.
+// pair. The words end with 16 pairs of zeros.
 struct PackedV {
   AlignedScratch<uint32_t> words;
   AlignedScratch<int64_t> pair_base;  // [batch + 1]
   int64_t total_pairs = 0;
   int dvp = 0;
-  int pad_pairs = 0;
 };
 
 // Interleaves two rows of bf16 (keys 2x and 2x + 1) into pairs: out[d] = (a[d], b[d]), d < dvp.
@@ -305,10 +370,6 @@ MLAKIT_BF16_TARGET inline void pack_v_job(const Problem& p, const PackedV& pv, i
     const int64_t key = 2 * (y - base[s]);
     const int64_t lk = p.kv_indptr[s + 1] - p.kv_indptr[s];
     uint32_t* out = pv.words.data + (static_cast<size_t>(h) * pv.total_pairs + y) * pv.dvp;
-    if (key >= lk) {  // the sequence's padding
-      std::memset(out, 0, sizeof(uint32_t) * pv.dvp);
-      continue;
-    }
     const int64_t tok = p.kv_indptr[s] + key;
     const auto* a = static_cast<const uint16_t*>(p.v->ptr_at(tok, h));
     const auto* b = key + 1 < lk ? static_cast<const uint16_t*>(p.v->ptr_at(tok + 1, h)) : nullptr;
@@ -317,13 +378,12 @@ MLAKIT_BF16_TARGET inline void pack_v_job(const Problem& p, const PackedV& pv, i
 }
 
 // Every run's V, packed as key pairs by (kv head, block of pairs) on the pool.
-inline void pack_all_v(const Problem& p, int pad_pairs, PackedV& pv) {
+inline void pack_all_v(const Problem& p, PackedV& pv) {
   const int batch = p.header->batch_size;
   pv.dvp = round_up(p.dvo, 16);
-  pv.pad_pairs = pad_pairs;
   int64_t* base = pv.pair_base.ensure(static_cast<size_t>(batch) + 1);
   base[0] = 0;
-  for (int b = 0; b < batch; ++b) base[b + 1] = base[b] + (p.kv_indptr[b + 1] - p.kv_indptr[b] + 1) / 2 + pad_pairs;
+  for (int b = 0; b < batch; ++b) base[b + 1] = base[b] + (p.kv_indptr[b + 1] - p.kv_indptr[b] + 1) / 2;
   pv.total_pairs = base[batch];
   const size_t words = static_cast<size_t>(p.num_kv_heads) * pv.total_pairs * pv.dvp;
   std::memset(pv.words.ensure(words + 16 * static_cast<size_t>(pv.dvp)) + words, 0,

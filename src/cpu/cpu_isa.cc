@@ -112,7 +112,7 @@ const char* cpu_isa_name(CpuIsa isa) {
 
 bool cpu_isa_available(CpuIsa isa) {
   switch (isa) {
-    case CpuIsa::kAmx: return false;  // no tile kernel in this build
+    case CpuIsa::kAmx: return cpu_amx_emulated() ? detected().avx512bf16 : detected().amx;
     case CpuIsa::kAvx512Bf16: return detected().avx512bf16;
     case CpuIsa::kFp32: return true;
   }
@@ -120,6 +120,14 @@ bool cpu_isa_available(CpuIsa isa) {
 }
 
 bool cpu_has_amx() { return detected().amx; }
+
+bool cpu_amx_emulated() {
+#ifdef MLAKIT_CPU_AMX_EMULATE
+  return true;
+#else
+  return false;
+#endif
+}
 
 CpuIsa cpu_isa_best() {
   if (cpu_isa_available(CpuIsa::kAmx)) return CpuIsa::kAmx;
@@ -146,7 +154,7 @@ CpuIsa cpu_isa_in_use() {
     static std::once_flag noted;
     std::call_once(noted, [&] {
       std::fprintf(stderr, "mlakit: MLAKIT_CPU_ISA=%s: %s; the CPU backend runs %s\n", cpu_isa_name(want),
-                   want == CpuIsa::kAmx ? "this build has no AMX kernel" : "this CPU lacks it", cpu_isa_name(use));
+                   "this CPU or OS lacks it", cpu_isa_name(use));
     });
   }
   return use;

@@ -2,9 +2,10 @@
 // and the CPU and OS grant (AMX tiles, else AVX-512 BF16, else the fp32 path), or a lower one
 // forced by MLAKIT_CPU_ISA=amx|avx512bf16|fp32 (tests, comparisons). Read at every run.
 //
-// This build has no AMX tile kernel: kAmx is never available, and on a CPU with AMX the
-// AVX-512 BF16 path runs (every CPU with AMX-BF16 has AVX-512 BF16). cpu_has_amx() says whether
-// the CPU and OS would grant the tiles.
+// kAmx is available where the CPU has AMX-TILE and AMX-BF16 (and AVX-512 BF16, which its softmax
+// uses), XCR0 enables the tile state and Linux grants it (arch_prctl); cpu_has_amx() says that.
+// A build with MLAKIT_CPU_AMX_EMULATE (tests only) emulates the tiles in plain C++: there kAmx is
+// available wherever AVX-512 BF16 is, and cpu_has_amx() still reports the hardware.
 #pragma once
 
 namespace mlakit {
@@ -16,7 +17,7 @@ enum class CpuIsa : int { kFp32 = 0, kAvx512Bf16 = 1, kAmx = 2 };
 const char* cpu_isa_name(CpuIsa isa);
 
 // Whether this build has the path and this CPU (CPUID) and the OS (XCR0) let the process use it.
-// kFp32 is always available; kAmx never (no tile kernel in this build).
+// kFp32 is always available.
 bool cpu_isa_available(CpuIsa isa);
 
 // Whether the CPU has AMX-BF16 and the OS grants the process the tile data (on Linux asked for
@@ -33,6 +34,9 @@ CpuIsa cpu_isa_in_use();
 
 // MLAKIT_CPU_ISA's path when set and valid; false when unset. Throws as cpu_isa_in_use().
 bool cpu_isa_requested(CpuIsa* isa);
+
+// Whether this build emulates the AMX tiles (MLAKIT_CPU_AMX_EMULATE; tests only).
+bool cpu_amx_emulated();
 
 }  // namespace cpu
 }  // namespace mlakit

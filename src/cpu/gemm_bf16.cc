@@ -3,18 +3,23 @@
 // work item computes a block of rows x panels: 6 rows x 64 columns of fp32 accumulators stay in
 // registers over the whole k loop, A's pairs broadcast straight from its rows.
 // Blocks of kRowChunk rows x kPanelGroup panels keep their A rows and B panels in L2.
+// Where the amx path is in use (and k is whole k-steps of 32), the same panels go to the tile
+// kernel instead (gemm_bf16_amx.cc): they are already B tiles.
 #include "cpu/gemm_bf16.h"
 
 #include <algorithm>
 
 #include "cpu/aligned_scratch.h"
 #include "cpu/cpu_isa.h"
+#include "cpu/gemm_bf16_amx.h"
 #include "cpu/lane_mask.h"
 #include "cpu/thread_pool.h"
 
 #if defined(__GNUC__) && defined(__x86_64__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // GCC 12's AVX-512 headers
 #include <immintrin.h>
+
+#include "cpu/avx512bf16_parts.h"  // transpose16
 #define MLAKIT_CPU_HAVE_GEMM_BF16 1
 #endif
 
@@ -24,9 +29,9 @@ namespace cpu {
 #ifdef MLAKIT_CPU_HAVE_GEMM_BF16
 namespace {
 
-#define MLAKIT_GEMM_TARGET __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx512bf16")))
+#define MLAKIT_GEMM_TARGET __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx512bf16,fma")))
 
-constexpr int kPanel = 64;        // columns per packed panel (4 vectors)
+constexpr int kPanel = kGemmPanel;  // columns per packed panel (4 vectors)
 constexpr int kMR = 6;            // rows per micro-kernel call
 constexpr int kRowChunk = 192;    // rows per work item
 constexpr int kPanelGroup = 4;    // panels per work item
@@ -68,16 +73,21 @@ MLAKIT_GEMM_TARGET void micro(const uint16_t* a, int64_t lda, const uint32_t* pa
   }
 }
 
-// Panel p of B: columns [64p, 64p + 64) (zero past n), all k / 2 pairs.
-void pack_panel(const uint16_t* b, int64_t ldb, int64_t n, int64_t pairs, int64_t p, uint32_t* out) {
-  for (int j = 0; j < kPanel; ++j) {
-    const int64_t col = p * kPanel + j;
-    if (col >= n) {
-      for (int64_t x = 0; x < pairs; ++x) out[x * kPanel + j] = 0;
-      continue;
+// Panel p of B: columns [64p, 64p + 64) (zero past n), all k / 2 pairs: blocks of 16 columns x 16
+// pairs transposed in registers (element by element, packing took a large part of a call at
+// small m).
+MLAKIT_GEMM_TARGET void pack_panel(const uint16_t* b, int64_t ldb, int64_t n, int64_t pairs, int64_t p, uint32_t* out) {
+  for (int g = 0; g < kPanel; g += 16) {
+    for (int64_t x0 = 0; x0 < pairs; x0 += 16) {
+      const __mmask16 m = first_lanes16(pairs - x0);
+      __m512i r[16];
+      for (int i = 0; i < 16; ++i) {
+        const int64_t col = p * kPanel + g + i;
+        r[i] = col < n ? _mm512_maskz_loadu_epi32(m, b + col * ldb + 2 * x0) : _mm512_setzero_si512();
+      }
+      bf16_parts::transpose16(r);
+      for (int i = 0; i < std::min<int64_t>(16, pairs - x0); ++i) _mm512_store_si512(out + (x0 + i) * kPanel + g, r[i]);
     }
-    const uint32_t* row = reinterpret_cast<const uint32_t*>(b + col * ldb);
-    for (int64_t x = 0; x < pairs; ++x) out[x * kPanel + j] = row[x];
   }
 }
 
@@ -96,6 +106,10 @@ void gemm_nt_bf16(int64_t m, int64_t n, int64_t k, const uint16_t* a, int64_t ld
   uint32_t* bp = packed.ensure(static_cast<size_t>(panels * pairs * kPanel));
   const int threads = run_threads();
   parallel_for(panels, threads, [&](int64_t p) { pack_panel(b, ldb, n, pairs, p, bp + p * pairs * kPanel); });
+  if (gemm_amx_takes(k)) {
+    gemm_panels_amx(m, n, k, a, lda, bp, c, ldc);
+    return;
+  }
 
   const int64_t row_chunks = (m + kRowChunk - 1) / kRowChunk;
   const int64_t groups = (panels + kPanelGroup - 1) / kPanelGroup;

@@ -12,7 +12,8 @@ namespace cpu {
 bool gemm_nt_bf16_available(int64_t k);
 
 // Row-major bf16 C[m, n] = A[m, k] * B[n, k]^T, row strides in elements; fp32 accumulation,
-// C rounded to nearest even. Runs on run_threads() threads. The order of every sum depends only
+// C rounded to nearest even. On AMX tiles where the amx path is in use and k is a multiple of
+// 32, else on VDPBF16PS. Runs on run_threads() threads. The order of every sum depends only
 // on k, so results are bitwise the same run to run and for any m.
 void gemm_nt_bf16(int64_t m, int64_t n, int64_t k, const uint16_t* a, int64_t lda, const uint16_t* b,
                   int64_t ldb, uint16_t* c, int64_t ldc);

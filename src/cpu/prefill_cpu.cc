@@ -54,11 +54,16 @@ void run_prefill(const plan::ScheduleHeader& header, const int32_t* qo_indptr,
   ItemFn fn = nullptr;
   switch (q.dtype) {
     case DType::kBF16:
-      if (products_isa(q.dtype, out.dtype, cpu_isa_in_use()) != CpuIsa::kFp32) {
-        prepare_avx512bf16(p);
-        fn = run_item_avx512bf16;
-      } else {
-        fn = run_item_fp32<DType::kBF16>;
+      switch (products_isa(q.dtype, out.dtype, cpu_isa_in_use())) {
+        case CpuIsa::kAmx:
+          prepare_amx(p);
+          fn = run_item_amx;
+          break;
+        case CpuIsa::kAvx512Bf16:
+          prepare_avx512bf16(p);
+          fn = run_item_avx512bf16;
+          break;
+        case CpuIsa::kFp32: fn = run_item_fp32<DType::kBF16>; break;
       }
       break;
     case DType::kFP16: fn = run_item_fp32<DType::kFP16>; break;

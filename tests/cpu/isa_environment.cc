@@ -24,7 +24,7 @@ class ForcedIsaEnvironment : public ::testing::Environment {
     if (requested && !mlakit::cpu::cpu_isa_available(want)) {
       std::printf("[  SKIPPED ] MLAKIT_CPU_ISA=%s: not available here (%s); the best here is %s\n",
                   mlakit::cpu::cpu_isa_name(want),
-                  want == mlakit::cpu::CpuIsa::kAmx ? "this build has no AMX kernel" : "the CPU or OS lacks it",
+                  want == mlakit::cpu::CpuIsa::kAmx ? "the CPU or OS grants no AMX tiles" : "the CPU or OS lacks it",
                   mlakit::cpu::cpu_isa_name(mlakit::cpu::cpu_isa_best()));
       std::fflush(stdout);
       GTEST_SKIP() << "MLAKIT_CPU_ISA=" << mlakit::cpu::cpu_isa_name(want) << " is not available here";

@@ -15,6 +15,7 @@
 
 #include "attention_cases.h"
 #include "cpu/cpu_isa.h"
+#include "isa_env.h"
 #include "mlakit/runtime.h"
 
 namespace mlakit {
@@ -23,33 +24,12 @@ namespace {
 
 using cpu::CpuIsa;
 
-// Sets MLAKIT_CPU_ISA for one scope and puts back what was there (the per-path ctest entries
-// run this binary with it set).
-class IsaEnv {
- public:
-  explicit IsaEnv(const char* value) {
-    const char* old = std::getenv("MLAKIT_CPU_ISA");
-    had_ = old != nullptr;
-    if (had_) old_ = old;
-    if (value != nullptr) setenv("MLAKIT_CPU_ISA", value, 1);
-    else unsetenv("MLAKIT_CPU_ISA");
-  }
-  ~IsaEnv() {
-    if (had_) setenv("MLAKIT_CPU_ISA", old_.c_str(), 1);
-    else unsetenv("MLAKIT_CPU_ISA");
-  }
-
- private:
-  bool had_ = false;
-  std::string old_;
-};
-
 #define MLAKIT_SKIP_IF_NO_ISA(isa)                                                             \
   do {                                                                                         \
     if (!cpu::cpu_isa_available(isa)) {                                                        \
       std::printf("[  SKIPPED ] the %s path is not available here (%s); the best here is %s\n",  \
                   cpu::cpu_isa_name(isa),                                                      \
-                  isa == CpuIsa::kAmx ? "this build has no AMX kernel" : "the CPU or OS lacks it", \
+                  isa == CpuIsa::kAmx ? "the CPU or OS grants no AMX tiles" : "the CPU or OS lacks it", \
                   cpu::cpu_isa_name(cpu::cpu_isa_best()));                                     \
       std::fflush(stdout);                                                                     \
       GTEST_SKIP() << "no " << cpu::cpu_isa_name(isa) << " on this CPU";                       \
