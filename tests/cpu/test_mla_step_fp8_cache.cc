@@ -156,6 +156,34 @@ INSTANTIATE_TEST_SUITE_P(Layouts, CpuMlaStepsFp8Cache,
                                   std::to_string(i.param.block_size) + "_ws" + std::to_string(i.param.workspace_rows);
                          });
 
+TEST(CpuMlaStepsFp8Cache, TheScaleIsReadWhenTheStepRuns) {
+  // kFp8's layer scale changed in its buffer between steps (one MlaStep, one scale tensor): each
+  // step decodes its context and encodes its new tokens with the value the buffer holds when it
+  // runs, as a replayed CUDA graph must (tests/gpu: CudaMlaFp8CacheGraph).
+  std::vector<MlaCase> cases = make_prefill_steps(cache_dims(KvCacheDtype::kFp8), {0, 5, 70, 0},
+                                                  {{37, 11, 3, 0}, {20, 0, 64, 1}, {1, 40, 9, 17}}, 67, 7);
+  set_scale_per_step(cases, {0.0173, 0.0411, 0.0097});
+  MlaStep step(cases[0].cfg);
+  HostTensor cache = cases[0].cache, scale = cases[0].k_scale;
+  for (size_t s = 0; s < cases.size(); ++s) {
+    SCOPED_TRACE("step " + std::to_string(s));
+    const MlaCase& m = cases[s];
+    scale.set(0, m.k_scale.get(0));
+    step.plan(m.batch());
+    HostTensor out(m.cfg.dtype, {m.q.shape()[0], m.cfg.num_heads, m.cfg.v_head_dim});
+    HostTensor lse(DType::kFP32, {m.q.shape()[0], m.cfg.num_heads});
+    out.fill_bytes(0xFF);
+    lse.fill_bytes(0xFF);
+    MlaLayer y = m.layer();
+    y.kv_cache = cache.view();
+    y.k_scale = scale.view();
+    TensorView lse_v = lse.view();
+    step.run(y, out.view(), &lse_v);
+    expect_matches(StepResult{out, lse, step.info()}, m, mla_reference(m));
+    EXPECT_EQ(cache.bytes(), expected_cache(m).bytes()) << "cache after the step";
+  }
+}
+
 // Output rows [first, first + n) of a step result as doubles.
 std::vector<double> out_rows(const HostTensor& out, const MlaConfig& c, int64_t first, int64_t n) {
   const int64_t w = c.num_heads * c.v_head_dim;
