@@ -159,7 +159,7 @@ INSTANTIATE_TEST_SUITE_P(Layouts, CpuMlaStepsFp8Cache,
 TEST(CpuMlaStepsFp8Cache, TheScaleIsReadWhenTheStepRuns) {
   // kFp8's layer scale changed in its buffer between steps (one MlaStep, one scale tensor): each
   // step decodes its context and encodes its new tokens with the value the buffer holds when it
-  // runs, as a replayed CUDA graph must (tests/gpu: CudaMlaFp8CacheGraph).
+  // runs, as a replayed CUDA graph must (tests/gpu: CudaMlaGraphFp8Cache).
   std::vector<MlaCase> cases = make_prefill_steps(cache_dims(KvCacheDtype::kFp8), {0, 5, 70, 0},
                                                   {{37, 11, 3, 0}, {20, 0, 64, 1}, {1, 40, 9, 17}}, 67, 7);
   set_scale_per_step(cases, {0.0173, 0.0411, 0.0097});

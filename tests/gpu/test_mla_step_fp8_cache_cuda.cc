@@ -241,9 +241,9 @@ TEST(CudaMlaFp8Cache, NanInALatentIsNeverANumber) {
 // reference, which decodes with the new one).
 using GraphParam = std::tuple<KvCacheDtype, bool>;  // format, upload_in_run
 
-class CudaMlaFp8CacheGraph : public ::testing::TestWithParam<GraphParam> {};
+class CudaMlaGraphFp8Cache : public ::testing::TestWithParam<GraphParam> {};
 
-TEST_P(CudaMlaFp8CacheGraph, ReplayAfterReplanWithANewScale) {
+TEST_P(CudaMlaGraphFp8Cache, ReplayAfterReplanWithANewScale) {
   MLAKIT_SKIP_IF_NO_GPU();
 #if MLAKIT_WITH_CUDA
   const KvCacheDtype f = std::get<0>(GetParam());
@@ -331,7 +331,7 @@ TEST_P(CudaMlaFp8CacheGraph, ReplayAfterReplanWithANewScale) {
 #endif
 }
 
-INSTANTIATE_TEST_SUITE_P(Formats, CudaMlaFp8CacheGraph,
+INSTANTIATE_TEST_SUITE_P(Formats, CudaMlaGraphFp8Cache,
                          ::testing::Combine(::testing::Values(KvCacheDtype::kFp8, KvCacheDtype::kFp8DsMla),
                                             ::testing::Bool()),
                          [](const ::testing::TestParamInfo<GraphParam>& i) {
