@@ -3,7 +3,8 @@
 //
 //   1. cache write: the new tokens' latents kv_c [T, L] and RoPE'd keys k_pe [T, R] go into the
 //      paged latent cache [num_blocks, block_size, L + R] at their slots (inside the gather of
-//      step 2's first launch, which takes the new rows straight from kv_c / k_pe);
+//      step 2's first launch, which takes the new rows straight from kv_c / k_pe); an FP8 cache
+//      (KvCacheDtype) is written quantized and read decoded by the same gather;
 //   2. up-projection of the latents with kv_b_proj [H * (Dn + Dv), L] (the checkpoint layout:
 //      per head Dn rows of K "nope", then Dv rows of V) into per-head K_nope and V, written where
 //      attention reads them (no copies, V never padded);
