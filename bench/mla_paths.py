@@ -354,7 +354,7 @@ class MlakitStepPath(Path):
         self.out_rest = torch.empty(shape, dtype=self.model.dtype, device=self.dev)
 
     def describe(self):
-        return f"{self.__doc__.strip().splitlines()[0]} ({self.step!r}, kv_cache_dtype {self.kv_cache_dtype!r})"
+        return f"{self.__doc__.strip().splitlines()[0]} ({self.step!r})"
 
     def reset_cache(self):
         """Zeroes this path's own FP8 caches (the bf16 ones are the model's, zeroed by the caller)."""

@@ -263,4 +263,5 @@ class MlaStep:
     def __repr__(self) -> str:
         return (f"mlakit.MlaStep(num_heads={self.num_heads}, kv_lora_rank={self.kv_lora_rank}, "
                 f"dtype={self.dtype!r}, device={self.device!r}, block_size={self.block_size}, "
-                f"num_blocks={self.num_blocks})")
+                f"num_blocks={self.num_blocks}"
+                + (f", kv_cache_dtype={self.kv_cache_dtype!r})" if self.kv_cache_dtype != "auto" else ")"))
