@@ -25,8 +25,10 @@ quantized to float8_e4m3fn with FlashAttention-3's descale factors ([batch, Hkv]
 each tensor), checked against the float32 reference of the dequantized inputs, beside mlakit's
 bf16 kernel and the bf16 peers on every workload; the run also measures the FP8 matrix-product
 ceiling (torch._scaled_mm e4m3 x e4m3 -> bf16, 8192^3, fast accumulation: cuBLASLt) and reports each FP8 row's
-TFLOP/s, its % of that ceiling and its speedup over mlakit bf16. No peer runs e4m3 attention at
-(192, 128) offline (FlashInfer's fa3 FP8 is deferred; FlashAttention-3 is not carried).
+TFLOP/s, its % of that ceiling and its speedup over mlakit bf16. The FP8 peers of bench/fp8_peers.py
+run beside it where their bf16 counterparts were asked for: `flashinfer_fa3_fp8` with flashinfer_fa3
+(JIT-compiled: --fi-allow-jit) and `cudnn_fp8` with sdpa_cudnn (cuDNN's FP8 SDPA through the
+cudnn-frontend package; dense equal-length batches; an e4m3 output on Hopper).
 
 plan() host cost (FlashInfer with host and with device indptr, mlakit with host indptr): host
 wall time of one plan() call, device idle before it, median of --plan-iters calls.
@@ -69,6 +71,7 @@ sys.path.insert(0, HERE)
 import run_record as R  # noqa: E402
 import workloads as W  # noqa: E402
 
+import fp8_peers  # noqa: E402
 import overhead as OH  # noqa: E402
 from ceilings import ceilings  # noqa: E402
 import peers  # noqa: E402
@@ -78,8 +81,11 @@ ALL_METHODS = ["mlakit", "flashinfer_fa3", "flashinfer_fa2", "fa2_varlen_padV", 
 # Not run by default: mlakit with its key-range splitting off (kv_split="off"), for measuring
 # what the default split rules (the tail rule) buy in the same process; mlakit's FP8 kernel
 # (added by --dtype e4m3).
-EXTRA_METHODS = ["mlakit_nosplit", "mlakit_fp8"]
-FP8_TOL = 5e-2  # the row-max check below; P rounded to e4m3 costs ~2.5% of a row's L2 norm (docs/fp8.md)
+EXTRA_METHODS = ["mlakit_nosplit", "mlakit_fp8", "flashinfer_fa3_fp8", "cudnn_fp8"]
+# FP8 methods: checked against the reference of the dequantized inputs at these row-max tolerances.
+# P rounded to e4m3 costs ~2.5% of a row's L2 norm (docs/fp8.md); cuDNN's e4m3 output adds its own
+# rounding (up to 1/16 of an element).
+FP8_TOL = {"mlakit_fp8": 5e-2, "flashinfer_fa3_fp8": 5e-2, "cudnn_fp8": 1e-1}
 FI_BACKENDS = {"flashinfer_fa3": "fa3", "flashinfer_fa2": "fa2"}
 ANCHOR_DIRS = [os.path.join(REPO, "shared", "anchors"), os.path.join(os.path.dirname(REPO), "shared", "anchors")]
 ANCHOR_FILE_A = "peers-h200-2026-12-02.json"     # FA2 / SDPA / Flex, per case
@@ -108,16 +114,18 @@ def short(ex, limit=300):
 # ----------------------------------------------------------------------------------------------
 # Timing: the anchors' method.
 
-def time_cuda(torch, fn, nsets, warmup, iters, gap_ms=0.0):
+def time_cuda(torch, fn, nsets, warmup, iters, gap_ms=0.0, window=None):
     """Median ms of `iters` CUDA-event-timed calls after `warmup` calls; fn(i) uses set i % nsets.
     Also a host wall-clock median of synchronized calls (sync_wall_ms), as the anchors report.
     With gap_ms > 0 (--gap-ms) each timed call starts from an idle GPU (synchronize, sleep) instead of back
-    to back: long launches then run before the GPU's power cap lowers its clock."""
+    to back: long launches then run before the GPU's power cap lowers its clock. window: a list that
+    receives the host times (perf_counter) the event-timed calls ran between."""
     for i in range(warmup):
         fn(i % nsets)
     torch.cuda.synchronize()
     starts = [torch.cuda.Event(enable_timing=True) for _ in range(iters)]
     ends = [torch.cuda.Event(enable_timing=True) for _ in range(iters)]
+    t0 = time.perf_counter()
     for i in range(iters):
         if gap_ms > 0:
             torch.cuda.synchronize()
@@ -126,6 +134,8 @@ def time_cuda(torch, fn, nsets, warmup, iters, gap_ms=0.0):
         fn(i % nsets)
         ends[i].record()
     torch.cuda.synchronize()
+    if window is not None:
+        window[:] = [t0, time.perf_counter()]
     ms = statistics.median(s.elapsed_time(e) for s, e in zip(starts, ends))
     walls = []
     for i in range(iters):
@@ -519,23 +529,29 @@ def fmt(x, spec):
 
 
 def report_fp8(cases, ceil):
-    """The FP8 table: mlakit_fp8 beside mlakit bf16, as TFLOP/s, % of the FP8 ceiling, speedup."""
+    """The FP8 table: mlakit_fp8 beside mlakit bf16 (TFLOP/s, % of the FP8 ceiling, speedup) and
+    beside the FP8 peers that ran (their TFLOP/s; vs = peer ms / mlakit_fp8 ms)."""
     rows = [c for c in cases if "ms" in c["results"].get("mlakit_fp8", {})]
     if not rows:
         return
+    peers_ = [m for m in FP8_TOL if m != "mlakit_fp8" and any("ms" in c["results"].get(m, {}) for c in rows)]
     fp8_ceil = ceil.get("gemm_e4m3_8192_tflops")
     log("")
     log(f"FP8 (e4m3 -> bf16): {'% of ' + format(fp8_ceil, '.0f') + ' = FP8 ceiling' if fp8_ceil else 'no FP8 ceiling'}")
     log(f"{'workload':20s} {'fp8 ms':>9s} {'TFLOP/s':>8s} {'%fp8ceil':>8s} {'bf16 ms':>9s} {'bf16 TF/s':>9s} "
-        f"{'speedup':>8s} {'relerr':>8s}")
+        f"{'speedup':>8s} {'relerr':>8s}" + "".join(f" {m + ' TF/s':>24s} {'vs':>5s}" for m in peers_))
     for c in rows:
         f8, bf = c["results"]["mlakit_fp8"], c["results"].get("mlakit", {})
         sp = bf["ms"] / f8["ms"] if bf.get("ms") else float("nan")
-        log(f"{c['workload']:20s} {f8['ms']:9.4f} {f8['tflops']:8.1f} {fmt(f8.get('pct_fp8_ceiling'), '8.1f'):>8s} "
-            f"{fmt(bf.get('ms', float('nan')), '9.4f'):>9s} {fmt(bf.get('tflops', float('nan')), '9.1f'):>9s} "
-            f"{fmt(sp, '8.2f'):>8s} {fmt(f8.get('relerr'), '8.1e'):>8s}")
-    log("speedup = mlakit bf16 ms / mlakit fp8 ms; relerr against the float32 reference of the "
-        "dequantized inputs (row max |o - r| / max |r|)")
+        line = (f"{c['workload']:20s} {f8['ms']:9.4f} {f8['tflops']:8.1f} {fmt(f8.get('pct_fp8_ceiling'), '8.1f'):>8s} "
+                f"{fmt(bf.get('ms', float('nan')), '9.4f'):>9s} {fmt(bf.get('tflops', float('nan')), '9.1f'):>9s} "
+                f"{fmt(sp, '8.2f'):>8s} {fmt(f8.get('relerr'), '8.1e'):>8s}")
+        for m in peers_:
+            r = c["results"].get(m, {})
+            line += f" {fmt(r.get('tflops', float('nan')), '24.1f'):>24s} {fmt(r['ms'] / f8['ms'] if r.get('ms') else float('nan'), '5.2f'):>5s}"
+        log(line)
+    log("speedup = mlakit bf16 ms / mlakit fp8 ms; vs = peer ms / mlakit fp8 ms; relerr against the float32 "
+        "reference of the dequantized inputs (row max |o - r| / max |r|)")
 
 
 def report(cases, anchors, ceil, peak_tflops, mlakit_source):
@@ -573,6 +589,20 @@ def report(cases, anchors, ceil, peak_tflops, mlakit_source):
         log(f"mlakit numbers from: {mlakit_source}")
 
 
+def select_methods(requested, dtype, smoke):
+    """The methods of a run: --methods (comma list) or the default set; with e4m3, mlakit's FP8
+    kernel and each FP8 peer whose bf16 counterpart runs."""
+    if requested is None:
+        methods = [m for m in ALL_METHODS if not (smoke and m == "flex_attention")]
+    else:
+        methods = [m.strip() for m in requested.split(",") if m.strip()]
+    if dtype == "e4m3":
+        for m, with_ in (("mlakit_fp8", None), ("flashinfer_fa3_fp8", "flashinfer_fa3"), ("cudnn_fp8", "sdpa_cudnn")):
+            if m not in methods and (with_ is None or with_ in methods):
+                methods.append(m)
+    return methods
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--workload", action="append", default=[], help="named workload (repeatable)")
@@ -598,6 +628,9 @@ def main(argv=None):
                          "the FP8 matmul ceiling (default bf16: the bf16 methods only)")
     ap.add_argument("--gap-ms", type=float, default=0.0,
                     help="rest the GPU this long before each timed call (default 0: back to back)")
+    ap.add_argument("--clocks", action="store_true",
+                    help="sample the SM clock and board power during each method's timed calls (NVML or "
+                         "nvidia-smi; bench/gpu_clock.py) and report their median / mean")
     ap.add_argument("--bench-bin", default=None, help="mlakit-bench for the fallback")
     ap.add_argument("--no-ceilings", action="store_true", help="skip the matmul/copy ceilings")
     ap.add_argument("--flex-max-elems", type=float, default=float(2 ** 30),
@@ -639,12 +672,7 @@ def main(argv=None):
         except ValueError as ex:
             ap.error(f"--dims: {ex}")
         wls = [W.with_dims(w, dqk, dvo) for w in wls]
-    if args.methods is None:
-        methods = [m for m in ALL_METHODS if not (args.smoke and m == "flex_attention")]
-    else:
-        methods = [m.strip() for m in args.methods.split(",") if m.strip()]
-    if args.dtype == "e4m3" and "mlakit_fp8" not in methods:
-        methods.append("mlakit_fp8")
+    methods = select_methods(args.methods, args.dtype, args.smoke)
     for m in methods:
         if m not in ALL_METHODS + EXTRA_METHODS:
             ap.error(f"unknown method {m!r}")
@@ -669,12 +697,12 @@ def main(argv=None):
 
     ceil = {}
     if not args.no_ceilings:
-        ceil = ceilings(torch, dev, fp8="mlakit_fp8" in methods)
+        ceil = ceilings(torch, dev, fp8=any(m in FP8_TOL for m in methods))
         log(f"ceilings (this run): {ceil}")
     ceiling_tflops = ceil.get("gemm_bf16_8192_tflops")
 
     # FlashInfer: importable already (gpu-check sources its setup), else the offline copy.
-    if any(m in FI_BACKENDS for m in methods) or args.overhead != "none":
+    if any(m in FI_BACKENDS or m == "flashinfer_fa3_fp8" for m in methods) or args.overhead != "none":
         fi_mod, info = peers.load_flashinfer(auto_setup=not args.no_fi_setup)
         FI_STATE.update(mod=fi_mod, why=info, info=info if fi_mod else None)
         env["flashinfer"] = info if fi_mod is not None else None
@@ -710,6 +738,14 @@ def main(argv=None):
                     log(f"  mlakit-bench fallback failed: {ex2!r}")
         log(f"mlakit source: {mlakit_source}")
 
+    sampler = None
+    if args.clocks:
+        try:
+            import gpu_clock
+            sampler = gpu_clock.ClockSampler()
+            log(f"clocks: sampled through {sampler.source}")
+        except Exception as ex:  # noqa: BLE001
+            log(f"clocks: no sampler ({short(ex)})")
     anchors = load_anchors()
     cases = []
     any_mlakit_fail = False
@@ -738,7 +774,7 @@ def main(argv=None):
             continue
         tol = 1e-2 if w.dtype == "bf16" else 2e-3
         sets8 = ref8 = None
-        if "mlakit_fp8" in methods:
+        if any(m in FP8_TOL for m in methods):
             try:
                 sets8, deq = fp8_sets(torch, w, sets)
                 ref8 = reference(torch, w, *deq, rows, heads)
@@ -751,7 +787,7 @@ def main(argv=None):
             try:
                 if m in ("mlakit_nosplit", "mlakit_fp8") and mlakit_mod is None:
                     raise Skip("needs the mlakit binding")
-                if m == "mlakit_fp8" and sets8 is None:
+                if m in FP8_TOL and sets8 is None:
                     raise Skip("no FP8 inputs (see above)")
                 if m == "mlakit" and mlakit_mod is None:
                     r = fallback.get(w.name)
@@ -768,6 +804,11 @@ def main(argv=None):
                         built = build_mlakit(torch, mlakit_mod, w, sets, dev, kv_split="off")
                     elif m == "mlakit_fp8":
                         built = build_mlakit(torch, mlakit_mod, w, sets8, dev, fp8=True)
+                    elif m == "flashinfer_fa3_fp8":
+                        built = fp8_peers.build_flashinfer_fa3_fp8(torch, FI_STATE["mod"], w, sets8, dev,
+                                                                   args.fi_allow_jit, Skip, fi_workspace(torch, dev))
+                    elif m == "cudnn_fp8":
+                        built = fp8_peers.build_cudnn_fp8(torch, w, sets8, dev, Skip)
                     elif m in FI_BACKENDS:
                         built = build_flashinfer(torch, FI_STATE["mod"], w, sets, dev, FI_BACKENDS[m],
                                                  args.fi_allow_jit)
@@ -780,15 +821,19 @@ def main(argv=None):
                     else:
                         built = build_flex(torch, w, sets, dev, args.flex_max_elems)
                     run, to_ragged, ctx = built[:3]
+                    ctx = ctx or NullCtx()
                     runner = built[3] if len(built) > 3 else Runner()
                     with ctx:
                         out = to_ragged(run(0))
                         torch.cuda.synchronize()
-                        err = relerr(torch, out, ref8 if m == "mlakit_fp8" else ref, rows, heads)
+                        err = relerr(torch, out, ref8 if m in FP8_TOL else ref, rows, heads)
                         del out
-                        ms, wall = time_cuda(torch, run, nsets, warmup, iters, args.gap_ms)
+                        window = []
+                        ms, wall = time_cuda(torch, run, nsets, warmup, iters, args.gap_ms, window)
                     res = {"ms": ms, "tflops": flops / (ms * 1e-3) / 1e12, "sync_wall_ms": wall,
                            "relerr": err}
+                    if sampler is not None and window:
+                        res.update(sampler.stats(*window) or {})
                     for kind, fn in runner.plan_fns.items():
                         try:
                             res[f"plan_us_{kind}_indptr"] = time_plan(torch, fn, plan_iters)
@@ -799,8 +844,8 @@ def main(argv=None):
                 res["pct_peak"] = 100.0 * res["tflops"] / args.peak_tflops
                 if ceiling_tflops:
                     res["pct_ceiling"] = 100.0 * res["tflops"] / ceiling_tflops
-                m_tol = FP8_TOL if m == "mlakit_fp8" else tol
-                if m == "mlakit_fp8":
+                m_tol = FP8_TOL.get(m, tol)
+                if m in FP8_TOL:
                     if ceil.get("gemm_e4m3_8192_tflops"):
                         res["pct_fp8_ceiling"] = 100.0 * res["tflops"] / ceil["gemm_e4m3_8192_tflops"]
                     bf = case["results"].get("mlakit", {}).get("ms")
@@ -811,8 +856,9 @@ def main(argv=None):
                     any_mlakit_fail = True
                 plans = " ".join(f"plan[{k[8:-7]}] {fmt(v, '.1f')} us" for k, v in res.items()
                                  if k.startswith("plan_us_"))
+                clk = (f"  {res['sm_clock_mhz']:.0f} MHz {res['power_w']:.0f} W" if "sm_clock_mhz" in res else "")
                 log(f"  {m:16s} {res['ms']:9.4f} ms {res['tflops']:7.1f} TFLOP/s "
-                    f"relerr {fmt(res.get('relerr'), '.1e')} {res['check']}{'  ' + plans if plans else ''}")
+                    f"relerr {fmt(res.get('relerr'), '.1e')} {res['check']}{clk}{'  ' + plans if plans else ''}")
             except Skip as ex:
                 res = {"skipped": str(ex)}
                 log(f"  {m:16s} skipped: {ex}")
@@ -828,6 +874,8 @@ def main(argv=None):
         torch.cuda.empty_cache()
         cases.append(case)
 
+    if sampler is not None:
+        sampler.close()
     # Per-call cost.
     overhead_rows = None
     if args.overhead != "none":

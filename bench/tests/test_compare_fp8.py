@@ -36,5 +36,14 @@ def test_fp8_sets_reference_and_mlakit_fp8_agree():
     out = p.run(q, k, v, q_descale=qd, k_descale=kd, v_descale=vd)
     assert out.dtype == torch.bfloat16
     err = C.relerr(torch, out, ref8, rows, heads)
-    assert err <= C.FP8_TOL, err
+    assert err <= C.FP8_TOL["mlakit_fp8"], err
     assert C.relerr(torch, out, ref, rows, heads) < 0.2  # the same attention as the bf16 inputs'
+
+
+def test_e4m3_adds_mlakit_fp8_and_the_fp8_peers_of_the_bf16_methods_asked_for():
+    assert C.select_methods("mlakit,flashinfer_fa3,sdpa_cudnn", "e4m3", False) == [
+        "mlakit", "flashinfer_fa3", "sdpa_cudnn", "mlakit_fp8", "flashinfer_fa3_fp8", "cudnn_fp8"]
+    assert C.select_methods("mlakit", "e4m3", False) == ["mlakit", "mlakit_fp8"]
+    assert C.select_methods("mlakit,sdpa_cudnn", "bf16", False) == ["mlakit", "sdpa_cudnn"]
+    assert "flex_attention" not in C.select_methods(None, "bf16", True)
+    assert set(C.FP8_TOL) <= set(C.ALL_METHODS + C.EXTRA_METHODS)

@@ -1,5 +1,7 @@
 #include "gpu/gpu_case.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <sstream>
 
@@ -8,7 +10,13 @@ namespace test {
 
 std::string describe(const GpuCase& c) {
   std::ostringstream s;
-  s << kernel_preference_name(c.kernel) << " " << dtype_name(c.dtype) << " H=" << c.heads << "/" << c.kv_heads << " d=" << c.dqk << "/"
+  s << kernel_preference_name(c.kernel) << " " << dtype_name(c.dtype);
+  if (c.dtype == DType::kE4M3) {
+    s << "->" << dtype_name(c.out_dtype)
+      << (c.fp8 == Fp8Inputs::kExactP ? " exact-P" : c.fp8 == Fp8Inputs::kNormal ? " normal" : " outliers")
+      << (c.descales ? " descaled" : "");
+  }
+  s << " H=" << c.heads << "/" << c.kv_heads << " d=" << c.dqk << "/"
     << c.dvo << " causal=" << c.opts.causal << " window=" << c.opts.window_left
     << " cap=" << c.opts.logits_soft_cap << " q_lens=[";
   for (size_t i = 0; i < c.q_lens.size(); ++i) s << (i ? "," : "") << c.q_lens[i];
@@ -20,7 +28,84 @@ std::string describe(const GpuCase& c) {
   return s.str();
 }
 
+double tolerance_for(const GpuCase& c) {
+  if (c.dtype != DType::kE4M3) return tolerance_for(c.dtype);
+  const bool exact = c.fp8 == Fp8Inputs::kExactP && c.opts.sm_scale == 0.f && c.opts.logits_soft_cap == 0.f;
+  return exact ? tolerance_for(c.out_dtype) : 3e-2;
+}
+
 namespace {
+
+// e4m3 inputs of the case (Fp8Inputs) and their descale factors [batch + 2, Hkv] (the two extra
+// rows: a buffer larger than the batch, as engines size it), written into q, k, v, qd, kd, vd.
+void make_fp8_inputs(const GpuCase& c, const std::vector<int32_t>& qo, const std::vector<int32_t>& kv,
+                     std::mt19937_64& rng, HostTensor& q, HostTensor& k, HostTensor& v, HostTensor& qd,
+                     HostTensor& kd, HostTensor& vd) {
+  const int batch = static_cast<int>(qo.size()) - 1;
+  const int group = c.heads / c.kv_heads;
+  const int64_t qrow = q.shape()[2];  // dqk + pad
+  for (HostTensor* d : {&qd, &kd, &vd}) {
+    *d = HostTensor(DType::kFP32, {batch + 2, c.kv_heads});
+    for (int64_t i = 0; i < d->numel(); ++i) d->set(i, 1.0);
+  }
+  if (c.fp8 == Fp8Inputs::kExactP) {
+    std::uniform_int_distribution<int> chan(0, c.dqk - 1), sign(0, 1), small(-2, 2), pow2(0, 1);
+    std::uniform_real_distribution<double> vscale(0.5, 2.0);
+    q.fill_bytes(0);
+    for (int64_t r = 0; r < q.shape()[0] * c.heads; ++r)
+      for (int i = 0; i < 4; ++i) q.set(r * qrow + chan(rng), sign(rng) ? 1.0 : -1.0);
+    for (int64_t i = 0; i < k.numel(); ++i) k.set(i, small(rng));
+    v.fill_normal(rng);
+    if (c.descales) {
+      for (int64_t i = 0; i < qd.numel(); ++i) {
+        qd.set(i, pow2(rng) ? 2.0 : 1.0);
+        kd.set(i, pow2(rng) ? 2.0 : 1.0);
+        vd.set(i, vscale(rng));
+      }
+    }
+    return;
+  }
+  // Normal values, per (sequence, kv head) scaled into e4m3's range like an engine's quantizer.
+  std::normal_distribution<double> normal(0.0, 1.0);
+  std::uniform_int_distribution<int> qk_chan(0, c.dqk - 1), v_chan(0, c.dvo - 1);
+  std::vector<int> q_out, v_out;
+  if (c.fp8 == Fp8Inputs::kOutliers) {
+    for (int i = 0; i < 4; ++i) q_out.push_back(qk_chan(rng));
+    for (int i = 0; i < 2; ++i) v_out.push_back(v_chan(rng));
+  }
+  auto quantize = [&](HostTensor& t, int64_t row_width, int width, const std::vector<int32_t>& ptr, bool is_q,
+                      const std::vector<int>& outliers, HostTensor& d) {
+    const int heads = static_cast<int>(t.shape()[1]);
+    std::vector<double> x(static_cast<size_t>(t.numel()), 0.0);
+    for (int64_t r = 0; r < t.shape()[0]; ++r)
+      for (int h = 0; h < heads; ++h)
+        for (int e = 0; e < width; ++e) {
+          double y = normal(rng);
+          for (int o : outliers) y *= (o == e) ? 20.0 : 1.0;
+          x[static_cast<size_t>((r * heads + h) * row_width + e)] = y;
+        }
+    for (int b = 0; b < batch; ++b)
+      for (int hk = 0; hk < c.kv_heads; ++hk) {
+        const int h0 = is_q ? hk * group : hk, h1 = is_q ? (hk + 1) * group : hk + 1;
+        double amax = 0;
+        for (int64_t r = ptr[b]; r < ptr[b + 1]; ++r)
+          for (int h = h0; h < h1; ++h)
+            for (int e = 0; e < width; ++e) amax = std::max(amax, std::fabs(x[static_cast<size_t>((r * heads + h) * row_width + e)]));
+        const double scale = c.descales && amax > 0 ? amax / 448.0 : 1.0;
+        d.set(b * c.kv_heads + hk, scale);
+        const float stored = static_cast<float>(d.get(b * c.kv_heads + hk));
+        for (int64_t r = ptr[b]; r < ptr[b + 1]; ++r)
+          for (int h = h0; h < h1; ++h)
+            for (int e = 0; e < width; ++e) {
+              const int64_t i = (r * heads + h) * row_width + e;
+              t.set(i, x[static_cast<size_t>(i)] / stored);
+            }
+      }
+  };
+  quantize(q, qrow, c.dqk, qo, true, q_out, qd);
+  quantize(k, c.dqk, c.dqk, kv, false, q_out, kd);  // q and k share their outlier channels
+  quantize(v, c.dvo, c.dvo, kv, false, v_out, vd);
+}
 
 // A view of the first `width` elements of each innermost row of a [n, h, width + pad] tensor.
 TensorView narrow_last(const TensorView& full, int64_t width) {
@@ -69,21 +154,39 @@ CaseResult run_gpu_case(const GpuCase& c, int repeats) {
   HostTensor q(c.dtype, {total_q, c.heads, c.dqk + c.q_token_pad});
   HostTensor k(c.dtype, {total_kv, c.kv_heads, c.dqk});
   HostTensor v(c.dtype, {total_kv, c.kv_heads, c.dvo});
-  q.fill_normal(rng);
-  k.fill_normal(rng);
-  v.fill_normal(rng);
+  const bool fp8 = c.dtype == DType::kE4M3;
+  const DType out_dtype = fp8 ? c.out_dtype : c.dtype;
+  PrefillOptions opts = c.opts;
+  HostTensor qd, kd, vd;  // e4m3: descale factors
+  if (fp8) {
+    make_fp8_inputs(c, qo, kv, rng, q, k, v, qd, kd, vd);
+    if (c.fp8 == Fp8Inputs::kExactP && opts.sm_scale == 0.f && opts.logits_soft_cap == 0.f) {
+      opts.sm_scale = 0.69314718055994531f;  // ln 2: integer scores in log2 units
+    }
+  } else {
+    q.fill_normal(rng);
+    k.fill_normal(rng);
+    v.fill_normal(rng);
+  }
+  TensorView qd_host = qd.view(), kd_host = kd.view(), vd_host = vd.view();
+  const Descales host_descales = fp8 && c.descales ? Descales{&qd_host, &kd_host, &vd_host} : Descales{};
 
   // Reference in float64 on the host.
   HostTensor ref_out(DType::kFP64, {total_q, c.heads, c.dvo});
   HostTensor ref_lse(DType::kFP64, {total_q, c.heads});
   TensorView ref_lse_view = ref_lse.view();
   reference::ragged_prefill(narrow_last(q.view(), c.dqk), k.view(), v.view(), qo.data(), kv.data(),
-                            batch, c.opts, ref_out.view(), &ref_lse_view);
+                            batch, opts, ref_out.view(), &ref_lse_view, host_descales);
 
   // The same inputs on the GPU; outputs poisoned with NaN bytes.
   const Device dev = Device::cuda(0);
   DeviceTensor dq(q, dev), dk(k, dev), dv(v, dev);
-  HostTensor out(c.dtype, {total_q, c.heads, c.dvo + c.out_pad});
+  // Descales on the device (dummies of one element when absent, not passed).
+  DeviceTensor dqd(fp8 ? qd : HostTensor(DType::kFP32, {1, 1}), dev), dkd(fp8 ? kd : HostTensor(DType::kFP32, {1, 1}), dev),
+      dvd(fp8 ? vd : HostTensor(DType::kFP32, {1, 1}), dev);
+  TensorView qd_dev = dqd.view(), kd_dev = dkd.view(), vd_dev = dvd.view();
+  const Descales dev_descales = fp8 && c.descales ? Descales{&qd_dev, &kd_dev, &vd_dev} : Descales{};
+  HostTensor out(out_dtype, {total_q, c.heads, c.dvo + c.out_pad});
   HostTensor lse(DType::kFP32, {total_q, c.heads});
   out.fill_bytes(0xFF);
   lse.fill_bytes(0xFF);
@@ -91,16 +194,18 @@ CaseResult run_gpu_case(const GpuCase& c, int repeats) {
 
   PrefillConfig cfg = cuda_config(c.heads, c.kv_heads, c.dqk, c.dvo, c.dtype, batch, total_q, total_kv, c.kernel);
   cfg.kv_split = c.kv_split;
+  cfg.out_dtype = out_dtype;
   RaggedPrefill prefill(cfg);
   if (c.kernel != KernelPreference::kAuto) {
     // The kernel asked for is the one that runs.
     EXPECT_EQ(prefill.info().kernel_arch, c.kernel == KernelPreference::kSm90 ? 90 : 80);
   }
-  prefill.plan(qo.data(), kv.data(), batch, c.opts);
+  prefill.plan(qo.data(), kv.data(), batch, opts);
   const int split_slots = prefill.info().split_slots;
   TensorView lse_view = dlse.view();
   for (int r = 0; r < repeats; ++r) {
-    prefill.run(narrow_last(dq.view(), c.dqk), dk.view(), dv.view(), narrow_last(dout.view(), c.dvo), &lse_view);
+    prefill.run(narrow_last(dq.view(), c.dqk), dk.view(), dv.view(), narrow_last(dout.view(), c.dvo), &lse_view,
+                dev_descales);
   }
   synchronize(dev);
   dout.copy_to(out);

@@ -16,10 +16,26 @@
 namespace mlakit {
 namespace test {
 
+// The inputs of an e4m3 case (GpuCase::fp8):
+//   kExactP: q rows of four +-1 entries, k integers in [-2, 2], q_descale and k_descale in {1, 2},
+//     sm_scale = ln 2 (when the case sets no scale and no soft cap): every score is an integer
+//     in log2 units, so every probability the kernel rounds to e4m3 is a power of two (exact).
+//     The kernel's only rounding is then the output's, and the 16-bit tolerance applies: layout,
+//     masking or scaling mistakes cannot hide under the FP8 error of P.
+//   kNormal: N(0, 1) q, k, v quantized as an engine would: per (sequence, kv head) descale =
+//     amax / 448, e4m3 = round(x / descale).
+//   kOutliers: the same with four q/k channels and two v channels of each head x 20.
+// The last two are compared with the tolerance the FP8 issue sets (3e-2): P rounded to e4m3 costs
+// ~2.5% relative on flat attention of random inputs (docs/fp8.md).
+enum class Fp8Inputs { kExactP, kNormal, kOutliers };
+
 struct GpuCase {
   std::vector<int32_t> q_lens, kv_lens;
   int heads = 4, kv_heads = 4, dqk = 192, dvo = 128;
   DType dtype = DType::kBF16;
+  DType out_dtype = DType::kBF16;        // e4m3 inputs: the output's dtype
+  Fp8Inputs fp8 = Fp8Inputs::kExactP;   // e4m3 inputs: which
+  bool descales = true;                  // e4m3 inputs: pass descale factors (else none: 1)
   PrefillOptions opts;
   uint64_t seed = 1;
   // Extra elements at the end of each token row / head row, to test non-contiguous views.
@@ -45,6 +61,9 @@ struct CaseResult {
 };
 
 inline double tolerance_for(DType t) { return t == DType::kBF16 ? 1e-2 : 2e-3; }
+// The case's output tolerance: its dtype's, or for e4m3 inputs the output's when every
+// probability is exact (Fp8Inputs::kExactP with the default scale and no soft cap), else 3e-2.
+double tolerance_for(const GpuCase& c);
 
 // Runs the case on CUDA device 0 through RaggedPrefill and checks it against the reference.
 CaseResult run_gpu_case(const GpuCase& c, int repeats = 1);

@@ -14,7 +14,9 @@
 namespace mlakit {
 namespace cuda {
 
-template <int NT>  // 8-wide key tiles per block_n
+// kPLog2Offset: probabilities are 2^(x - max + kPLog2Offset) (the sm90 e4m3 kernel's P scale,
+// kernel_layout_sm90.cuh); m stays the plain running max.
+template <int NT, int kPLog2Offset = 0>  // 8-wide key tiles per block_n
 struct RowSoftmax {
   float m[2];  // running max (log2 domain) of rows lane/4 and lane/4 + 8
   float l[2];  // running sum of this lane's share of the row
@@ -69,7 +71,11 @@ struct RowSoftmax {
       const float m_use = m_new == -INFINITY ? 0.f : m_new;
       alpha[r] = fast_exp2(m[r] - m_use);
       m[r] = m_new;
-      neg_offset[r] = -m_use;
+      if constexpr (kPLog2Offset != 0) {
+        neg_offset[r] = static_cast<float>(kPLog2Offset) - m_use;
+      } else {
+        neg_offset[r] = -m_use;
+      }
     }
     float sum[2] = {0.f, 0.f};
 #pragma unroll

@@ -26,6 +26,7 @@ struct RunWorkItem {
   int chunk;        // -1: the whole kv range; 0: kv tiles [0, chunk_tiles); 1: the rest
   int chunk_tiles;
   int slot;         // chunk >= 0: the partial-result slot of its (q tile, head)
+  int seq;          // the sequence's index in the batch (per-sequence data such as FP8 descales)
 };
 
 struct ScheduleView {
@@ -80,6 +81,7 @@ struct ScheduleView {
     ri.chunk = slot.chunk;
     ri.chunk_tiles = r.chunk_tiles;
     ri.slot = slot.chunk >= 0 ? r.slot_begin + slot.slot : -1;
+    ri.seq = r.seq;
     return ri;
   }
 };

@@ -1,5 +1,6 @@
-// What the sm90 kernel's warps share: the tile shape and shared-memory layout, the mbarrier and
-// named-barrier ids, the launch parameters and the work item handed from warp to warp.
+// What the sm90 kernel's warps share: the element types, the tile shape and shared-memory layout,
+// the mbarrier and named-barrier ids, the launch parameters and the work item handed from warp to
+// warp.
 #pragma once
 
 #include <cuda.h>
@@ -16,10 +17,35 @@ namespace mlakit {
 namespace cuda {
 namespace sm90 {
 
-template <int DQK_, int DVO_>
+// The element types of one kernel: q, k, v (bf16, fp16 or e4m3) and the output (16-bit). The FP8
+// kernel is the same kernel with another operand layout and instruction: its wgmma has k = 32
+// and K-major operands only, so V is transposed in shared memory (vtranspose_sm90.cuh) and P is
+// packed to e4m3 in the operand layout that transpose matches (mainloop_sm90.cuh).
+template <typename In, typename Out = In>
+struct Sm90Elems {
+  using TIn = In;
+  using TOut = Out;
+  static constexpr bool kFp8 = sizeof(In) == 1;
+  // P = 2^(score - row max + kPLog2Offset): in (0, 256] for e4m3 (largest finite 448), so small
+  // probabilities keep e4m3's normal range instead of flushing through its subnormals (2^-9);
+  // the row sum carries the same factor, so O / l cancels it and the LSE subtracts it
+  // (FlashAttention-3's Max_offset). 0 for 16-bit P.
+  static constexpr int kPLog2Offset = kFp8 ? 8 : 0;
+};
+
+template <int DQK_, int DVO_, int kInBytes_ = 2>
 struct Sm90Shape {
   static constexpr int DQK = DQK_;
   static constexpr int DVO = DVO_;
+  // Input element size: 2 (bf16 / fp16) or 1 (e4m3). TMA boxes are always 64 elements wide, so
+  // the tiles have the same boxes in both: 128-byte rows, 128-byte swizzle for 16-bit elements,
+  // 64-byte rows, 64-byte swizzle for e4m3.
+  static constexpr int kInBytes = kInBytes_;
+  static constexpr bool kFp8 = kInBytes == 1;
+  static constexpr int kRowBytes = 64 * kInBytes;  // one row of a 64-column box
+  static constexpr int kMmaK = 32 / kInBytes;      // k of one wgmma: 16, or 32 for e4m3
+  static constexpr int kKStepsPerBox = 64 / kMmaK;
+  static constexpr int kPvSteps = 128 / kMmaK;     // wgmmas of one P V (BN keys)
   static constexpr int BM = 128;  // q rows per tile (two consumer warpgroups x 64)
   static constexpr int kWgRows = 64;  // q rows of one consumer warpgroup
   static constexpr int BN = 128;  // keys per kv tile
@@ -28,8 +54,8 @@ struct Sm90Shape {
   static constexpr int kConsumerWarps = 8;
   static constexpr int kQBoxes = DQK / 64;  // TMA boxes are 64 columns (128 bytes) wide
   static constexpr int kVBoxes = DVO / 64;
-  static constexpr int kBoxBytesQ = BM * 128;  // one 64-column box of the whole tile's Q
-  static constexpr int kBoxBytesKV = BN * 128;
+  static constexpr int kBoxBytesQ = BM * kRowBytes;  // one 64-column box of the whole tile's Q
+  static constexpr int kBoxBytesKV = BN * kRowBytes;
   static constexpr int kQBytes = kQBoxes * kBoxBytesQ;
   static constexpr int kKBytes = kQBoxes * kBoxBytesKV;  // one stage
   static constexpr int kVBytes = kVBoxes * kBoxBytesKV;  // one stage
@@ -37,18 +63,26 @@ struct Sm90Shape {
   static constexpr int kOffK = kOffQ + kQBytes;
   static constexpr int kOffV = kOffK + kStages * kKBytes;
   // Q is loaded per consumer warpgroup: boxes of its 64 rows, each landing where the second half
-  // of a 128-row box would (a 64-row box at +8 KB), so the wgmma descriptors see one Q tile.
+  // of a 128-row box would (a 64-row box at + 64 rows), so the wgmma descriptors see one Q tile.
   static constexpr int kQBoxRows = kWgRows;
-  static constexpr int kQHalfBytes = kQBoxes * kWgRows * 128;  // one warpgroup's rows of Q
-  // Per consumer warpgroup one 64 x 64 output box staged for its TMA store.
+  static constexpr int kQHalfBytes = kQBoxes * kWgRows * kRowBytes;  // one warpgroup's rows of Q
+  // e4m3: V transposed per stage, [DVO rows][BN keys] (K-major for P V's wgmma), one 128-byte
+  // swizzled box of 128 keys per value column (vtranspose_sm90.cuh); none for 16-bit V.
+  static constexpr int kVtBytes = kFp8 ? DVO * BN : 0;
+  static constexpr int kOffVt = kOffV + kStages * kVBytes;
+  // Per consumer warpgroup one 64 x 64 output box (16-bit) staged for its TMA store.
   static constexpr int kOStageBytes = kWgRows * 128;
-  static constexpr int kOffOStage = kOffV + kStages * kVBytes;
+  static constexpr int kOffOStage = kOffVt + kStages * kVtBytes;
   static constexpr int kOffBars = kOffOStage + 2 * kOStageBytes;
   // Q full / empty of warpgroup 0's half, K and V full / empty per stage, warpgroup 1's Q full /
-  // empty, the V-cleared barrier per stage.
-  static constexpr int kNumBars = 2 + 4 * kStages + 2 + kStages;
+  // empty, the V-cleared barrier per stage; e4m3: the transposed V's full / empty per stage.
+  static constexpr int kNumBars = 2 + 4 * kStages + 2 + kStages + (kFp8 ? 2 * kStages : 0);
   static constexpr int kOffFlags = kOffBars + kNumBars * 8;  // int per consumer warpgroup (split merge)
-  static constexpr int kOffMaps = (kOffFlags + 8 + 127) / 128 * 128;
+  // e4m3: per V stage, the keys of its fill that belong to the sequence (the producer writes it
+  // before the fill's arrive; -1: no more fills), for the transposing warps.
+  static constexpr int kOffVValid = kOffFlags + 8;
+  static constexpr int kFlagBytes = 8 + (kFp8 ? 4 * kStages : 0);
+  static constexpr int kOffMaps = (kOffFlags + kFlagBytes + 127) / 128 * 128;
   static constexpr int kNumMaps = 5;  // q, k, k_rope, v, o
   // + 1024: the dynamic shared-memory base is re-aligned to the 1024-byte swizzle atom.
   static constexpr int kSmemBytes = kOffMaps + kNumMaps * 128 + 1024;
@@ -66,12 +100,15 @@ struct Sm90Shape {
   static constexpr size_t kSplitSlotBytes = 128 + 2 * kSplitPartBytes;
   static_assert(DQK % 64 == 0 && DVO == 128, "the sm90 kernel covers Dqk in {128, 192}, Dvo = 128");
   static_assert(kSmemBytes <= 227 * 1024, "shared memory budget");
-  static_assert(kOffFlags + 8 <= kOffMaps, "flags before the tensor maps");
+  static_assert(kOffFlags + kFlagBytes <= kOffMaps, "flags before the tensor maps");
+  static_assert(kInBytes == 2 || (kInBytes == 1 && BN == 128), "e4m3: the V transpose covers 128-key tiles");
 };
 
 // Barrier slots inside the barrier area.
 enum : int { kBarQFull0 = 0, kBarQEmpty0 = 1, kBarKFull = 2, kBarKEmpty = 4, kBarVFull = 6, kBarVEmpty = 8,
-              kBarQFull1 = 10, kBarQEmpty1 = 11, kBarVCleared = 12 };
+              kBarQFull1 = 10, kBarQEmpty1 = 11, kBarVCleared = 12,
+              // e4m3 only: V transposed for P V (transposing warps -> consumers, and back).
+              kBarVtFull = 14, kBarVtEmpty = 16 };
 // The mbarriers of consumer warpgroup `cw`'s half of Q.
 __device__ __forceinline__ int q_full_bar(int cw) { return cw == 0 ? kBarQFull0 : kBarQFull1; }
 __device__ __forceinline__ int q_empty_bar(int cw) { return cw == 0 ? kBarQEmpty0 : kBarQEmpty1; }
@@ -92,7 +129,8 @@ struct Sm90Params {
   int maps_final;
 };
 
-// One work item as the producer hands it to the consumers (through shared memory).
+// One work item as the producer hands it to the consumers (through the device scratch). The
+// first three 16-byte words travel for every kernel; the fourth only for e4m3 (descales).
 struct alignas(16) ItemPlan {
   WorkItem it;
   int rows;      // valid q rows of the tile
@@ -101,8 +139,16 @@ struct alignas(16) ItemPlan {
   int valid;     // 0: no more work for this block
   int chunk;     // -1: the tile's whole kv range; 0 / 1: a half of a split tile (plan/kv_split.h)
   int slot;      // chunk >= 0: the partial-result slot its two halves share
+  // e4m3: the item's descale factors (PrefillArgs), q_descale * k_descale and v_descale of its
+  // (sequence, kv head); 1 when absent.
+  float qk_descale;
+  float v_descale;
+  int pad[2];
 };
-static_assert(sizeof(ItemPlan) == 48, "three 16-byte words");
+static_assert(sizeof(ItemPlan) == 64, "four 16-byte words");
+// 16-byte words of an ItemPlan a hand-over copies: the descales only for e4m3.
+template <typename Shape>
+constexpr int item_words() { return Shape::kFp8 ? 4 : 3; }
 
 // Named barriers (id 0 is __syncthreads). Work items travel scheduler warp -> producer warp ->
 // each consumer warpgroup through one slot per hop, each hop a full/empty pair; the two consumer

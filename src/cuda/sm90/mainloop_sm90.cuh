@@ -9,42 +9,63 @@
 #include "cuda/common/score_transform.cuh"
 #include "cuda/sm90/kernel_layout_sm90.cuh"
 #include "cuda/sm90/ptx_sm90.cuh"
+#include "cuda/sm90/smem_desc.h"
+#include "cuda/sm90/vtranspose_layout.h"
 
 namespace mlakit {
 namespace cuda {
 namespace sm90 {
 
-// S (this warpgroup's 64 rows x 128 keys) = Q K^T over Dqk, from the swizzled shared tiles.
-template <typename T, typename Shape>
+// S (this warpgroup's 64 rows x 128 keys) = Q K^T over Dqk, from the swizzled shared tiles: 16-bit
+// in 128-byte rows (k-steps of 16 columns), e4m3 in 64-byte rows (k-steps of 32 columns); either
+// way a k-step is 32 bytes of a row.
+template <typename E, typename Shape>
 __device__ __forceinline__ void issue_qk(float (&s)[64], uint32_t q_rows_base, uint32_t k_stage) {
+  constexpr uint32_t kSbo = 8 * Shape::kRowBytes;  // the next 8 rows
   // Built once, then advanced per k-step (smem_desc_advance).
-  const uint64_t da0 = smem_desc_sw128(q_rows_base, 16, 1024);
-  const uint64_t db0 = smem_desc_sw128(k_stage, 16, 1024);
+  const uint64_t da0 = E::kFp8 ? smem_desc_sw64(q_rows_base, 16, kSbo) : smem_desc_sw128(q_rows_base, 16, kSbo);
+  const uint64_t db0 = E::kFp8 ? smem_desc_sw64(k_stage, 16, kSbo) : smem_desc_sw128(k_stage, 16, kSbo);
 #pragma unroll
-  for (int kk = 0; kk < Shape::DQK / 16; ++kk) {
-    const int box = kk / 4;
-    const uint32_t k_off = (kk % 4) * 32;  // 16 columns of 2 bytes inside the 128-byte swizzled row
+  for (int kk = 0; kk < Shape::DQK / Shape::kMmaK; ++kk) {
+    const int box = kk / Shape::kKStepsPerBox;
+    const uint32_t k_off = (kk % Shape::kKStepsPerBox) * 32;  // 32 bytes of k inside the swizzled row
     const uint64_t da = smem_desc_advance(da0, box * Shape::kBoxBytesQ + k_off);
     const uint64_t db = smem_desc_advance(db0, box * Shape::kBoxBytesKV + k_off);
-    wgmma_m64n128k16_ss<T>(s, da, db, kk > 0 ? 1 : 0);
+    if constexpr (E::kFp8) {
+      wgmma_m64n128k32_ss_e4m3(s, da, db, kk > 0 ? 1 : 0);
+    } else {
+      wgmma_m64n128k16_ss<typename E::TIn>(s, da, db, kk > 0 ? 1 : 0);
+    }
   }
 }
 
-// O (64 rows x 128 value columns) += P V, P from registers (kk-th 16 keys in p[kk]).
-template <typename T, typename Shape>
-__device__ __forceinline__ void issue_pv(float (&o)[64], const uint32_t (&p)[Shape::BN / 16][4], uint32_t v_stage) {
-  const uint64_t db0 = smem_desc_sw128(v_stage, Shape::kBoxBytesKV, 1024);
+// O (64 rows x 128 value columns) += P V, P from registers (kk-th k-step's keys in p[kk]), V of
+// kv stage `stage`.
+template <typename E, typename Shape>
+__device__ __forceinline__ void issue_pv(float (&o)[64], const uint32_t (&p)[Shape::kPvSteps][4], uint32_t sbase,
+                                         uint32_t stage) {
+  if constexpr (E::kFp8) {
+    // V transposed (vtranspose_sm90.cuh): [128 value rows][128 keys], 128-byte swizzled, K-major
+    // like K: a k-step is 32 keys (bytes) of each row, the next 8 value rows 1024 bytes on.
+    const uint64_t db0 = smem_desc_sw128(sbase + Shape::kOffVt + stage * Shape::kVtBytes, 16, 1024);
 #pragma unroll
-  for (int kk = 0; kk < Shape::BN / 16; ++kk) {
-    // Keys 16kk..16kk+15 start 16 rows (2048 bytes) further; the next 64 value columns live in
-    // the next TMA box (LBO), the next 8 keys 1024 bytes on (SBO).
-    const uint64_t db = smem_desc_advance(db0, kk * 16 * 128);
-    wgmma_m64n128k16_rs_mnb<T>(o, p[kk], db, 1);
+    for (int kk = 0; kk < Shape::kPvSteps; ++kk) {
+      wgmma_m64n128k32_rs_e4m3(o, p[kk], smem_desc_advance(db0, kk * 32), 1);
+    }
+  } else {
+    const uint64_t db0 = smem_desc_sw128(sbase + Shape::kOffV + stage * Shape::kVBytes, Shape::kBoxBytesKV, 1024);
+#pragma unroll
+    for (int kk = 0; kk < Shape::kPvSteps; ++kk) {
+      // Keys 16kk..16kk+15 start 16 rows (2048 bytes) further; the next 64 value columns live in
+      // the next TMA box (LBO), the next 8 keys 1024 bytes on (SBO).
+      const uint64_t db = smem_desc_advance(db0, kk * 16 * 128);
+      wgmma_m64n128k16_rs_mnb<typename E::TIn>(o, p[kk], db, 1);
+    }
   }
 }
 
-// V rows past the sequence end in an item's last kv tile (`valid` < BN rows hold keys; the caller
-// checks, as it also keeps the phases): P is 0 there, but 0 * inf would be NaN, so they are zeroed
+// 16-bit V rows past the sequence end in an item's last kv tile (`valid` < BN rows hold keys; the
+// caller checks, as it also keeps the phases; e4m3 V is cleared by its transpose): P is 0 there, but 0 * inf would be NaN, so they are zeroed
 // before the P V. The first consumer warpgroup clears all of them and tells the second through the
 // stage's V-cleared mbarrier (`cleared`; the second waits on it with `parity`), so the first never
 // waits for the second. Each fill of a stage is released by both warpgroups before the next, so
@@ -71,19 +92,38 @@ __device__ __forceinline__ void clear_v_rows_past(unsigned char* smem, uint32_t 
 }
 
 // Probabilities (fp32, in the S accumulator layout) -> the A-operand fragments of P V.
-template <typename T, int BN>
-__device__ __forceinline__ void pack_p(uint32_t (&p)[BN / 16][4], const float (&s)[BN / 8][4]) {
+// 16-bit: per 16 keys, the accumulator's pairs as they are (the m16n8k16 A layout).
+// e4m3: per 32 keys, lane (g, c) holds columns 2c, 2c + 1 of each 8-key block; the FP8 A operand
+// reads a register's 4 bytes as 4 consecutive k. Packing the columns 2c, 2c+1, 8+2c, 9+2c of rows g
+// and g + 8 into one register each puts key 2c + (i & 1) + 8 (i >> 1) at k = 4c + i of its 16-key
+// group: the order the V transpose stores the keys in (vtranspose_sm90.cuh), so no shuffle.
+template <typename E, int BN>
+__device__ __forceinline__ void pack_p(uint32_t (&p)[BN / (E::kFp8 ? 32 : 16)][4], const float (&s)[BN / 8][4]) {
+  if constexpr (E::kFp8) {
+    // Register r's bytes b = 0..3 (vtranspose_layout.h, p_acc_block / p_acc_elem): r = 0 takes
+    // s[4kk][0..1], s[4kk + 1][0..1]; r = 1 the same for row g + 8; r = 2, 3 the blocks 4kk + 2, + 3.
 #pragma unroll
-  for (int kk = 0; kk < BN / 16; ++kk) {
-    p[kk][0] = pack2<T>(s[2 * kk][0], s[2 * kk][1]);
-    p[kk][1] = pack2<T>(s[2 * kk][2], s[2 * kk][3]);
-    p[kk][2] = pack2<T>(s[2 * kk + 1][0], s[2 * kk + 1][1]);
-    p[kk][3] = pack2<T>(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+    for (int kk = 0; kk < BN / 32; ++kk) {
+#pragma unroll
+      for (int r = 0; r < 4; ++r) {
+        p[kk][r] = pack4_e4m3(s[4 * kk + p_acc_block(r, 0)][p_acc_elem(r, 0)], s[4 * kk + p_acc_block(r, 1)][p_acc_elem(r, 1)],
+                              s[4 * kk + p_acc_block(r, 2)][p_acc_elem(r, 2)], s[4 * kk + p_acc_block(r, 3)][p_acc_elem(r, 3)]);
+      }
+    }
+  } else {
+    using T = typename E::TIn;
+#pragma unroll
+    for (int kk = 0; kk < BN / 16; ++kk) {
+      p[kk][0] = pack2<T>(s[2 * kk][0], s[2 * kk][1]);
+      p[kk][1] = pack2<T>(s[2 * kk][2], s[2 * kk][3]);
+      p[kk][2] = pack2<T>(s[2 * kk + 1][0], s[2 * kk + 1][1]);
+      p[kk][3] = pack2<T>(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+    }
   }
 }
 
-template <int BN>
-__device__ __forceinline__ void softmax_step(RowSoftmax<BN / 8>& sm, float (&s)[BN / 8][4], float (&alpha)[2],
+template <int BN, typename Softmax>
+__device__ __forceinline__ void softmax_step(Softmax& sm, float (&s)[BN / 8][4], float (&alpha)[2],
                                              const ScoreTransform& tf, const rule::MaskRule<int>& mr,
                                              const int (&row)[2], int col0, bool full, int lane) {
   if (tf.capped()) {

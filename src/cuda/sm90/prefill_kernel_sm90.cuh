@@ -23,6 +23,10 @@
 // (sequence, head) and share its K/V in L2 (plan::ScheduleKind::kSequenceRuns).
 // Nothing is padded: a kv tile that runs past the sequence is masked (scores -> -inf), and the V
 // rows past the sequence are zeroed in shared memory so 0 * (whatever is there) cannot make NaN.
+// FP8 (e4m3 inputs, Sm90Elems::kFp8): the same kernel with k = 32 wgmmas on K-major operands: V is
+// transposed in shared memory by warps 2 and 3 of warpgroup 0 (vtranspose_sm90.cuh), which also
+// zero its keys past the sequence, P is rounded to e4m3 (scaled by 2^8) in the operand layout that
+// transpose matches, the descale factors fold into the softmax scale (q, k) and the output (v).
 // Extents: an eager launch's tensor maps hold the tensors' rows (>= the plan's totals; rows past
 // a sequence are masked or zeroed as above, whichever sequence or buffer they belong to). A
 // launch captured into a CUDA graph has each block rewrite the outermost extent of its copies of
@@ -31,8 +35,8 @@
 //
 // The pieces: kernel_options_sm90.cuh (tuning constants), kernel_layout_sm90.cuh (shape, barriers,
 // parameters), work_handover_sm90.cuh (scheduler warp), producer_sm90.cuh (tensor maps, loads),
-// mainloop_sm90.cuh (wgmma issue, softmax step), epilogue_sm90.cuh; this file holds the consumer
-// loop and the kernel that assigns the roles.
+// mainloop_sm90.cuh (wgmma issue, softmax step), vtranspose_sm90.cuh (e4m3 V), epilogue_sm90.cuh;
+// this file holds the consumer loop and the kernel that assigns the roles.
 #pragma once
 
 #include <cuda.h>
@@ -51,6 +55,7 @@
 #include "cuda/sm90/producer_sm90.cuh"
 #include "cuda/sm90/trace_sm90.cuh"
 #include "cuda/sm90/ptx_sm90.cuh"
+#include "cuda/sm90/vtranspose_sm90.cuh"
 #include "cuda/sm90/work_handover_sm90.cuh"
 
 namespace mlakit {
@@ -58,17 +63,21 @@ namespace cuda {
 namespace sm90 {
 
 // Warpgroups 1 and 2: 64 query rows each of the item the producer hands over.
-template <typename T, typename Shape>
+template <typename E, typename Shape>
 __device__ __forceinline__ void consumer(const Sm90Params& p, uint32_t sbase, unsigned char* smem,
                                          const plan::ScheduleHeader& hdr, int cw) {
+  using TOut = typename E::TOut;
   constexpr int BN = Shape::BN, DVO = Shape::DVO;
+  // P V reads V as loaded (16-bit) or transposed (e4m3), each stage with its own full / empty pair.
+  constexpr int kBarPvFull = E::kFp8 ? kBarVtFull : kBarVFull;
+  constexpr int kBarPvEmpty = E::kFp8 ? kBarVtEmpty : kBarVEmpty;
   const PrefillArgs& a = p.args;
   const int tid = threadIdx.x % 128;
   const int warp = tid / 32;
   const int lane = tid % 32;
   const ScoreTransform tf = ScoreTransform::from(hdr);
   auto bar = [&](int i) { return sbase + Shape::kOffBars + 8 * i; };
-  const uint32_t q_rows_base = sbase + Shape::kOffQ + cw * Shape::kWgRows * 128;  // this warpgroup's rows
+  const uint32_t q_rows_base = sbase + Shape::kOffQ + cw * Shape::kWgRows * Shape::kRowBytes;  // this warpgroup's rows
   const int warp_row0 = cw * Shape::kWgRows + warp * 16;                          // inside the tile
   const ItemPlan* slot = item_slot<Shape>(a, 1);
 
@@ -77,7 +86,7 @@ __device__ __forceinline__ void consumer(const Sm90Params& p, uint32_t sbase, un
   // P V is issued (or before its epilogue, when it has no kv tile), so the wait overlaps that work.
   auto next_item = [&] {
     warpgroup_bar_sync<kBarConsFull0, kConsHopWg>(cw);
-    const ItemPlan ip = load_item(slot);
+    const ItemPlan ip = load_item<item_words<Shape>()>(slot);
     warpgroup_bar_arrive<kBarConsEmpty0, kConsHopWg>(cw);
     return ip;
   };
@@ -86,7 +95,7 @@ __device__ __forceinline__ void consumer(const Sm90Params& p, uint32_t sbase, un
   const int q_full = q_full_bar(cw);
   const int q_empty = q_empty_bar(cw);
   uint32_t cleared_phases = 0;  // bit s: parity of stage s's next V-cleared phase
-  T* o_all = static_cast<T*>(a.out);
+  TOut* o_all = static_cast<TOut*>(a.out);
   uint32_t q_iter = 0, kv_iter = 0;
   const bool o_tma = p.o_tma != 0;  // the TMA-store epilogue (else stores from registers)
   ItemPlan upcoming = next_item();
@@ -115,21 +124,28 @@ __device__ __forceinline__ void consumer(const Sm90Params& p, uint32_t sbase, un
 #endif
     const rule::MaskRule<int> mr{it.lq, it.lk, hdr.causal != 0, hdr.window_left};
     const int row_in_seq[2] = {it.row0 + warp_row0 + lane / 4, it.row0 + warp_row0 + lane / 4 + 8};
+    // e4m3: q_descale * k_descale scales every score of the item (sm_scale's and the soft cap's
+    // exponent alike).
+    ScoreTransform tf_item = tf;
+    if constexpr (E::kFp8) {
+      tf_item.scale_log2 *= ip.qk_descale;
+      tf_item.cap_exp_scale *= ip.qk_descale;
+    }
 
     float o[DVO / 8][4];
 #pragma unroll
     for (int n = 0; n < DVO / 8; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;
-    RowSoftmax<BN / 8> sm;
+    RowSoftmax<BN / 8, E::kPLog2Offset> sm;
     sm.init();
 
     bool fetched = false;  // `upcoming` already holds the next item
     if (ip.n_tiles > 0) {
       float s[BN / 8][4];
-      uint32_t pf[BN / 16][4];
+      uint32_t pf[Shape::kPvSteps][4];
       float alpha[2];
       float(&s_flat)[64] = reinterpret_cast<float(&)[64]>(s);
       float(&o_flat)[64] = reinterpret_cast<float(&)[64]>(o);
-      uint32_t(&pf_flat)[BN / 4] = reinterpret_cast<uint32_t(&)[BN / 4]>(pf);
+      uint32_t(&pf_flat)[Shape::kPvSteps * 4] = reinterpret_cast<uint32_t(&)[Shape::kPvSteps * 4]>(pf);
 
       const uint32_t q_parity = q_iter & 1;
       mbar_wait(bar(q_full), q_parity);
@@ -150,7 +166,7 @@ __device__ __forceinline__ void consumer(const Sm90Params& p, uint32_t sbase, un
       if (tid == 0) trace_tile_stamp(trace_slot, 0, kTileIssue);
 #endif
       wgmma_fence();
-      issue_qk<T, Shape>(s_flat, q_rows_base, sbase + Shape::kOffK + stage * Shape::kKBytes);
+      issue_qk<E, Shape>(s_flat, q_rows_base, sbase + Shape::kOffK + stage * Shape::kKBytes);
       wgmma_commit();
       wgmma_wait<0>();
       fence_regs(s_flat);
@@ -163,11 +179,12 @@ __device__ __forceinline__ void consumer(const Sm90Params& p, uint32_t sbase, un
         if (ip.n_tiles == 1) mbar_arrive(bar(q_empty));
       }
       int n0 = ip.n_begin;
-      softmax_step<BN>(sm, s, alpha, tf, mr, row_in_seq, n0, mr.all_visible(it.row0 + cw * 64, 64, n0, BN), lane);
+      softmax_step<BN>(sm, s, alpha, tf_item, mr, row_in_seq, n0, mr.all_visible(it.row0 + cw * 64, 64, n0, BN),
+                       lane);
 #if MLAKIT_SM90_TRACE
       if (tid == 0) trace_tile_stamp(trace_slot, 0, kTileSmDone);
 #endif
-      pack_p<T, BN>(pf, s);
+      pack_p<E, BN>(pf, s);
 #if MLAKIT_SM90_TRACE
       if (tid == 0) trace_tile_stamp(trace_slot, 0, kTilePReady);
 #endif
@@ -175,9 +192,9 @@ __device__ __forceinline__ void consumer(const Sm90Params& p, uint32_t sbase, un
       // The tail of kv tile t (its S issued; prev_stage / prev_parity: tile t-1's V stage):
       // O += P_{t-1} V_{t-1}, S_t's softmax while that P V runs, then P_t.
       auto pv_then_softmax = [&](uint32_t prev_stage, uint32_t prev_parity, int t) {
-        mbar_wait(bar(kBarVFull + prev_stage), prev_parity);  // V_{t-1} is loaded after K_t
+        mbar_wait(bar(kBarPvFull + prev_stage), prev_parity);  // V_{t-1} is loaded after K_t
         wgmma_fence();  // O was just written by ordinary instructions
-        issue_pv<T, Shape>(o_flat, pf, sbase + Shape::kOffV + prev_stage * Shape::kVBytes);
+        issue_pv<E, Shape>(o_flat, pf, sbase, prev_stage);
         wgmma_commit();
         wgmma_wait<1>();  // S_t
         fence_regs(s_flat);
@@ -188,16 +205,16 @@ __device__ __forceinline__ void consumer(const Sm90Params& p, uint32_t sbase, un
           mbar_arrive(bar(kBarKEmpty + stage));
           if (t == ip.n_tiles - 1) mbar_arrive(bar(q_empty));
         }
-        softmax_step<BN>(sm, s, alpha, tf, mr, row_in_seq, n0, mr.all_visible(it.row0 + cw * 64, 64, n0, BN),
-                         lane);
+        softmax_step<BN>(sm, s, alpha, tf_item, mr, row_in_seq, n0,
+                         mr.all_visible(it.row0 + cw * 64, 64, n0, BN), lane);
 #if MLAKIT_SM90_TRACE
         if (tid == 0) trace_tile_stamp(trace_slot, t, kTileSmDone);
 #endif
         wgmma_wait<0>();
         fence_regs(o_flat);
         fence_regs(pf_flat);  // P was read asynchronously until here: keep it live
-        if (lane == 0) mbar_arrive(bar(kBarVEmpty + prev_stage));
-        pack_p<T, BN>(pf, s);
+        if (lane == 0) mbar_arrive(bar(kBarPvEmpty + prev_stage));
+        pack_p<E, BN>(pf, s);
 #if MLAKIT_SM90_TRACE
         if (tid == 0) trace_tile_stamp(trace_slot, t, kTilePReady);
 #endif
@@ -216,7 +233,7 @@ __device__ __forceinline__ void consumer(const Sm90Params& p, uint32_t sbase, un
         if (tid == 0) trace_tile_stamp(trace_slot, t, kTileIssue);
 #endif
         wgmma_fence();
-        issue_qk<T, Shape>(s_flat, q_rows_base, sbase + Shape::kOffK + stage * Shape::kKBytes);
+        issue_qk<E, Shape>(s_flat, q_rows_base, sbase + Shape::kOffK + stage * Shape::kKBytes);
         wgmma_commit();
         rescale_rows(o, alpha);
         pv_then_softmax(prev_stage, prev_parity, t);
@@ -224,19 +241,22 @@ __device__ __forceinline__ void consumer(const Sm90Params& p, uint32_t sbase, un
 
       // The last tile's P V. V rows past the sequence end hold whatever follows it (or TMA's
       // zeros): P is 0 there, but 0 * inf would be NaN, so zero them first (warpgroup 0 clears
-      // them and signals warpgroup 1 through the stage's V-cleared mbarrier).
-      mbar_wait(bar(kBarVFull + stage), parity);
+      // them and signals warpgroup 1 through the stage's V-cleared mbarrier; e4m3 V was cleared
+      // by its transpose).
+      mbar_wait(bar(kBarPvFull + stage), parity);
 #if MLAKIT_SM90_TRACE
       if (tracer) trace_rec.t_vlast = global_timer_ns();
 #endif
-      if (it.lk - n0 < BN) {
-        clear_v_rows_past<Shape>(smem, stage, it.lk - n0, cw, tid, bar(kBarVCleared + stage),
-                                 (cleared_phases >> stage) & 1);
-        cleared_phases ^= 1u << stage;
+      if constexpr (!E::kFp8) {
+        if (it.lk - n0 < BN) {
+          clear_v_rows_past<Shape>(smem, stage, it.lk - n0, cw, tid, bar(kBarVCleared + stage),
+                                   (cleared_phases >> stage) & 1);
+          cleared_phases ^= 1u << stage;
+        }
       }
       rescale_rows(o, alpha);
       wgmma_fence();
-      issue_pv<T, Shape>(o_flat, pf, sbase + Shape::kOffV + stage * Shape::kVBytes);
+      issue_pv<E, Shape>(o_flat, pf, sbase, stage);
       wgmma_commit();
       // The next item, with the last P V in flight: the producer hands it over once the scheduler
       // has claimed it (after this item's last K load was issued), so the wait for it and the slot's
@@ -253,7 +273,7 @@ __device__ __forceinline__ void consumer(const Sm90Params& p, uint32_t sbase, un
 #if MLAKIT_SM90_TRACE
       if (tracer) trace_rec.t_pv = global_timer_ns();
 #endif
-      if (lane == 0) mbar_arrive(bar(kBarVEmpty + stage));
+      if (lane == 0) mbar_arrive(bar(kBarPvEmpty + stage));
       ++kv_iter;
     }
 
@@ -261,26 +281,35 @@ __device__ __forceinline__ void consumer(const Sm90Params& p, uint32_t sbase, un
     // Epilogue (also for tiles whose rows see no key: out = 0, lse = -inf).
     float l_total[2];
     sm.finish(l_total);
-    T* out_tile = o_all + static_cast<int64_t>(it.q_begin + it.row0) * a.o_stride_tok +
-                  static_cast<int64_t>(it.head) * a.o_stride_head;
+    // e4m3: v_descale scales the output (O / l is linear in V); the row max the LSE is built from
+    // loses P's 2^kPLog2Offset, which the row sum carries.
+    float m_out[2] = {sm.m[0], sm.m[1]};
+    if constexpr (E::kFp8) {
+      const float vd[2] = {ip.v_descale, ip.v_descale};
+      rescale_rows(o, vd);
+      m_out[0] -= static_cast<float>(E::kPLog2Offset);
+      m_out[1] -= static_cast<float>(E::kPLog2Offset);
+    }
+    TOut* out_tile = o_all + static_cast<int64_t>(it.q_begin + it.row0) * a.o_stride_tok +
+                     static_cast<int64_t>(it.head) * a.o_stride_head;
     float* lse_tile = a.lse == nullptr ? nullptr
                                        : a.lse + static_cast<int64_t>(it.q_begin + it.row0) * a.lse_stride_tok +
                                              static_cast<int64_t>(it.head) * a.lse_stride_head;
     if (ip.chunk >= 0) {
-      split_epilogue<Shape>(o, sm.m, l_total, ip, a, smem, cw, tid, out_tile, lse_tile, a.o_stride_tok,
+      split_epilogue<Shape>(o, m_out, l_total, ip, a, smem, cw, tid, out_tile, lse_tile, a.o_stride_tok,
                             a.lse_stride_tok, warp_row0, lane);
     } else if (o_tma && ip.n_tiles > 0) {
       // Through this warpgroup's own staging region, so neither warpgroup waits for the other.
       if (ip.rows >= (cw + 1) * Shape::kWgRows) {
-        stage_and_store_o<Shape, T>(o, l_total, sbase + Shape::kOffOStage + cw * Shape::kOStageBytes, tm_o, cw,
-                                    warp, lane, tid, it.head, it.q_begin + it.row0 + cw * Shape::kWgRows);
-        store_lse_rows(sm.m, l_total, lse_tile, a.lse_stride_tok, warp_row0, ip.rows, lane);
+        stage_and_store_o<Shape, TOut>(o, l_total, sbase + Shape::kOffOStage + cw * Shape::kOStageBytes, tm_o, cw,
+                                       warp, lane, tid, it.head, it.q_begin + it.row0 + cw * Shape::kWgRows);
+        store_lse_rows(m_out, l_total, lse_tile, a.lse_stride_tok, warp_row0, ip.rows, lane);
       } else {  // the sequence ends inside these rows: a box would write the next sequence's
-        store_rows<DVO>(o, sm.m, l_total, out_tile, a.o_stride_tok, lse_tile, a.lse_stride_tok, warp_row0,
+        store_rows<DVO>(o, m_out, l_total, out_tile, a.o_stride_tok, lse_tile, a.lse_stride_tok, warp_row0,
                         ip.rows, lane);
       }
     } else {
-      store_rows<DVO>(o, sm.m, l_total, out_tile, a.o_stride_tok, lse_tile, a.lse_stride_tok, warp_row0, ip.rows,
+      store_rows<DVO>(o, m_out, l_total, out_tile, a.o_stride_tok, lse_tile, a.lse_stride_tok, warp_row0, ip.rows,
                       lane);
     }
 #if MLAKIT_SM90_TRACE
@@ -301,7 +330,7 @@ __device__ __forceinline__ void consumer(const Sm90Params& p, uint32_t sbase, un
 #endif
 }
 
-template <typename T, typename Shape>
+template <typename E, typename Shape>
 __global__ void __launch_bounds__(Shape::kThreads, 1) prefill_sm90_kernel(const __grid_constant__ Sm90Params p) {
   extern __shared__ unsigned char smem_raw[];
   // 128-byte swizzle atoms are 1024 bytes and the swizzle follows address bits, so the tiles
@@ -336,7 +365,13 @@ __global__ void __launch_bounds__(Shape::kThreads, 1) prefill_sm90_kernel(const 
       mbar_init(bars + 8 * (kBarKFull + s), 1);
       mbar_init(bars + 8 * (kBarKEmpty + s), Shape::kConsumerWarps);
       mbar_init(bars + 8 * (kBarVFull + s), 1);
-      mbar_init(bars + 8 * (kBarVEmpty + s), Shape::kConsumerWarps);
+      // e4m3: the raw V stage is released by the two transposing warps, the transposed one by
+      // the consumers.
+      mbar_init(bars + 8 * (kBarVEmpty + s), E::kFp8 ? 2 : Shape::kConsumerWarps);
+      if constexpr (E::kFp8) {
+        mbar_init(bars + 8 * (kBarVtFull + s), 2);
+        mbar_init(bars + 8 * (kBarVtEmpty + s), Shape::kConsumerWarps);
+      }
     }
     fence_barrier_init();
   }
@@ -350,20 +385,22 @@ __global__ void __launch_bounds__(Shape::kThreads, 1) prefill_sm90_kernel(const 
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     if (warp == 0) {
       const CUtensorMap* gmaps = prepare_tensor_maps<Shape>(p, sbase, smem, hdr, lane);
-      producer_warp<Shape>(p, sbase, gmaps, lane);
+      producer_warp<Shape>(p, sbase, smem, gmaps, lane);
     } else if (warp == 1) {
       scheduler_warp<Shape>(p, sched, hdr, lane);
+    } else if constexpr (E::kFp8) {
+      transpose_v_warp<Shape>(sbase, smem, warp - 2, lane);
     }
   } else {
     setmaxnreg_inc<232>();
-    consumer<T, Shape>(p, sbase, smem, hdr, wg - 1);
+    consumer<E, Shape>(p, sbase, smem, hdr, wg - 1);
   }
 }
 
 // Host side (prefill_launch_sm90.cuh): builds the tensor maps and launches.
-template <typename T, int DQK, int DVO>
+template <typename E, int DQK, int DVO>
 void launch_prefill_sm90(const PrefillArgs& args, int grid_blocks, cudaStream_t stream);
-template <typename T, int DQK, int DVO>
+template <typename E, int DQK, int DVO>
 int blocks_per_sm_sm90();
 
 }  // namespace sm90

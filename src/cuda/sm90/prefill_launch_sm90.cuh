@@ -16,10 +16,15 @@ namespace mlakit {
 namespace cuda {
 namespace sm90 {
 
-template <typename T, int DQK, int DVO>
+// The kernel of element types E (Sm90Elems) at (DQK, DVO).
+template <typename E, int DQK, int DVO>
+using ShapeOf = Sm90Shape<DQK, DVO, static_cast<int>(sizeof(typename E::TIn))>;
+
+template <typename E, int DQK, int DVO>
 Sm90Params make_params(const PrefillArgs& a) {
-  using Shape = Sm90Shape<DQK, DVO>;
-  const DType dt = DTypeOf<T>::value;
+  using Shape = ShapeOf<E, DQK, DVO>;
+  const DType dt = DTypeOf<typename E::TIn>::value;
+  const DType dt_out = DTypeOf<typename E::TOut>::value;
   Sm90Params p{};
   p.args = a;
   const int nope = DQK - a.k_rope_dim;
@@ -46,7 +51,7 @@ Sm90Params make_params(const PrefillArgs& a) {
   // q's, the map's row extent is rewritten on the device to the plan's total when the launch is
   // captured into a graph (one captured with a short view and replayed after a re-plan with more
   // rows must store them all).
-  p.o_tma = try_encode_tma_map(&p.tm_o, {a.out, dt, DVO, a.num_qo_heads, a.q_rows, a.o_stride_head, a.o_stride_tok},
+  p.o_tma = try_encode_tma_map(&p.tm_o, {a.out, dt_out, DVO, a.num_qo_heads, a.q_rows, a.o_stride_head, a.o_stride_tok},
                                64)
                 ? 1
                 : 0;
@@ -89,7 +94,7 @@ inline MapKey map_key(const PrefillArgs& a) {
 // engine loop or a benchmark calls run() on the same buffers again and again, so each thread keeps
 // the last call's maps (per instantiation) and reuses them when every input of the encoding is
 // the same. The encoding is a pure function of those inputs, so reuse is exact.
-template <typename T, int DQK, int DVO>
+template <typename E, int DQK, int DVO>
 Sm90Params params_for(const PrefillArgs& a) {
   struct Cached {
     bool valid = false;
@@ -99,7 +104,7 @@ Sm90Params params_for(const PrefillArgs& a) {
   static thread_local Cached last;
   const MapKey key = map_key(a);
   if (!last.valid || std::memcmp(&key, &last.key, sizeof(key)) != 0) {
-    last.params = make_params<T, DQK, DVO>(a);  // throws before the cache changes
+    last.params = make_params<E, DQK, DVO>(a);  // throws before the cache changes
     last.key = key;
     last.valid = true;
   }
@@ -120,63 +125,73 @@ inline int launch_maps_final(cudaStream_t stream) {
   return status == cudaStreamCaptureStatusNone ? 1 : 0;
 }
 
-template <typename T, int DQK, int DVO>
+template <typename E, int DQK, int DVO>
 void set_smem_limit() {
-  using Shape = Sm90Shape<DQK, DVO>;
-  MLAKIT_CUDA_CHECK(cudaFuncSetAttribute(prefill_sm90_kernel<T, Shape>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+  using Shape = ShapeOf<E, DQK, DVO>;
+  MLAKIT_CUDA_CHECK(cudaFuncSetAttribute(prefill_sm90_kernel<E, Shape>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                          Shape::kSmemBytes));
 }
 
-template <typename T, int DQK, int DVO>
+// "d192_bf16", "d128_e4m3", ...: the trace files' tag.
+template <typename E, int DQK>
+const char* trace_tag() {
+  const DType t = DTypeOf<typename E::TIn>::value;
+  if (DQK == 192) return t == DType::kBF16 ? "d192_bf16" : t == DType::kFP16 ? "d192_fp16" : "d192_e4m3";
+  return t == DType::kBF16 ? "d128_bf16" : t == DType::kFP16 ? "d128_fp16" : "d128_e4m3";
+}
+
+template <typename E, int DQK, int DVO>
 void launch_prefill_sm90(const PrefillArgs& args, int grid_blocks, cudaStream_t stream) {
-  using Shape = Sm90Shape<DQK, DVO>;
+  using Shape = ShapeOf<E, DQK, DVO>;
   if (args.k_rope_dim % 64 != 0 || args.k_rope_dim > DQK) {
     throw Error(ErrorKind::kUnsupported, "k_rope", "the sm90 kernel reads K in 64-column boxes: k_rope_dim % 64 != 0");
   }
   static std::once_flag once;
-  std::call_once(once, [] { set_smem_limit<T, DQK, DVO>(); });
-  Sm90Params p = params_for<T, DQK, DVO>(args);
+  std::call_once(once, [] { set_smem_limit<E, DQK, DVO>(); });
+  Sm90Params p = params_for<E, DQK, DVO>(args);
   p.maps_final = launch_maps_final(stream);
 #if MLAKIT_SM90_TRACE
-  trace_register(DQK == 192 ? (sizeof(T) == 2 && DTypeOf<T>::value == DType::kBF16 ? "d192_bf16" : "d192_fp16")
-                                   : (DTypeOf<T>::value == DType::kBF16 ? "d128_bf16" : "d128_fp16"));
+  trace_register(trace_tag<E, DQK>());
 #endif
-  launch_kernel(prefill_sm90_kernel<T, Shape>, grid_blocks, Shape::kThreads, Shape::kSmemBytes, stream, p);
+  launch_kernel(prefill_sm90_kernel<E, Shape>, grid_blocks, Shape::kThreads, Shape::kSmemBytes, stream, p);
 }
 
-template <typename T, int DQK, int DVO>
+template <typename E, int DQK, int DVO>
 int blocks_per_sm_sm90() {
-  using Shape = Sm90Shape<DQK, DVO>;
-  set_smem_limit<T, DQK, DVO>();
+  using Shape = ShapeOf<E, DQK, DVO>;
+  set_smem_limit<E, DQK, DVO>();
   int blocks = 0;
-  MLAKIT_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, prefill_sm90_kernel<T, Shape>,
+  MLAKIT_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, prefill_sm90_kernel<E, Shape>,
                                                                   Shape::kThreads, Shape::kSmemBytes));
   return blocks;
 }
 
-template <typename T, int DQK, int DVO>
+template <typename E, int DQK, int DVO>
 void launch_entry(const PrefillArgs& args, int grid_blocks, Stream stream) {
-  launch_prefill_sm90<T, DQK, DVO>(args, grid_blocks, static_cast<cudaStream_t>(stream));
+  launch_prefill_sm90<E, DQK, DVO>(args, grid_blocks, static_cast<cudaStream_t>(stream));
 }
 
 }  // namespace sm90
 
-// Defines the table entry of one sm90 kernel (and so instantiates it).
-#define MLAKIT_DEFINE_SM90_KERNEL(tag, DQK, DVO)                             \
-  extern const KernelEntry MLAKIT_KERNEL_ENTRY_NAME(sm90, tag, DQK, DVO) = { \
-      "sm90_" #tag "_" #DQK "x" #DVO,                                        \
-      90,                                                                    \
-      DTypeOf<MLAKIT_ELEM_##tag>::value,                                     \
-      DQK,                                                                   \
-      DVO,                                                                   \
-      sm90::Sm90Shape<DQK, DVO>::BM,                                         \
-      sm90::Sm90Shape<DQK, DVO>::BN,                                         \
-      static_cast<int>(plan::ScheduleKind::kSequenceRuns),                   \
-      sm90::Sm90Shape<DQK, DVO>::kScratchFixed,                              \
-      sm90::Sm90Shape<DQK, DVO>::kScratchPerBlock,                           \
-      sm90::Sm90Shape<DQK, DVO>::kSplitSlotBytes,                            \
-      &sm90::launch_entry<MLAKIT_ELEM_##tag, DQK, DVO>,                      \
-      &sm90::blocks_per_sm_sm90<MLAKIT_ELEM_##tag, DQK, DVO>};
+// Defines the table entry of one sm90 kernel (and so instantiates it): inputs of the tag's element
+// type, output of its output type (kernel_list.h, dtype_traits.cuh).
+#define MLAKIT_SM90_ELEMS(tag) sm90::Sm90Elems<MLAKIT_ELEM_##tag, MLAKIT_OUT_##tag>
+#define MLAKIT_DEFINE_SM90_KERNEL(tag, DQK, DVO)                                     \
+  extern const KernelEntry MLAKIT_KERNEL_ENTRY_NAME(sm90, tag, DQK, DVO) = {         \
+      "sm90_" #tag "_" #DQK "x" #DVO,                                                \
+      90,                                                                            \
+      DTypeOf<MLAKIT_ELEM_##tag>::value,                                             \
+      DQK,                                                                           \
+      DVO,                                                                           \
+      sm90::ShapeOf<MLAKIT_SM90_ELEMS(tag), DQK, DVO>::BM,                           \
+      sm90::ShapeOf<MLAKIT_SM90_ELEMS(tag), DQK, DVO>::BN,                           \
+      static_cast<int>(plan::ScheduleKind::kSequenceRuns),                           \
+      sm90::ShapeOf<MLAKIT_SM90_ELEMS(tag), DQK, DVO>::kScratchFixed,                \
+      sm90::ShapeOf<MLAKIT_SM90_ELEMS(tag), DQK, DVO>::kScratchPerBlock,             \
+      sm90::ShapeOf<MLAKIT_SM90_ELEMS(tag), DQK, DVO>::kSplitSlotBytes,              \
+      &sm90::launch_entry<MLAKIT_SM90_ELEMS(tag), DQK, DVO>,                         \
+      &sm90::blocks_per_sm_sm90<MLAKIT_SM90_ELEMS(tag), DQK, DVO>,                   \
+      DTypeOf<MLAKIT_OUT_##tag>::value};
 
 }  // namespace cuda
 }  // namespace mlakit

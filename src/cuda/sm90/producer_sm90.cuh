@@ -72,8 +72,11 @@ __device__ __forceinline__ CUtensorMap* prepare_tensor_maps(const Sm90Params& p,
 // load (the claim, its decode and the two slot round trips then run under the last ~1.5 tiles:
 // +1.7-2.3% on the ragged batches against asking after the last V load; asking one or two K
 // loads earlier measured level).
+// e4m3: before each V fill's arrive, lane 0 writes how many of its keys belong to the sequence
+// (the transposing warps zero the others: vtranspose_sm90.cuh), and once no item is left it ends
+// the transposing warps with a fill of none (-1).
 template <typename Shape>
-__device__ __forceinline__ void producer_warp(const Sm90Params& p, uint32_t sbase,
+__device__ __forceinline__ void producer_warp(const Sm90Params& p, uint32_t sbase, unsigned char* smem,
                                               const CUtensorMap* gmaps, int lane) {
   constexpr int BN = Shape::BN;
   const PrefillArgs& a = p.args;
@@ -87,11 +90,11 @@ __device__ __forceinline__ void producer_warp(const Sm90Params& p, uint32_t sbas
   uint32_t q_iter = 0, kv_iter = 0;
   while (true) {
     named_barrier_sync<kBarSchedFull, kSchedHop>();
-    const ItemPlan ip = load_item(from_sched);
+    const ItemPlan ip = load_item<item_words<Shape>()>(from_sched);
     // Each consumer warpgroup has read the previous item (long ago: at the start of that item).
     named_barrier_sync<kBarConsEmpty0, kConsHopWg>();
     named_barrier_sync<kBarConsEmpty0 + 1, kConsHopWg>();
-    if (lane == 0) store_item(to_cons, ip);
+    if (lane == 0) store_item<item_words<Shape>()>(to_cons, ip);
     __syncwarp();
     named_barrier_arrive<kBarConsFull0, kConsHopWg>();
     named_barrier_arrive<kBarConsFull0 + 1, kConsHopWg>();
@@ -114,7 +117,7 @@ __device__ __forceinline__ void producer_warp(const Sm90Params& p, uint32_t sbas
       mbar_arrive_expect_tx(bar(q_full_bar(h)), Shape::kQHalfBytes);
 #pragma unroll
       for (int c = 0; c < Shape::kQBoxes; ++c) {
-        tma_load_3d(sbase + Shape::kOffQ + c * Shape::kBoxBytesQ + h * Shape::kWgRows * 128, &gmaps[0],
+        tma_load_3d(sbase + Shape::kOffQ + c * Shape::kBoxBytesQ + h * Shape::kWgRows * Shape::kRowBytes, &gmaps[0],
                     bar(q_full_bar(h)), c * 64, ip.it.head, ip.it.q_begin + ip.it.row0 + h * Shape::kWgRows);
       }
     };
@@ -143,6 +146,11 @@ __device__ __forceinline__ void producer_warp(const Sm90Params& p, uint32_t sbas
       const int s = i & 1;
       const int row = kv_row(t);
       mbar_wait(bar(kBarVEmpty + s), ((i >> 1) & 1) ^ 1);
+      if constexpr (Shape::kFp8) {
+        // Released by this arrive (mbarrier.arrive is a release, the transposers' wait an acquire).
+        const int keys = ip.it.lk - ip.n_begin - t * BN;
+        *reinterpret_cast<volatile int*>(smem + Shape::kOffVValid + 4 * s) = keys < BN ? keys : BN;
+      }
       mbar_arrive_expect_tx(bar(kBarVFull + s), Shape::kVBytes);
       const uint32_t sv = sbase + Shape::kOffV + s * Shape::kVBytes;
 #pragma unroll
@@ -168,6 +176,16 @@ __device__ __forceinline__ void producer_warp(const Sm90Params& p, uint32_t sbas
     }
     ++q_iter;
     kv_iter += ip.n_tiles;
+  }
+  if constexpr (Shape::kFp8) {
+    // The transposing warps' last fill: none (they stop at -1). A plain arrive completes the
+    // stage's phase as a fill's expect-tx arrive and its bytes would.
+    if (lane == 0) {
+      const uint32_t s = kv_iter & 1;
+      mbar_wait(bar(kBarVEmpty + s), ((kv_iter >> 1) & 1) ^ 1);
+      *reinterpret_cast<volatile int*>(smem + Shape::kOffVValid + 4 * s) = -1;
+      mbar_arrive(bar(kBarVFull + s));
+    }
   }
   // The consumers' last "read".
   named_barrier_sync<kBarConsEmpty0, kConsHopWg>();

@@ -4,8 +4,10 @@
 //   - TMA (cp.async.bulk.tensor) loads completing on an mbarrier, stores in bulk groups, and the
 //     device-side rewrite of a tensor map's outermost extent (tensormap.replace + cp_fenceproxy);
 //   - stmatrix (accumulator fragments to shared memory for the TMA-store epilogue);
-//   - wgmma: shared-memory matrix descriptors (128-byte swizzle), m64n128k16 with both operands in
-//     shared memory (S = Q K^T) or A in registers and B MN-major (O += P V), fence/commit/wait;
+//   - wgmma: shared-memory matrix descriptors (128- and 64-byte swizzle), m64n128k16 with both
+//     operands in shared memory (S = Q K^T) or A in registers and B MN-major (O += P V),
+//     m64n128k32 e4m3 (both operands K-major: SS, and RS with B K-major), fence/commit/wait;
+//   - cvt to e4m3x2 (P for the e4m3 wgmma);
 //   - setmaxnreg, named barriers, proxy fences;
 //   - griddepcontrol (Programmatic Dependent Launch), shared with the sm80 kernels:
 //     cuda/common/grid_dependency.cuh.
@@ -14,6 +16,7 @@
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
 
 #include <cstdint>
 
@@ -178,6 +181,30 @@ template <typename T>
 __device__ __forceinline__ void wgmma_m64n128k16_rs_mnb(float (&d)[64], const uint32_t (&a)[4],
                                                         uint64_t desc_b, int accumulate);
 
+// e4m3 (k = 32, both operands K-major; FP8 wgmma has no transposed layouts):
+// D[64x128] (+)= A[64x32] * B[32x128], A and B (as its [128 x 32] transpose, rows = n) in shared
+// memory.
+__device__ __forceinline__ void wgmma_m64n128k32_ss_e4m3(float (&d)[64], uint64_t desc_a, uint64_t desc_b,
+                                                         int accumulate);
+// A from registers: per warp 16 rows, lane (g, c) = (lane / 4, lane % 4) holds in a[0] row g,
+// k 4c..4c+3, a[1] row g + 8 (same k), a[2] row g, k 16+4c..16+4c+3, a[3] row g + 8 (same k), byte
+// i of a register being k + i. B K-major in shared memory.
+__device__ __forceinline__ void wgmma_m64n128k32_rs_e4m3(float (&d)[64], const uint32_t (&a)[4], uint64_t desc_b,
+                                                         int accumulate);
+
+// Four floats -> one register of four e4m3 bytes (byte 0 = x0), rounded to nearest even and
+// saturated to +-448 (cvt.rn.satfinite: the first source goes to the upper byte of each pair).
+__device__ __forceinline__ uint32_t pack4_e4m3(float x0, float x1, float x2, float x3) {
+  uint32_t r;
+  asm("{\n.reg .b16 lo, hi;\n"
+      "cvt.rn.satfinite.e4m3x2.f32 lo, %2, %1;\n"
+      "cvt.rn.satfinite.e4m3x2.f32 hi, %4, %3;\n"
+      "mov.b32 %0, {lo, hi};\n}\n"
+      : "=r"(r)
+      : "f"(x0), "f"(x1), "f"(x2), "f"(x3));
+  return r;
+}
+
 // The four products below share their 64 fp32 accumulator operands (%0..%63, read and written)
 // and differ in the element type's PTX name and the A operand.
 #define MLAKIT_WGMMA_D64_REGS                                                                        \
@@ -223,6 +250,23 @@ template <>
 __device__ __forceinline__ void wgmma_m64n128k16_rs_mnb<__half>(float (&d)[64], const uint32_t (&a)[4],
                                                                 uint64_t desc_b, int accumulate) {
   MLAKIT_WGMMA_RS_MNB("f16");
+}
+
+__device__ __forceinline__ void wgmma_m64n128k32_ss_e4m3(float (&d)[64], uint64_t desc_a, uint64_t desc_b,
+                                                         int accumulate) {
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+               "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3 "
+               MLAKIT_WGMMA_D64_REGS ", %64, %65, p, 1, 1;\n}\n"
+               : MLAKIT_WGMMA_D64_OPERANDS(d)
+               : "l"(desc_a), "l"(desc_b), "r"(accumulate));
+}
+__device__ __forceinline__ void wgmma_m64n128k32_rs_e4m3(float (&d)[64], const uint32_t (&a)[4], uint64_t desc_b,
+                                                         int accumulate) {
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+               "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3 "
+               MLAKIT_WGMMA_D64_REGS ", {%64, %65, %66, %67}, %68, p, 1, 1;\n}\n"
+               : MLAKIT_WGMMA_D64_OPERANDS(d)
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(accumulate));
 }
 
 #undef MLAKIT_WGMMA_RS_MNB

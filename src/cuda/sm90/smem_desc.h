@@ -21,6 +21,14 @@ MLAKIT_HD uint64_t smem_desc_sw128(uint32_t addr, uint32_t lbo_bytes, uint32_t s
          (static_cast<uint64_t>((sbo_bytes >> 4) & 0x3FFF) << 32) | (1ull << 62);
 }
 
+// The same for a tile in 64-byte-swizzled rows (TMA's CU_TENSOR_MAP_SWIZZLE_64B: 8-row atoms of
+// 512 bytes, 512-byte aligned; the e4m3 kernel's Q and K, 64 one-byte columns per row): layout 2.
+// K-major: SBO = 512 (next 8 rows), LBO unused.
+MLAKIT_HD uint64_t smem_desc_sw64(uint32_t addr, uint32_t lbo_bytes, uint32_t sbo_bytes) {
+  return static_cast<uint64_t>((addr & 0x3FFFF) >> 4) | (static_cast<uint64_t>((lbo_bytes >> 4) & 0x3FFF) << 16) |
+         (static_cast<uint64_t>((sbo_bytes >> 4) & 0x3FFF) << 32) | (2ull << 62);
+}
+
 // The descriptor of the tile `bytes` (a multiple of 16) past the one `d` describes, with one
 // 32-bit add: the start address field is addr >> 4 in the low 14 bits, and every shared-memory
 // tile lies below 256 KB, so the field never carries into the bits above it. Each k-step of a

@@ -37,14 +37,19 @@ EncodeTiled encode_fn() {
 
 // A stride of a dimension of extent 1 is never used to address anything, and callers may pass 0
 // or any value there; TMA still wants a multiple of 16 bytes.
-uint64_t usable_stride(int64_t extent, int64_t stride_elems, uint64_t fallback_bytes) {
-  return extent > 1 ? static_cast<uint64_t>(stride_elems) * 2 : fallback_bytes;
+uint64_t usable_stride(int64_t extent, int64_t stride_elems, uint64_t elem_bytes, uint64_t fallback_bytes) {
+  return extent > 1 ? static_cast<uint64_t>(stride_elems) * elem_bytes : fallback_bytes;
 }
 
 CUresult encode(CUtensorMap* map, const TmaTensor& t, int box_rows) {
-  const CUtensorMapDataType type =
-      t.dtype == DType::kBF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
-  const uint64_t row_bytes = static_cast<uint64_t>(t.cols) * 2;
+  // e4m3 is copied as bytes; its 64-column boxes are 64-byte rows, so the 64-byte swizzle (the
+  // 16-bit types' boxes are 128-byte rows: the 128-byte swizzle).
+  const bool fp8 = t.dtype == DType::kE4M3;
+  const CUtensorMapDataType type = fp8                       ? CU_TENSOR_MAP_DATA_TYPE_UINT8
+                                   : t.dtype == DType::kBF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
+                                                             : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+  const uint64_t es = fp8 ? 1 : 2;
+  const uint64_t row_bytes = static_cast<uint64_t>(t.cols) * es;
   const uint64_t fallback = (row_bytes + 15) / 16 * 16;
   const uint64_t rows = t.rows > 0 ? static_cast<uint64_t>(t.rows) : 1;
   cuuint64_t dims[3];
@@ -57,8 +62,8 @@ CUresult encode(CUtensorMap* map, const TmaTensor& t, int box_rows) {
     dims[0] = static_cast<cuuint64_t>(t.cols);
     dims[1] = static_cast<cuuint64_t>(t.heads);
     dims[2] = rows;
-    strides[0] = usable_stride(t.heads, t.stride_head, fallback);
-    strides[1] = usable_stride(t.rows, t.stride_tok, fallback);
+    strides[0] = usable_stride(t.heads, t.stride_head, es, fallback);
+    strides[1] = usable_stride(t.rows, t.stride_tok, es, fallback);
     box[0] = 64;
     box[1] = 1;
     box[2] = static_cast<cuuint32_t>(box_rows);
@@ -66,12 +71,13 @@ CUresult encode(CUtensorMap* map, const TmaTensor& t, int box_rows) {
     rank = 2;
     dims[0] = static_cast<cuuint64_t>(t.cols);
     dims[1] = rows;
-    strides[0] = usable_stride(t.rows, t.stride_tok, fallback);
+    strides[0] = usable_stride(t.rows, t.stride_tok, es, fallback);
     box[0] = 64;
     box[1] = static_cast<cuuint32_t>(box_rows);
   }
   return encode_fn()(map, type, rank, const_cast<void*>(t.base), dims, strides, box, elem_strides,
-                     CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                     CU_TENSOR_MAP_INTERLEAVE_NONE, fp8 ? CU_TENSOR_MAP_SWIZZLE_64B : CU_TENSOR_MAP_SWIZZLE_128B,
+                     CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
                      CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
 }
 

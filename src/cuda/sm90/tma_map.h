@@ -1,6 +1,7 @@
-// Host side of TMA: tensor maps for the 16-bit [rows, heads, cols] tensors the sm90 kernel reads,
-// loaded as boxes of 64 columns x `box_rows` rows of one head, 128-byte swizzled in shared memory
-// (the layout wgmma's swizzled descriptors expect). cuTensorMapEncodeTiled comes from the driver
+// Host side of TMA: tensor maps for the [rows, heads, cols] tensors the sm90 kernel reads and
+// writes, as boxes of 64 columns x `box_rows` rows of one head, swizzled in shared memory as
+// wgmma's swizzled descriptors expect: 128-byte rows with the 128-byte swizzle (bf16, fp16),
+// 64-byte rows with the 64-byte swizzle (e4m3). cuTensorMapEncodeTiled comes from the driver
 // through the runtime's entry-point query, so mlakit does not link libcuda.
 #pragma once
 
@@ -16,7 +17,7 @@ namespace sm90 {
 
 struct TmaTensor {
   const void* base;
-  DType dtype;                       // bf16 or fp16
+  DType dtype;                       // bf16, fp16 or e4m3
   int64_t cols;                      // innermost extent (a multiple of 64)
   int64_t heads;                     // 0: a rank-2 [rows, cols] tensor (one row shared by all heads)
   int64_t rows;                      // outermost extent (the kernel rewrites it to the plan's total)

@@ -12,12 +12,18 @@ namespace mlakit {
 namespace cuda {
 namespace sm90 {
 
-template <int BM, int BN>
+// A descale factor [seq, kv_head] of PrefillArgs (1 when absent).
+__device__ __forceinline__ float descale_at(const float* d, int64_t stride_b, int64_t stride_h, int seq, int kvh) {
+  return d == nullptr ? 1.f : __ldg(d + seq * stride_b + kvh * stride_h);
+}
+
+template <typename Shape>
 __device__ __forceinline__ ItemPlan plan_item(const ScheduleView& sched, const plan::ScheduleHeader& hdr, int w,
-                                              int num_heads) {
+                                              const PrefillArgs& a) {
+  constexpr int BM = Shape::BM, BN = Shape::BN;
   ItemPlan ip;
   ip.valid = 1;
-  const RunWorkItem ri = sched.run_item(w, hdr.num_runs, hdr.head_group, num_heads, BM);
+  const RunWorkItem ri = sched.run_item(w, hdr.num_runs, hdr.head_group, a.num_qo_heads, BM);
   ip.it = ri.it;
   ip.rows = min(BM, ip.it.lq - ip.it.row0);
   const rule::MaskRule<int> mr{ip.it.lq, ip.it.lk, hdr.causal != 0, hdr.window_left};
@@ -34,6 +40,14 @@ __device__ __forceinline__ ItemPlan plan_item(const ScheduleView& sched, const p
     ip.n_begin += ri.chunk_tiles * BN;
     ip.n_tiles -= ri.chunk_tiles;
   }
+  if constexpr (Shape::kFp8) {
+    // Read here, off the consumers' path: the scheduler decodes each item while the block's
+    // current one still runs.
+    const int kvh = ip.it.head / (a.num_qo_heads / a.num_kv_heads);
+    ip.qk_descale = descale_at(a.q_descale, a.qd_stride_b, a.qd_stride_h, ri.seq, kvh) *
+                    descale_at(a.k_descale, a.kd_stride_b, a.kd_stride_h, ri.seq, kvh);
+    ip.v_descale = descale_at(a.v_descale, a.vd_stride_b, a.vd_stride_h, ri.seq, kvh);
+  }
   return ip;
 }
 
@@ -46,20 +60,21 @@ __device__ __forceinline__ ItemPlan* item_slot(const PrefillArgs& a, int hop) {
   return reinterpret_cast<ItemPlan*>(reinterpret_cast<unsigned char*>(block_tensor_maps<Shape>(a) + Shape::kNumMaps) +
                                      hop * Shape::kSlotBytes);
 }
+// The first kWords 16-byte words (item_words: the descales travel only for e4m3).
+template <int kWords>
 __device__ __forceinline__ void store_item(ItemPlan* slot, const ItemPlan& ip) {
   const int4* src = reinterpret_cast<const int4*>(&ip);
   int4* dst = reinterpret_cast<int4*>(slot);
-  __stcg(dst + 0, src[0]);
-  __stcg(dst + 1, src[1]);
-  __stcg(dst + 2, src[2]);
+#pragma unroll
+  for (int i = 0; i < kWords; ++i) __stcg(dst + i, src[i]);
 }
+template <int kWords>
 __device__ __forceinline__ ItemPlan load_item(const ItemPlan* slot) {
   ItemPlan ip;
   int4* dst = reinterpret_cast<int4*>(&ip);
   const int4* src = reinterpret_cast<const int4*>(slot);
-  dst[0] = __ldcg(src + 0);
-  dst[1] = __ldcg(src + 1);
-  dst[2] = __ldcg(src + 2);
+#pragma unroll
+  for (int i = 0; i < kWords; ++i) dst[i] = __ldcg(src + i);
   return ip;
 }
 
@@ -87,8 +102,8 @@ __device__ __forceinline__ void scheduler_warp(const Sm90Params& p, const Schedu
       w = __shfl_sync(0xffffffffu, next, 0) + static_cast<int>(gridDim.x);
     }
     ItemPlan ip{};  // valid = 0: no more work
-    if (w < hdr.num_items) ip = plan_item<Shape::BM, Shape::BN>(sched, hdr, w, p.args.num_qo_heads);
-    if (lane == 0) store_item(slot, ip);
+    if (w < hdr.num_items) ip = plan_item<Shape>(sched, hdr, w, p.args);
+    if (lane == 0) store_item<item_words<Shape>()>(slot, ip);
     __syncwarp();
     named_barrier_arrive<kBarSchedFull, kSchedHop>();
     if (!ip.valid) break;
