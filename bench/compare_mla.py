@@ -9,7 +9,10 @@ next step with its first part as context; see bench/seed_schedule.py) through th
 (bench/mla_paths.py): vLLM's FA2 path, the seed's FlashInfer path (fa3; fa2 too), and mlakit's
 MLA step (mlakit.MlaStep: eager, and graph-replayed with one CUDA graph per token bucket, captured
 in the warm-up pass). On request (--paths), also mlakit's kernel dropped into vLLM's Python path
-(mlakit_kernel_in_vllm_path[_graph]).
+(mlakit_kernel_in_vllm_path[_graph]). --kv-cache-dtypes auto,fp8,fp8_ds_mla runs every mlakit step
+path also on FP8 latent caches (vLLM's fp8, DeepSeek-V3.2's fp8_ds_mla; paths <path>@<format>), in the
+same process and timed in turns with the rest, and reports each against the same path on the bf16
+cache (target: at most FP8_CACHE_TARGET of its time).
 
 Cases (default): N=1 budget 8192, N=100 budget 8192, N=100 budget 2048.
 
@@ -32,6 +35,7 @@ the original latents (sampled rows), and a small case (all rows, all paths, one 
     python3 bench/compare_mla.py --smoke                    # seconds: tiny model, every path once
     python3 bench/compare_mla.py --json compare_mla.json    # the full run (a few minutes)
     python3 bench/compare_mla.py --cases 100:8192 --paths fa2_vllm,mlakit_step_graph
+    python3 bench/compare_mla.py --cases 100:8192 --paths mlakit_step_graph --kv-cache-dtypes auto,fp8,fp8_ds_mla
     python3 bench/compare_mla.py --device cpu --smoke       # the harness on the CPU (FA2 emulated)
 """
 from __future__ import annotations
@@ -63,6 +67,9 @@ TARGETS = [((100, 8192), "fa2_vllm", 4.0), ((100, 8192), "flashinfer_fa3", 3.0),
            ((100, 8192), "flashinfer_fa3_host", 3.0), ((1, 8192), "flashinfer_fa3_host", 2.5),
            ((1, 8192), "fa2_vllm", 2.5), ((1, 8192), "flashinfer_fa3", 2.5)]
 HOST_SHARE_TARGET = 0.10  # graph-replayed step
+# The step on an FP8 latent cache against the same step on the bf16 cache (its gather reads half the
+# bytes): at most this ratio of the bf16 cache's total wall time.
+FP8_CACHE_TARGET = 1.05
 MLAKIT_PATHS_PREF = ["mlakit_step_graph", "mlakit_step_graph_uir", "mlakit_step_graph_native",
                      "mlakit_step", "mlakit_kernel_in_vllm_path_graph", "mlakit_kernel_in_vllm_path"]
 
@@ -277,14 +284,18 @@ def warm_path(M, path, steps, bufs, clock, model, args, refs):
     cfg = model.cfg
     for L in model.layers:  # a path must read back only what it wrote itself
         L.cache.zero_()
+    if hasattr(path, "reset_cache"):
+        path.reset_cache()
     errs = []
+    kind = getattr(path, "kv_cache_dtype", "auto")
 
     def check(st, out0):
         if args.no_check:
             return
-        if st.index not in refs:
-            refs[st.index] = M.reference_layer(cfg, model.layers[0], st, rows_per_req=args.ref_rows)
-        rows, ref = refs[st.index]
+        if (kind, st.index) not in refs:  # on an FP8 cache: the latents as that cache holds them
+            refs[(kind, st.index)] = M.reference_layer(cfg, model.layers[0], st, rows_per_req=args.ref_rows,
+                                                       kv_cache_dtype=kind)
+        rows, ref = refs[(kind, st.index)]
         errs.append(M.relerr(out0, rows, ref))
 
     t0 = time.perf_counter()
@@ -465,7 +476,7 @@ def check_small(torch, M, P, args, dev, log):
     caps = P.Capacity(max(st.B for st in steps), 256, max(1, max(st.ctx_total for st in steps)),
                       tables.max_blocks, tables.num_blocks)
     bufs = M.CommonBuffers(caps.max_batch, 256, tables.max_blocks, dev)
-    refs = [M.reference_layer(cfg, model.layers[0], st) for st in steps]
+    refs_of = {}  # cache format -> per step (rows, reference)
     outs, result = {}, {}
     log(f"correctness, small case: prompts {lens}, budget 256, {len(steps)} steps "
         f"(contexts {[st.ctx_total for st in steps]}), 1 layer, all rows")
@@ -484,6 +495,12 @@ def check_small(torch, M, P, args, dev, log):
         try:
             for L in model.layers:
                 L.cache.zero_()
+            if hasattr(path, "reset_cache"):
+                path.reset_cache()
+            kind = getattr(path, "kv_cache_dtype", "auto")
+            if kind not in refs_of:
+                refs_of[kind] = [M.reference_layer(cfg, model.layers[0], st, kv_cache_dtype=kind) for st in steps]
+            refs = refs_of[kind]
             got = []
             for _ in range(2):  # twice: graph paths capture in the first pass, replay in the second
                 got = []
@@ -520,6 +537,10 @@ def main(argv=None):
     ap.add_argument("--paths", default=None,
                     help="comma-separated (default: fa2_vllm, flashinfer_fa3, flashinfer_fa3_host, flashinfer_fa2, mlakit_step, "
                     "mlakit_step_graph; also mlakit_kernel_in_vllm_path[_graph])")
+    ap.add_argument("--kv-cache-dtypes", default="auto",
+                    help="latent cache formats of the mlakit step paths, comma-separated: auto (the bf16 "
+                    "cache), fp8 (vLLM's, layer scale 1.0), fp8_ds_mla (DeepSeek-V3.2's 656-byte rows); each "
+                    "mlakit_step* path runs once per format, the FP8 ones named <path>@<format> (default auto)")
     ap.add_argument("--reps", type=int, default=None, help="timed passes over the schedule (default 5; --smoke 1)")
     ap.add_argument("--warmup-reps", type=int, default=1)
     ap.add_argument("--rest-ms", type=float, default=0.0,
@@ -561,9 +582,14 @@ def main(argv=None):
     import mla_model as M
     import mla_paths as P
     args.paths = [p.strip() for p in (args.paths or ",".join(P.DEFAULT_PATHS)).split(",") if p.strip()]
+    kinds = [k.strip() for k in args.kv_cache_dtypes.split(",") if k.strip()]
+    for k in kinds:
+        if k not in M.KV_CACHE_DTYPES:
+            ap.error(f"--kv-cache-dtypes: unknown format {k!r}; known: {', '.join(M.KV_CACHE_DTYPES)}")
+    args.paths = P.with_kv_cache_dtypes(args.paths, kinds)
     for p in args.paths:
-        if p not in P.PATH_NAMES:
-            ap.error(f"unknown path {p!r}; known: {', '.join(P.PATH_NAMES)}")
+        if not P.is_path_name(p):
+            ap.error(f"unknown path {p!r}; known: {', '.join(P.PATH_NAMES)} (mlakit_step*@<kv cache dtype>)")
     dev = torch.device(args.device)
     if dev.type == "cuda" and not torch.cuda.is_available():
         log("compare_mla.py: no CUDA device visible to PyTorch (--device cpu runs the harness on the CPU)")
@@ -783,6 +809,19 @@ def report_case(case, cfg, args):
             if peer in paths and paths[m]["total_wall_ms"] and paths[peer]["total_wall_ms"]:
                 sp.setdefault(m, {})["vs_" + peer] = paths[peer]["total_wall_ms"] / paths[m]["total_wall_ms"]
     case["speedups"] = sp
+    # Each mlakit step path on an FP8 cache against the same path on the bf16 cache.
+    fp8 = {}
+    for m in names:
+        base = m.partition("@")[0]
+        if "@" in m and base in paths and paths[m]["total_wall_ms"] and paths[base]["total_wall_ms"]:
+            fp8[m] = paths[m]["total_wall_ms"] / paths[base]["total_wall_ms"]
+    case["fp8_cache_vs_bf16_cache"] = fp8
+    if fp8:
+        log("")
+        log(f"FP8 cache / bf16 cache, total wall (N={case['requests']}, budget {case['budget']}; target <= "
+            f"{FP8_CACHE_TARGET:.2f}):")
+        for m, r in fp8.items():
+            log(f"  {m:36s} x{r:.3f} of {m.partition('@')[0]}")
     if sp:
         log("")
         log(f"speedup (peer total wall / mlakit total wall), N={case['requests']}, budget {case['budget']}:")
@@ -822,6 +861,12 @@ def report_targets(cases):
                              "met": r["host_share"] < HOST_SHARE_TARGET,
                              "replay_only": r.get("host_share_replay_only")})
                 found = True
+    for c in cases:
+        for m, ratio in (c.get("fp8_cache_vs_bf16_cache") or {}).items():
+            # As a speed-up (bf16 cache time / FP8 cache time), met at >= 1 / FP8_CACHE_TARGET.
+            rows.append({"case": f"N={c['requests']} budget {c['budget']}", "mlakit_path": m,
+                         "vs": m.partition("@")[0] + " (bf16 cache)", "speedup": 1.0 / ratio,
+                         "target": round(1.0 / FP8_CACHE_TARGET, 3), "met": ratio <= FP8_CACHE_TARGET})
     if rows:
         log("")
         log("targets (mlakit_kernel_in_vllm_path* is mlakit's kernel in vLLM's path, not the MLA step):")
@@ -832,7 +877,7 @@ def report_targets(cases):
                     + (f"  [replay-only reading {100 * r['replay_only']:.1f}%]" if r.get("replay_only") is not None else ""))
             else:
                 log(f"  {r['case']:22s} {r['mlakit_path']:26s} vs {r['vs']:16s} x{r['speedup']:.2f} "
-                    f"(target x{r['target']:.1f}): {'met' if r['met'] else 'MISSED'}"
+                    f"(target x{r['target']:.2f}): {'met' if r['met'] else 'MISSED'}"
                     + (f"  [needs <= {r['needs_ms']:.2f} ms: {r['needs_tflops']:.0f} TFLOP/s"
                        + (f", {r['needs_pct_ceiling']:.0f}% of the ceiling" if r.get("needs_pct_ceiling") else "")
                        + "]" if r.get("needs_tflops") else ""))

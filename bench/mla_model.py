@@ -228,15 +228,43 @@ def merge(o_a, lse_a, o_b, lse_b, base2=False):
 # ------------------------------------------------------------------------------------------------
 # float32 reference from the original latents (independent of the cache and of every path).
 
-def reference_layer(cfg: MLAConfig, layer: LayerData, st: StepInputs, rows_per_req: int = 0):
+# The latent cache formats mlakit's step takes (MlaStep(kv_cache_dtype=...)): the bytes of a row, and
+# the latents a row hands back -- what the step attends, for the reference of a path on such a cache.
+KV_CACHE_DTYPES = ("auto", "fp8", "fp8_ds_mla")
+FP8_K_SCALE = 1.0  # the fp8 cache's layer scale: vLLM's default layer._k_scale
+
+
+def cache_row_bytes(cfg: MLAConfig, kv_cache_dtype: str, dtype=torch.bfloat16) -> int:
+    if kv_cache_dtype == "fp8_ds_mla":
+        return cfg.kv_lora_rank + 4 * (cfg.kv_lora_rank // 128) + 2 * cfg.qk_rope
+    return cfg.latent * (1 if kv_cache_dtype == "fp8" else torch.finfo(dtype).bits // 8)
+
+
+def through_cache(kv_c, k_pe, kv_cache_dtype: str):
+    """(kv_c, k_pe) as a cache of this format holds them, in their dtype: vLLM's fp8 (e4m3 of
+    x / scale, saturated) or FlashMLA's fp8_ds_mla quantizer (power-of-two scale per 128 values)."""
+    if kv_cache_dtype == "auto":
+        return kv_c, k_pe
+    if kv_cache_dtype == "fp8":
+        x = torch.cat([kv_c, k_pe], dim=-1).float() / FP8_K_SCALE
+        y = (x.clamp(-448.0, 448.0).to(torch.float8_e4m3fn).float() * FP8_K_SCALE).to(kv_c.dtype)
+        return y[:, :kv_c.shape[1]], y[:, kv_c.shape[1]:]
+    x = kv_c.float().reshape(-1, kv_c.shape[1] // 128, 128)
+    s = torch.pow(2, (x.abs().amax(dim=-1, keepdim=True) / 448.0).clamp_min(1e-4).log2().ceil())
+    return ((x / s).to(torch.float8_e4m3fn).float() * s).reshape(kv_c.shape).to(kv_c.dtype), k_pe
+
+
+def reference_layer(cfg: MLAConfig, layer: LayerData, st: StepInputs, rows_per_req: int = 0,
+                    kv_cache_dtype: str = "auto"):
     """(rows, out [len(rows), H, v_head] float32) for layer `layer` of step st: each new token
     attends to its request's [context; new] latents up to itself (bottom-right causal). The K/V
     come from the same bf16 up-projection the engines use (not what is being tested); attention
-    in float32. rows_per_req > 0 samples that many rows per request (+ first/last), else all."""
+    in float32. rows_per_req > 0 samples that many rows per request (+ first/last), else all.
+    kv_cache_dtype: the latents as a cache of that format holds them (through_cache)."""
     all_rows, outs = [], []
     for c, off in zip(st.chunks, st.q_offsets):
         src = torch.tensor(st.rows_of[c.req], dtype=torch.long, device=layer.q.device)
-        k, v = up_project(layer, layer.kv_c[src], layer.k_pe[src], cfg)     # [L, H, *]
+        k, v = up_project(layer, *through_cache(layer.kv_c[src], layer.k_pe[src], kv_cache_dtype), cfg)  # [L, H, *]
         local = list(range(c.new))
         if rows_per_req and c.new > rows_per_req + 2:
             step_ = c.new / rows_per_req

@@ -32,6 +32,10 @@ Paths:
                       block table, one up-projection GEMM, split-K attention, no merge)
   mlakit_step_graph   the same, all layers captured into one CUDA graph per token bucket
                       (mlakit.graph_rows_bucket), re-planned per step and replayed
+  <mlakit step path>@fp8, @fp8_ds_mla   the same mlakit step path on an FP8 latent cache of its
+                      own (MlaStep(kv_cache_dtype=...): vLLM's fp8 with layer scale 1.0, or
+                      DeepSeek-V3.2's 656-byte rows; uint8 [num_blocks, 16, 576 / 656] per layer),
+                      checked against the reference on the latents as that cache holds them
   mlakit_kernel_in_vllm_path   vLLM's Python path above with only the kernel swapped: mlakit's
                       RaggedPrefill (no V pad, host plan) and mlakit.merge_states (what the anchors
                       call "the same path with mlakit's kernel"); _graph: its layer loop captured,
@@ -306,6 +310,7 @@ class MlakitStepPath(Path):
     """mlakit's MLA step (mlakit.MlaStep): plan once per step on the host, one run() per layer."""
     name = "mlakit_step"
     upload_in_run = False  # MlaStep(upload_in_run=): the plan uploaded by the step's first run()
+    kv_cache_dtype = "auto"  # MlaStep(kv_cache_dtype=): "auto" reads the model's bf16 cache
 
     # How the binding is driven (python/mlakit/mla.py, docs/mla.md):
     #   step = mlakit.MlaStep(H, kv_lora_rank, qk_nope, qk_rope, v_head, dtype=, device=, block_size=,
@@ -331,7 +336,16 @@ class MlakitStepPath(Path):
                                    dtype=self.model.dtype, device="cuda" if self.dev.type == "cuda" else "cpu",
                                    block_size=c.block_size, num_blocks=k.num_blocks, max_batch=k.max_batch,
                                    max_tokens=k.max_tokens, max_context_tokens=k.max_ctx_tokens,
-                                   workspace_rows=self.rows_cap, **extra)
+                                   workspace_rows=self.rows_cap, kv_cache_dtype=self.kv_cache_dtype, **extra)
+        # An FP8 cache per layer (uint8, as vLLM allocates them) and the fp8 layer scale; "auto"
+        # uses the model's bf16 caches.
+        self.caches, self.k_scale = None, None
+        if self.kv_cache_dtype != "auto":
+            row = M.cache_row_bytes(c, self.kv_cache_dtype, self.model.dtype)
+            self.caches = [torch.zeros(k.num_blocks, c.block_size, row, dtype=torch.uint8, device=self.dev)
+                           for _ in range(c.layers)]
+            if self.kv_cache_dtype == "fp8":
+                self.k_scale = torch.tensor(M.FP8_K_SCALE, dtype=torch.float32, device=self.dev)
         # Layer 0 writes its own output (checked against the reference after the step); the other
         # layers share one buffer, as an engine's attention output is consumed by o_proj before the
         # next layer runs. Fixed addresses, so a captured graph keeps writing the same buffers.
@@ -342,6 +356,11 @@ class MlakitStepPath(Path):
     def describe(self):
         return f"{self.__doc__.strip().splitlines()[0]} ({self.step!r})"
 
+    def reset_cache(self):
+        """Zeroes this path's own FP8 caches (the bf16 ones are the model's, zeroed by the caller)."""
+        for cache in self.caches or []:
+            cache.zero_()
+
     def _plan(self, st, graph_rows=0):
         # Host lists and the CPU block table as the engine's scheduler has them: no device sync.
         self.step.plan(st.q_lens, st.ctx_lens, st.block_table_host, sm_scale=self.cfg.sm_scale,
@@ -351,7 +370,8 @@ class MlakitStepPath(Path):
         """Layer l on the first `rows` rows of the input buffers (>= the plan's new tokens)."""
         L = self.model.layers[l]
         out = self.out0 if l == 0 else self.out_rest
-        self.step.run(L.q[:rows], L.kv_c[:rows], L.k_pe[:rows], L.w_kvb, L.cache, out=out[:rows])
+        cache = self.caches[l] if self.caches else L.cache
+        self.step.run(L.q[:rows], L.kv_c[:rows], L.k_pe[:rows], L.w_kvb, cache, out=out[:rows], k_scale=self.k_scale)
 
     def plan(self, st):
         self._plan(st)
@@ -549,7 +569,32 @@ DEFAULT_PATHS = ["fa2_vllm", "flashinfer_fa3", "flashinfer_fa3_host", "flashinfe
                  "mlakit_step_graph_uir", "mlakit_step_graph_native"]
 
 
+def with_kv_cache_dtypes(names, kinds):
+    """names with every mlakit step path once per cache format of `kinds` ("auto": as it is,
+    else "<path>@<kind>"), each right after the other; other paths as they are."""
+    out = []
+    for n in names:
+        if n.startswith("mlakit_step"):
+            out += [n if k == "auto" else f"{n}@{k}" for k in kinds]
+        else:
+            out.append(n)
+    return out
+
+
+def is_path_name(name):
+    base, _, kind = name.partition("@")
+    return base in PATH_NAMES and (not kind or (kind in M.KV_CACHE_DTYPES and base.startswith("mlakit_step")))
+
+
 def make_path(name, cfg, model, caps):
+    base, _, kind = name.partition("@")
+    if kind:
+        if not is_path_name(name):
+            raise ValueError(f"unknown path {name!r}: a cache format ({', '.join(M.KV_CACHE_DTYPES)}) "
+                             "follows '@' after an mlakit_step path only")
+        p = make_path(base, cfg, model, caps)
+        p.kv_cache_dtype, p.name = kind, name
+        return p
     if name == "fa2_vllm":
         return FA2Path(cfg, model, caps)
     if name in ("flashinfer_fa3", "flashinfer_fa2", "flashinfer_fa3_host"):

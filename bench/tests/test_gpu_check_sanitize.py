@@ -62,12 +62,14 @@ def test_each_tool_runs_the_filter_then_the_merge_tests_in_a_second_process(tmp_
     for tool, filt in (calls[0], calls[4]):
         assert "CudaMlaGemm" in filt and "CudaMlaStep" in filt and "CudaPrefill" in filt, tool
         assert "CudaMerge" not in filt
+    for tool, filt in (calls[0], calls[4]):  # the MLA step on FP8 caches, eager and graph-replayed
+        assert "CudaMlaStepFp8Cache" in filt and "CudaMlaGraphFp8Cache" in filt, tool
     race = calls[2][1]
     assert "CudaPrefill" in race and "CudaMlaGatherOp" in race
     # The FP8 (e4m3) kernel's cases go under every tool.
     for _, filt in calls[0], calls[2], calls[4]:
         assert "CudaPrefill.*/sm90_d192x128_e4m3" in filt and "CudaFp8" in filt
-    for name in ("CudaMlaGemm", "CudaMlaStep", "CudaMlaGraph"):
+    for name in ("CudaMlaGemm", "CudaMlaStep", "CudaMlaGraph"):  # the FP8-cache suites' names too
         assert name not in race
     main_tests = calls[0][1].count(":") + 1
     line = next(l for l in summary.splitlines() if "sanitize memcheck:" in l)

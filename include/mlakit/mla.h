@@ -3,7 +3,8 @@
 //
 //   1. cache write: the new tokens' latents kv_c [T, L] and RoPE'd keys k_pe [T, R] go into the
 //      paged latent cache [num_blocks, block_size, L + R] at their slots (inside the gather of
-//      step 2's first launch, which takes the new rows straight from kv_c / k_pe);
+//      step 2's first launch, which takes the new rows straight from kv_c / k_pe); an FP8 cache
+//      (KvCacheDtype) is written quantized and read decoded by the same gather;
 //   2. up-projection of the latents with kv_b_proj [H * (Dn + Dv), L] (the checkpoint layout:
 //      per head Dn rows of K "nope", then Dv rows of V) into per-head K_nope and V, written where
 //      attention reads them (no copies, V never padded);
@@ -39,14 +40,38 @@
 
 namespace mlakit {
 
+// The paged latent cache's format, named as vLLM's kv_cache_dtype (docs/mla.md, docs/fp8.md):
+//   kAuto      config.dtype (bf16 / fp16) [num_blocks, block_size, L + R]: kv_c then k_pe as given.
+//   kFp8       vLLM "fp8" / "fp8_e4m3": e4m3 [num_blocks, block_size, L + R] with one float32
+//              scale per layer (MlaLayer::k_scale, vLLM's layer._k_scale): value = code x scale.
+//              Written as vLLM's concat_and_cache_mla writes it: code = e4m3(x / scale), x / scale
+//              in float32, rounded to nearest even, saturated to +-448, NaN -> 0x7f.
+//   kFp8DsMla  vLLM "fp8_ds_mla" (DeepSeek-V3.2's, FlashMLA's): 656-byte rows [num_blocks,
+//              block_size, 656]: 512 e4m3 codes of kv_c, 4 float32 scales (one per 128 codes:
+//              value = code x scale), then k_pe's 64 values in bf16, verbatim. Written with
+//              FlashMLA's quantizer: per 128 values, scale = the smallest power of two >=
+//              max(amax / 448, 1e-4) (amax in float32, NaN ignored), code = e4m3(x / scale), exact
+//              division, rounded to nearest even (no value passes 448), NaN -> 0x7f. Needs
+//              kv_lora_rank 512, qk_rope_head_dim 64 and dtype bf16. Reading takes any float32
+//              scales (vLLM's own writer stores amax / 448 unrounded).
+// FP8 caches: kv_lora_rank and qk_rope_head_dim multiples of 16; the cache tensor is e4m3 or
+// uint8 (DType::kE4M3 / kUInt8, the bytes are the same). The step writes its new tokens into the
+// cache quantized and attends them as the cache holds them (their dequantized values), so an
+// engine's later steps and its decode kernels read exactly the latents this step attended.
+enum class KvCacheDtype : int32_t { kAuto = 0, kFp8 = 1, kFp8DsMla = 2 };
+// "auto", "fp8", "fp8_ds_mla".
+const char* kv_cache_dtype_name(KvCacheDtype t);
+
 struct MlaConfig {
   int num_heads = 16;
   int kv_lora_rank = 512;
   int qk_nope_head_dim = 128;
   int qk_rope_head_dim = 64;
   int v_head_dim = 128;
-  DType dtype = DType::kBF16;  // of q, latents, cache, weight and out (bf16 or fp16)
-  // The paged latent cache [num_blocks, block_size, kv_lora_rank + qk_rope_head_dim].
+  DType dtype = DType::kBF16;  // of q, latents, weight and out (bf16 or fp16), and of a kAuto cache
+  // The paged latent cache [num_blocks, block_size, kv_lora_rank + qk_rope_head_dim] (656 bytes a
+  // row for kFp8DsMla), in kv_cache_dtype's format.
+  KvCacheDtype kv_cache_dtype = KvCacheDtype::kAuto;
   int block_size = 16;
   int64_t num_blocks = 0;
   // Capacity of a step.
@@ -143,7 +168,11 @@ struct MlaLayer {
   TensorView kv_c;       // [T, L]
   TensorView k_pe;       // [T, R], RoPE applied
   TensorView kv_b_proj;  // [H * (Dn + Dv), L]
-  TensorView kv_cache;   // [num_blocks, block_size, L + R]; the new tokens are written into it
+  TensorView kv_cache;   // [num_blocks, block_size, L + R] (656 for kFp8DsMla); new tokens written into it
+  // kv_cache_dtype kFp8 only: the layer's cache scale, float32, one element ([] or [1]) on the
+  // step's device (vLLM's layer._k_scale). Read when the step runs, so a captured CUDA graph
+  // replays with the value the buffer holds then. Other formats take none.
+  TensorView k_scale;
 };
 
 class MlaStep {
@@ -185,7 +214,9 @@ namespace reference {
 // kv_c / k_pe) up-projected and materialized as [rows, H, Dn + R] and [rows, H, Dv], then
 // softmax over every visible key (context and new tokens up to the query's own). Host tensors
 // of any float dtype; out fp32/fp64 [total_q, H, Dv]; lse (optional) fp32/fp64 [total_q, H].
-// Does not write the cache.
+// Does not write the cache. FP8 caches (config.kv_cache_dtype) are decoded exactly (code x
+// scale in double), and the new tokens are taken as the cache will hold them: quantized into
+// the format and decoded, as the step attends them.
 void mla_step(const MlaConfig& config, const MlaBatch& batch, const MlaLayer& layer,
               float sm_scale, const TensorView& out, const TensorView* lse = nullptr);
 

@@ -10,11 +10,13 @@ namespace mlakit {
 
 // kE4M3: the OCP 8-bit float e4m3fn (PyTorch's float8_e4m3fn): 1 sign, 4 exponent (bias 7) and
 // 3 mantissa bits, finite range +-448, subnormals down to 2^-9, no infinities, NaN = 0x7f / 0xff.
-enum class DType : int32_t { kBF16 = 0, kFP16 = 1, kFP32 = 2, kFP64 = 3, kInt32 = 4, kE4M3 = 5 };
+// kUInt8: raw bytes, as engines allocate FP8 caches (vLLM's fp8 and fp8_ds_mla caches are uint8);
+// only the MLA step's FP8 latent cache takes it (MlaConfig::kv_cache_dtype).
+enum class DType : int32_t { kBF16 = 0, kFP16 = 1, kFP32 = 2, kFP64 = 3, kInt32 = 4, kE4M3 = 5, kUInt8 = 6 };
 
 // Size in bytes of one element.
 size_t dtype_size(DType t);
-// "bf16", "fp16", "fp32", "fp64", "int32", "e4m3".
+// "bf16", "fp16", "fp32", "fp64", "int32", "e4m3", "uint8".
 const char* dtype_name(DType t);
 
 enum class DeviceType : int32_t { kCPU = 0, kCUDA = 1 };

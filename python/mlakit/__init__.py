@@ -122,7 +122,8 @@ def _register_torch() -> Any:
             def raw(index: int) -> int:
                 return torch.cuda.current_stream(index).cuda_stream
         _C._register_torch(torch.Tensor, (torch.bfloat16, torch.float16, torch.float32, torch.float64,
-                                          torch.int32, getattr(torch, "float8_e4m3fn", None)), torch.int64, raw)
+                                          torch.int32, getattr(torch, "float8_e4m3fn", None), torch.uint8),
+                           torch.int64, raw)
         _TorchTensor = torch.Tensor
     return _TorchTensor
 
@@ -139,6 +140,7 @@ def _torch_descriptor(x: Any) -> Optional[tuple]:
                               torch.float64: 3, torch.int32: 4}
         if hasattr(torch, "float8_e4m3fn"):
             _TORCH_DTYPE_CODES[torch.float8_e4m3fn] = 5
+        _TORCH_DTYPE_CODES[torch.uint8] = 6  # raw bytes: the MLA step's FP8 caches
     code = _TORCH_DTYPE_CODES.get(x.dtype)
     if code is None:
         return None

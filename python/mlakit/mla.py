@@ -105,6 +105,14 @@ def _clear_past_the_step(fresh: list, total_q: int, rows: int, q: Any, stream: A
             x[total_q:] = value
 
 
+def _kv_cache_dtype_name(x: Any) -> str:
+    """vLLM's kv_cache_dtype names; torch.float8_e4m3fn / torch.uint8 as "fp8"."""
+    if isinstance(x, str):
+        return x.lower()
+    name = str(x)
+    return "fp8" if name in ("torch.float8_e4m3fn", "torch.uint8") else name
+
+
 class MlaStep:
     """One engine step of MLA prefill attention, planned once and run per layer (inputs as the
     module docstring says: ``kv_c`` after ``kv_a_layernorm``, q and k RoPE in one pair layout,
@@ -127,6 +135,16 @@ class MlaStep:
     ``run()`` then keeps upload state: call a step's ``plan()`` and ``run()`` from one thread, and
     replay its graphs on one stream.
 
+    ``kv_cache_dtype`` (vLLM's names): ``"auto"`` (the cache in ``dtype``), ``"fp8"`` /
+    ``"fp8_e4m3"`` (e4m3 ``[num_blocks, block_size, kv_lora_rank + qk_rope_head_dim]``, value =
+    code x the layer's scale, passed to :meth:`run` as ``k_scale``: vLLM's ``layer._k_scale``) or
+    ``"fp8_ds_mla"`` (DeepSeek-V3.2's 656-byte rows ``[num_blocks, block_size, 656]``: 512 e4m3
+    codes, 4 float32 scales of 128 codes each, 64 bf16 RoPE values; bf16 steps with the DeepSeek
+    dims). FP8 caches are ``torch.uint8`` (as vLLM allocates them) or ``torch.float8_e4m3fn``
+    tensors. :meth:`run` writes the new tokens quantized as the format defines and attends them
+    as the cache holds them (their dequantized values), so later steps and an engine's decode
+    kernels read the latents this step attended (``docs/fp8.md``).
+
     ``fp8_attention=True``: attention runs on e4m3 q, K and V, with per-launch scales taken from
     what the step reads anyway (the latent rows' norms, the k_pe maximum, the weight's row norms;
     q per head by its maximum), and ``out`` stays in ``dtype``: about 4% relative error against
@@ -139,7 +157,8 @@ class MlaStep:
                  qk_rope_head_dim: int = 64, v_head_dim: int = 128, *, dtype: Any = "bf16",
                  device: Any = "cpu", block_size: int = 16, num_blocks: int, max_batch: int,
                  max_tokens: int, max_context_tokens: int = 0, workspace_rows: int = 0,
-                 upload_in_run: bool = False, fp8_attention: bool = False) -> None:
+                 upload_in_run: bool = False, fp8_attention: bool = False,
+                 kv_cache_dtype: Any = "auto") -> None:
         device_name = _device_name(device)
         if device_name == "cuda":
             device_name = "cuda:0"
@@ -147,7 +166,7 @@ class MlaStep:
                                 int(qk_rope_head_dim), int(v_head_dim), _dtype_name(dtype),
                                 int(block_size), int(num_blocks), int(max_batch), int(max_tokens),
                                 int(max_context_tokens), int(workspace_rows), device_name,
-                                bool(upload_in_run), bool(fp8_attention))
+                                bool(upload_in_run), bool(fp8_attention), _kv_cache_dtype_name(kv_cache_dtype))
         self._device = device_name
         self.handle: int = next(_handles)
         _registry[self.handle] = self
@@ -162,6 +181,7 @@ class MlaStep:
     dtype = property(lambda self: self._impl.dtype)
     device = property(lambda self: self._impl.device)
     fp8_attention = property(lambda self: self._impl.fp8_attention)
+    kv_cache_dtype = property(lambda self: self._impl.kv_cache_dtype, doc='"auto", "fp8" or "fp8_ds_mla"')
 
     @property
     def planned(self) -> bool:
@@ -200,7 +220,7 @@ class MlaStep:
                         None if replay is None else replay._impl)
 
     def run(self, q: Any, kv_c: Any, k_pe: Any, kv_b_proj: Any, kv_cache: Any, out: Any = None,
-            lse: Any = None, *, return_lse: bool = False, stream: Any = None) -> Any:
+            lse: Any = None, *, k_scale: Any = None, return_lse: bool = False, stream: Any = None) -> Any:
         """One layer: writes the new tokens' ``[kv_c, k_pe]`` into ``kv_cache`` (mutated), then
         attention of ``q [T, H, nope + rope]`` (RoPE applied to the last ``rope`` columns) over
         each request's context and new tokens.
@@ -211,6 +231,11 @@ class MlaStep:
         into the step's dtype (bf16/fp16) before attention. Every tensor's last dimension must be
         contiguous, except ``lse``'s: it takes any non-overlapping strides, as
         :meth:`RaggedPrefill.run` does (``[T, H]``, or an ``[H, T]`` array's ``.T``).
+
+        FP8 caches (``kv_cache_dtype``): ``kv_cache`` uint8 or float8_e4m3fn, its rows in the
+        format (656 bytes for ``"fp8_ds_mla"``); ``k_scale`` (``"fp8"`` only, required there):
+        the layer's float32 scale, one element (``[]`` or ``[1]``), on the step's device, read
+        when the step runs (a captured graph replays with the value the tensor holds then).
 
         ``T`` may exceed the plan's new tokens (a token bucket): rows past them are ignored. An
         ``out`` / ``lse`` passed in keeps its rows past them as they were (nothing is written
@@ -232,10 +257,11 @@ class MlaStep:
             if fresh:
                 _clear_past_the_step(fresh, self._impl.info().total_q, t, q, stream)
         self._impl.run(_native(q), _native(kv_c), _native(k_pe), _native(kv_b_proj), _native(kv_cache),
-                       _native(out), _native(lse), _launch_stream(stream, q))
+                       _native(out), _native(lse), _launch_stream(stream, q), _native(k_scale))
         return (out, lse) if return_lse else out
 
     def __repr__(self) -> str:
         return (f"mlakit.MlaStep(num_heads={self.num_heads}, kv_lora_rank={self.kv_lora_rank}, "
                 f"dtype={self.dtype!r}, device={self.device!r}, block_size={self.block_size}, "
-                f"num_blocks={self.num_blocks})")
+                f"num_blocks={self.num_blocks}"
+                + (f", kv_cache_dtype={self.kv_cache_dtype!r})" if self.kv_cache_dtype != "auto" else ")"))

@@ -25,7 +25,7 @@ Drop-in functions for engines written against FlashAttention / vLLM:
 :func:`flash_attn_varlen_func` (with :func:`varlen_replan` for CUDA graphs and
 :func:`varlen_trust_version` for offsets written behind PyTorch's back) and
 :func:`merge_attn_states`.
-``torch.ops.mlakit.mla_step_out(q, kv_c, k_pe, kv_b_proj, kv_cache, out, lse, handle) -> ()``
+``torch.ops.mlakit.mla_step_out(q, kv_c, k_pe, kv_b_proj, kv_cache, out, lse, handle, k_scale=None) -> ()``
     One layer of an :class:`mlakit.MlaStep`'s plan. **Mutates ``kv_cache``, ``out`` and ``lse``**.
 
 The ``ragged_prefill*`` ops also take FP8 inputs (``torch.float8_e4m3fn``) with optional
@@ -226,21 +226,22 @@ def _(output, prefix_output, prefix_lse, suffix_output, suffix_lse, output_lse):
 
 @torch.library.custom_op("mlakit::mla_step_out", mutates_args=("kv_cache", "out", "lse"))
 def _mla_step_out(q: Tensor, kv_c: Tensor, k_pe: Tensor, kv_b_proj: Tensor, kv_cache: Tensor,
-                  out: Tensor, lse: Optional[Tensor], handle: int) -> None:
+                  out: Tensor, lse: Optional[Tensor], handle: int, k_scale: Optional[Tensor] = None) -> None:
     step = _mlakit._lookup(handle)
-    step._impl.run(q, kv_c, k_pe, kv_b_proj, kv_cache, out, lse, None)
+    step._impl.run(q, kv_c, k_pe, kv_b_proj, kv_cache, out, lse, None, k_scale)
 
 
 @_mla_step_out.register_fake
-def _(q, kv_c, k_pe, kv_b_proj, kv_cache, out, lse, handle):
+def _(q, kv_c, k_pe, kv_b_proj, kv_cache, out, lse, handle, k_scale=None):
     return None
 
 
 def mla_step_out(step: "_mlakit.MlaStep", q: Tensor, kv_c: Tensor, k_pe: Tensor, kv_b_proj: Tensor,
-                 kv_cache: Tensor, out: Tensor, lse: Optional[Tensor] = None) -> None:
+                 kv_cache: Tensor, out: Tensor, lse: Optional[Tensor] = None, k_scale: Optional[Tensor] = None) -> None:
     """One layer of ``step``'s current plan through the custom op. **Mutates ``kv_cache``** (the
-    new tokens' latents), ``out`` and ``lse``."""
-    torch.ops.mlakit.mla_step_out(q, kv_c, k_pe, kv_b_proj, kv_cache, out, lse, step.handle)
+    new tokens' latents), ``out`` and ``lse``. ``k_scale``: the layer's cache scale of an
+    ``"fp8"`` cache (``MlaStep.run``)."""
+    torch.ops.mlakit.mla_step_out(q, kv_c, k_pe, kv_b_proj, kv_cache, out, lse, step.handle, k_scale)
 
 
 # -- Python-facing helpers ---------------------------------------------------------------------

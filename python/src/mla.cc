@@ -20,11 +20,22 @@ namespace {
 using mlakit::Error;
 using mlakit::ErrorKind;
 
+// vLLM's kv_cache_dtype names (mlakit/mla.h, KvCacheDtype).
+mlakit::KvCacheDtype parse_kv_cache_dtype(const std::string& s) {
+  if (s == "auto") return mlakit::KvCacheDtype::kAuto;
+  if (s == "fp8" || s == "fp8_e4m3") return mlakit::KvCacheDtype::kFp8;
+  if (s == "fp8_ds_mla") return mlakit::KvCacheDtype::kFp8DsMla;
+  if (s == "fp8_e5m2")
+    throw Error(ErrorKind::kUnsupported, "kv_cache_dtype", "e5m2 latent caches are not supported (fp8 is e4m3)");
+  throw Error(ErrorKind::kInvalidArgument, "kv_cache_dtype",
+              "must be 'auto', 'fp8' ('fp8_e4m3') or 'fp8_ds_mla', got '" + s + "'");
+}
+
 mlakit::MlaConfig make_config(int num_heads, int kv_lora_rank, int qk_nope_head_dim, int qk_rope_head_dim,
                               int v_head_dim, const std::string& dtype, int block_size, int64_t num_blocks,
                               int max_batch, int64_t max_tokens, int64_t max_context_tokens,
                               int64_t workspace_rows, const std::string& device, bool upload_in_run,
-                              bool fp8_attention) {
+                              bool fp8_attention, const std::string& kv_cache_dtype) {
   mlakit::MlaConfig c;
   c.num_heads = num_heads;
   c.kv_lora_rank = kv_lora_rank;
@@ -41,6 +52,7 @@ mlakit::MlaConfig make_config(int num_heads, int kv_lora_rank, int qk_nope_head_
   c.device = parse_device(device, "device");
   c.upload_in_run = upload_in_run;
   c.fp8_attention = fp8_attention;
+  c.kv_cache_dtype = parse_kv_cache_dtype(kv_cache_dtype);
   return c;
 }
 
@@ -67,16 +79,17 @@ void bind_mla(nb::module_& m) {
            [](mlakit::MlaStep* self, int num_heads, int kv_lora_rank, int qk_nope_head_dim, int qk_rope_head_dim,
               int v_head_dim, const std::string& dtype, int block_size, int64_t num_blocks, int max_batch,
               int64_t max_tokens, int64_t max_context_tokens, int64_t workspace_rows, const std::string& device,
-              bool upload_in_run, bool fp8_attention) {
+              bool upload_in_run, bool fp8_attention, const std::string& kv_cache_dtype) {
              new (self) mlakit::MlaStep(make_config(num_heads, kv_lora_rank, qk_nope_head_dim, qk_rope_head_dim,
                                                     v_head_dim, dtype, block_size, num_blocks, max_batch, max_tokens,
                                                     max_context_tokens, workspace_rows, device, upload_in_run,
-                                                    fp8_attention));
+                                                    fp8_attention, kv_cache_dtype));
            },
            nb::arg("num_heads"), nb::arg("kv_lora_rank"), nb::arg("qk_nope_head_dim"), nb::arg("qk_rope_head_dim"),
            nb::arg("v_head_dim"), nb::arg("dtype"), nb::arg("block_size"), nb::arg("num_blocks"),
            nb::arg("max_batch"), nb::arg("max_tokens"), nb::arg("max_context_tokens"), nb::arg("workspace_rows"),
-           nb::arg("device"), nb::arg("upload_in_run") = false, nb::arg("fp8_attention") = false)
+           nb::arg("device"), nb::arg("upload_in_run") = false, nb::arg("fp8_attention") = false,
+           nb::arg("kv_cache_dtype") = "auto")
       .def(
           "plan",
           [](mlakit::MlaStep& self, nb::handle query_lens, nb::handle context_lens, nb::handle block_table,
@@ -134,18 +147,21 @@ void bind_mla(nb::module_& m) {
       .def(
           "run",
           [](const mlakit::MlaStep& self, nb::handle q, nb::handle kv_c, nb::handle k_pe, nb::handle kv_b_proj,
-             nb::handle kv_cache, nb::handle out, nb::handle lse, nb::handle stream) {
+             nb::handle kv_cache, nb::handle out, nb::handle lse, nb::handle stream, nb::handle k_scale) {
             TensorArg tq = tensor_arg(q, "q", false), tc = tensor_arg(kv_c, "kv_c", false),
                       tp = tensor_arg(k_pe, "k_pe", false), tw = tensor_arg(kv_b_proj, "kv_b_proj", false),
                       tk = tensor_arg(kv_cache, "kv_cache", true), to = tensor_arg(out, "out", true);
             std::optional<TensorArg> tl = optional_tensor_arg(lse, "lse", true);
+            std::optional<TensorArg> ts = optional_tensor_arg(k_scale, "k_scale", false);
             mlakit::MlaLayer y{tq.view, tc.view, tp.view, tw.view, tk.view};
+            if (ts) y.k_scale = ts->view;
             mlakit::Stream s = stream_arg(stream, tq);
             nb::gil_scoped_release release;
             self.run(y, to.view, tl ? &tl->view : nullptr, s);
           },
           nb::arg("q").none(), nb::arg("kv_c").none(), nb::arg("k_pe").none(), nb::arg("kv_b_proj").none(),
-          nb::arg("kv_cache").none(), nb::arg("out").none(), nb::arg("lse").none(), nb::arg("stream").none())
+          nb::arg("kv_cache").none(), nb::arg("out").none(), nb::arg("lse").none(), nb::arg("stream").none(),
+          nb::arg("k_scale").none() = nb::none())
       .def_prop_ro("planned", &mlakit::MlaStep::planned)
       .def("info", &mlakit::MlaStep::info)
       .def_prop_ro("num_heads", [](const mlakit::MlaStep& s) { return s.config().num_heads; })
@@ -158,20 +174,24 @@ void bind_mla(nb::module_& m) {
       .def_prop_ro("dtype", [](const mlakit::MlaStep& s) { return std::string(mlakit::dtype_name(s.config().dtype)); })
       .def_prop_ro("device", [](const mlakit::MlaStep& s) { return mlakit::to_string(s.config().device); })
       .def_prop_ro("fp8_attention", [](const mlakit::MlaStep& s) { return s.config().fp8_attention; })
+      .def_prop_ro("kv_cache_dtype",
+                   [](const mlakit::MlaStep& s) { return std::string(mlakit::kv_cache_dtype_name(s.config().kv_cache_dtype)); })
       .def_static(
           "workspace_sizes",
           [](int num_heads, int kv_lora_rank, int qk_nope_head_dim, int qk_rope_head_dim, int v_head_dim,
              const std::string& dtype, int block_size, int64_t num_blocks, int max_batch, int64_t max_tokens,
-             int64_t max_context_tokens, int64_t workspace_rows, const std::string& device, bool fp8_attention) {
+             int64_t max_context_tokens, int64_t workspace_rows, const std::string& device, bool fp8_attention,
+             const std::string& kv_cache_dtype) {
             mlakit::WorkspaceSizes w = mlakit::MlaStep::workspace_sizes(make_config(
                 num_heads, kv_lora_rank, qk_nope_head_dim, qk_rope_head_dim, v_head_dim, dtype, block_size,
-                num_blocks, max_batch, max_tokens, max_context_tokens, workspace_rows, device, false, fp8_attention));
+                num_blocks, max_batch, max_tokens, max_context_tokens, workspace_rows, device, false, fp8_attention,
+                kv_cache_dtype));
             return nb::make_tuple(w.host_bytes, w.device_bytes);
           },
           nb::arg("num_heads"), nb::arg("kv_lora_rank"), nb::arg("qk_nope_head_dim"), nb::arg("qk_rope_head_dim"),
           nb::arg("v_head_dim"), nb::arg("dtype"), nb::arg("block_size"), nb::arg("num_blocks"),
           nb::arg("max_batch"), nb::arg("max_tokens"), nb::arg("max_context_tokens"), nb::arg("workspace_rows"),
-          nb::arg("device"), nb::arg("fp8_attention") = false);
+          nb::arg("device"), nb::arg("fp8_attention") = false, nb::arg("kv_cache_dtype") = "auto");
   m.def("graph_rows_bucket", &mlakit::graph_rows_bucket, nb::arg("rows"), nb::arg("cap"),
         nb::arg("step_above") = 256,
         "The MlaStep.plan(graph_rows=...) bucket of a step of `rows` rows (context + new tokens) under "

@@ -61,6 +61,8 @@ bool to_mlakit_dtype(const nb::dlpack::dtype& t, mlakit::DType* out) {
     *out = mlakit::DType::kInt32; return true;
   } else if (code == nb::dlpack::dtype_code::Float8_E4M3FN && t.bits == 8) {
     *out = mlakit::DType::kE4M3; return true;
+  } else if (code == nb::dlpack::dtype_code::UInt && t.bits == 8) {
+    *out = mlakit::DType::kUInt8; return true;  // raw bytes: the MLA step's FP8 caches
   }
   return false;
 }
@@ -120,7 +122,7 @@ mlakit::TensorView view_of(const Array& a, const char* name, const std::optional
   else if (!to_mlakit_dtype(a.dtype(), &v.dtype))
     throw Error(ErrorKind::kTypeMismatch, name,
                 "unsupported dtype " + describe_dl_dtype(a.dtype()) +
-                    " (mlakit takes bf16, fp16, fp32, fp64, int32 and e4m3 (float8_e4m3fn))");
+                    " (mlakit takes bf16, fp16, fp32, fp64, int32, e4m3 (float8_e4m3fn) and uint8)");
   v.data = const_cast<void*>(static_cast<const void*>(a.data()));
   v.ndim = static_cast<int>(a.ndim());
   for (int d = 0; d < v.ndim; ++d) {
@@ -175,9 +177,11 @@ struct TorchAttr {
 // torch, registered by the Python layer (mlakit._register_torch) once torch is imported; the
 // extension never imports it. References are kept for the life of the process (never released:
 // the interpreter may be finalizing when static destructors run).
+constexpr int kTorchDtypes = 7;  // mlakit::DType's values: bf16 .. e4m3, uint8
+
 struct TorchRefs {
   PyTypeObject* tensor = nullptr;      // torch.Tensor
-  PyObject* dtypes[6] = {};            // torch dtype objects, indexed by mlakit::DType's value
+  PyObject* dtypes[kTorchDtypes] = {};  // torch dtype objects, indexed by mlakit::DType's value
   PyObject* int64 = nullptr;           // torch.int64 (host offsets)
   PyObject* raw_stream = nullptr;      // device index -> cudaStream_t as an int
   TorchAttr dtype, is_cuda, is_cpu, shape, base, version;  // data descriptors (base: _base)
@@ -258,7 +262,7 @@ bool view_of_torch(PyObject* obj, const char* name, mlakit::TensorView* v) {
   }
   nb::object dt = attr(obj, g_torch.dtype);
   int code = -1;
-  for (int i = 0; i < 6; ++i)
+  for (int i = 0; i < kTorchDtypes; ++i)
     if (g_torch.dtypes[i] != nullptr && dt.ptr() == g_torch.dtypes[i]) code = i;
   if (code < 0) return false;
   nb::object shape = attr(obj, g_torch.shape), strides = call0(obj, g_torch.stride);
@@ -409,7 +413,7 @@ nb::object torch_new_empty(nb::handle like, int64_t d0, int64_t d1, int64_t d2, 
                        nullptr};
   PyObject* r = nullptr;
   const int code = static_cast<int>(dtype);
-  if (code >= 0 && code < 6 && g_torch.dtypes[code] != nullptr && args[1] && args[2] && args[3]) {
+  if (code >= 0 && code < kTorchDtypes && g_torch.dtypes[code] != nullptr && args[1] && args[2] && args[3]) {
     // Another dtype than like's (the bf16 output of e4m3 inputs): new_empty(*sizes, dtype=...).
     args[4] = g_torch.dtypes[code];
     nb::object kwnames = nb::make_tuple("dtype");
@@ -566,6 +570,7 @@ mlakit::DType parse_dtype(const std::string& s, const char* name) {
   if (s == "fp64" || s == "float64") return mlakit::DType::kFP64;
   if (s == "int32") return mlakit::DType::kInt32;
   if (s == "e4m3" || s == "float8_e4m3fn" || s == "fp8" || s == "fp8_e4m3") return mlakit::DType::kE4M3;
+  if (s == "uint8") return mlakit::DType::kUInt8;
   throw Error(ErrorKind::kTypeMismatch, name, "unknown dtype '" + s + "'");
 }
 
@@ -584,8 +589,9 @@ void bind_tensor(nb::module_& m) {
   m.def(
       "_register_torch",
       [](nb::handle tensor_type, nb::tuple dtypes, nb::handle int64, nb::handle raw_stream) {
-        if (!PyType_Check(tensor_type.ptr()) || (nb::len(dtypes) != 5 && nb::len(dtypes) != 6))
-          throw Error(ErrorKind::kInvalidArgument, "tensor_type", "expected torch.Tensor and 5 or 6 dtypes");
+        if (!PyType_Check(tensor_type.ptr()) || nb::len(dtypes) < 5 || nb::len(dtypes) > kTorchDtypes)
+          throw Error(ErrorKind::kInvalidArgument, "tensor_type",
+                      "expected torch.Tensor and 5 to " + std::to_string(kTorchDtypes) + " dtypes");
         auto keep = [](PyObject* o) { Py_INCREF(o); return o; };
         auto name = [](const char* s) {
           PyObject* o = PyUnicode_InternFromString(s);
@@ -619,7 +625,7 @@ void bind_tensor(nb::module_& m) {
         bind(g_torch.new_empty, "new_empty", false);
         g_torch.s_requires_grad = name("requires_grad");
         g_torch.s_detach = name("detach");
-        for (size_t i = 0; i < nb::len(dtypes); ++i)
+        for (size_t i = 0; i < nb::len(dtypes) && i < static_cast<size_t>(kTorchDtypes); ++i)
           if (!dtypes[i].is_none()) g_torch.dtypes[i] = keep(dtypes[i].ptr());
         g_torch.int64 = keep(int64.ptr());
         g_torch.raw_stream = raw_stream.is_none() ? nullptr : keep(raw_stream.ptr());
@@ -628,7 +634,7 @@ void bind_tensor(nb::module_& m) {
       },
       nb::arg("tensor_type"), nb::arg("dtypes"), nb::arg("int64"), nb::arg("raw_stream").none(),
       "Lets the launching functions read torch tensors directly: torch.Tensor, its dtypes in mlakit's "
-      "DType order (bf16, fp16, fp32, fp64, int32, and float8_e4m3fn or None), torch.int64, and a device "
+      "DType order (bf16, fp16, fp32, fp64, int32, float8_e4m3fn or None, uint8), torch.int64, and a device "
       "index -> current cudaStream_t callable (None: no CUDA).");
   m.def("_torch_exchange_in_use", &torch_exchange_in_use,
         "Whether torch tensors are read through PyTorch's DLPack exchange table (torch_exchange.h).");

@@ -18,6 +18,7 @@ size_t dtype_size(DType t) {
     case DType::kFP64:
       return 8;
     case DType::kE4M3:
+    case DType::kUInt8:
       return 1;
   }
   return 0;
@@ -31,6 +32,7 @@ const char* dtype_name(DType t) {
     case DType::kFP64: return "fp64";
     case DType::kInt32: return "int32";
     case DType::kE4M3: return "e4m3";
+    case DType::kUInt8: return "uint8";
   }
   return "unknown";
 }

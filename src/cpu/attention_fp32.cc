@@ -250,13 +250,14 @@ void run_item_fp32(const Problem& p, int64_t item_index) {
     gemm(mp, dvo, n, sf, ldk, vf, dvo, of, dvo, /*accumulate=*/true);
   }
 
-  // Normalize and store: rows that saw no key get exactly 0 and lse = -inf.
+  // Normalize and store: rows that saw no key get exactly 0 and lse = -inf. l is 0 only there
+  // (a row with a key has l >= 1); a NaN l (a NaN score) must reach the output, not become 0.
   for (int r = 0; r < rows; ++r) {
     const int64_t tok = q_begin + row0 + r;
     T* dst = static_cast<T*>(p.out->ptr_at(tok, head));
     const float l = w.l[r];
     const float* orow = of + static_cast<size_t>(r) * dvo;
-    if (l > 0.0f) {
+    if (l != 0.0f) {
       const float inv_l = item.v_factor(p) / l;
       for (int d = 0; d < dvo; ++d) dst[d] = E::store(orow[d] * inv_l);
     } else {
@@ -264,7 +265,7 @@ void run_item_fp32(const Problem& p, int64_t item_index) {
     }
     if (p.lse != nullptr) {
       float* lp = static_cast<float*>(p.lse->ptr_at(tok, head));
-      *lp = l > 0.0f ? (w.m[r] + std::log2(l)) * kLn2 : -std::numeric_limits<float>::infinity();
+      *lp = l != 0.0f ? (w.m[r] + std::log2(l)) * kLn2 : -std::numeric_limits<float>::infinity();
     }
   }
 }

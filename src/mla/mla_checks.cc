@@ -3,6 +3,8 @@
 #include <cmath>
 #include <string>
 
+#include "mla/kv_cache_codec.h"
+#include "mla/kv_cache_format.h"
 #include "mlakit/error.h"
 
 namespace mlakit {
@@ -81,6 +83,73 @@ void check_no_overlap_2d(const TensorView& t, const char* name) {
   if (overlap) invalid(name, "elements overlap in memory: " + t.describe());
 }
 
+[[noreturn]] void unsupported(const std::string& name, const std::string& msg) {
+  throw Error(ErrorKind::kUnsupported, name, msg);
+}
+
+// The FP8 cache formats' own constraints (mlakit/mla.h, KvCacheDtype).
+void check_kv_cache_dtype(const MlaConfig& c) {
+  const int f = static_cast<int>(c.kv_cache_dtype);
+  if (f < 0 || f > 2) invalid("config.kv_cache_dtype", "must be kAuto, kFp8 or kFp8DsMla, got " + str(f));
+  if (c.kv_cache_dtype == KvCacheDtype::kAuto) return;
+  // 16 codes are one 16-byte access of the CUDA gather and never straddle kv_c and k_pe.
+  if (c.kv_lora_rank % 16 != 0) {
+    invalid("config.kv_lora_rank", "must be a multiple of 16 with an FP8 cache (kv_cache_dtype " +
+                                       std::string(kv_cache_dtype_name(c.kv_cache_dtype)) + ")");
+  }
+  if (c.qk_rope_head_dim % 16 != 0) {
+    invalid("config.qk_rope_head_dim", "must be a multiple of 16 with an FP8 cache (kv_cache_dtype " +
+                                           std::string(kv_cache_dtype_name(c.kv_cache_dtype)) + ")");
+  }
+  if (c.kv_cache_dtype != KvCacheDtype::kFp8DsMla) return;
+  if (c.kv_lora_rank != kDsMlaLatent) {
+    unsupported("config.kv_lora_rank", "kv_cache_dtype fp8_ds_mla (DeepSeek-V3.2's 656-byte rows) holds 512 latent "
+                                       "values, got kv_lora_rank " + str(c.kv_lora_rank));
+  }
+  if (c.qk_rope_head_dim != kDsMlaRope) {
+    unsupported("config.qk_rope_head_dim", "kv_cache_dtype fp8_ds_mla (DeepSeek-V3.2's 656-byte rows) holds 64 RoPE "
+                                           "values, got qk_rope_head_dim " + str(c.qk_rope_head_dim));
+  }
+  if (c.dtype != DType::kBF16) {
+    unsupported("config.dtype", std::string("kv_cache_dtype fp8_ds_mla stores k_pe in bf16: the step's dtype must be "
+                                            "bf16, got ") + dtype_name(c.dtype));
+  }
+}
+
+// The layer's cache: the 16-bit dtype's rows, or an FP8 format's bytes (e4m3 or uint8 alike).
+void check_kv_cache(const MlaConfig& c, const TensorView& cache, bool cuda) {
+  if (c.kv_cache_dtype == KvCacheDtype::kAuto) {
+    check_tensor(cache, "kv_cache", {c.num_blocks, c.block_size, c.kv_lora_rank + c.qk_rope_head_dim}, 0, c.dtype,
+                 c.device, cuda);
+    return;
+  }
+  TensorView bytes = cache;
+  if (bytes.dtype == DType::kUInt8) bytes.dtype = DType::kE4M3;  // the same bytes
+  if (bytes.dtype != DType::kE4M3) {
+    mismatch("kv_cache", std::string("dtype ") + dtype_name(cache.dtype) + " must be e4m3 or uint8 (kv_cache_dtype " +
+                             kv_cache_dtype_name(c.kv_cache_dtype) + ")");
+  }
+  check_tensor(bytes, "kv_cache", {c.num_blocks, c.block_size, cache_row_elements(cache_codec(c))}, 0, DType::kE4M3,
+               c.device, cuda);
+}
+
+// kFp8's per-layer scale: one float32 on the step's device; no other format takes one.
+void check_k_scale(const MlaConfig& c, const TensorView& s) {
+  const bool given = s.data != nullptr;
+  if (c.kv_cache_dtype != KvCacheDtype::kFp8) {
+    if (given) {
+      mismatch("k_scale", std::string("only kv_cache_dtype fp8 takes a cache scale; this step's is ") +
+                              kv_cache_dtype_name(c.kv_cache_dtype));
+    }
+    return;
+  }
+  if (!given) invalid("k_scale", "kv_cache_dtype fp8 needs the layer's cache scale: a float32 tensor of one element");
+  if (s.dtype != DType::kFP32) mismatch("k_scale", std::string("dtype ") + dtype_name(s.dtype) + " must be fp32");
+  if (s.device != c.device) mismatch("k_scale", "is on " + to_string(s.device) + " but the step runs on " + to_string(c.device));
+  if (s.ndim > 1 || s.numel() != 1) invalid("k_scale", "must hold one element ([] or [1]), got " + s.describe());
+  if (reinterpret_cast<uintptr_t>(s.data) % alignof(float) != 0) invalid("k_scale", "data pointer must be 4-byte aligned");
+}
+
 }  // namespace
 
 void check_config(const MlaConfig& c) {
@@ -99,6 +168,7 @@ void check_config(const MlaConfig& c) {
   if (c.dtype != DType::kBF16 && c.dtype != DType::kFP16) {
     mismatch("config.dtype", std::string("must be bf16 or fp16, got ") + dtype_name(c.dtype));
   }
+  check_kv_cache_dtype(c);
   if (c.block_size <= 0) invalid("config.block_size", "must be > 0");
   if (c.num_blocks <= 0) invalid("config.num_blocks", "must be > 0");
   if (c.num_blocks * c.block_size > INT32_MAX) {
@@ -194,7 +264,8 @@ void check_layer(const MlaConfig& c, const MlaLayer& y, const TensorView& out, c
   check_tensor(y.kv_c, "kv_c", {-2, L}, r.total_q, t, dev, r.cuda);
   check_tensor(y.k_pe, "k_pe", {-2, R}, r.total_q, t, dev, r.cuda);
   check_tensor(y.kv_b_proj, "kv_b_proj", {H * (Dn + Dv), L}, 0, t, dev, r.cuda);
-  check_tensor(y.kv_cache, "kv_cache", {c.num_blocks, c.block_size, L + R}, 0, t, dev, r.cuda);
+  check_kv_cache(c, y.kv_cache, r.cuda);
+  check_k_scale(c, y.k_scale);
   check_tensor(out, "out", {-2, H, Dv}, r.total_q, t, dev, r.cuda);
   if (lse) {
     // One float per (token, head): any non-overlapping strides, as RaggedPrefill takes ([T, H],

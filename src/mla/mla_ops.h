@@ -12,18 +12,23 @@
 #include <memory>
 
 #include "mla/gather_entry.h"
+#include "mlakit/mla.h"
 #include "mlakit/tensor.h"
 
 namespace mlakit {
 namespace mla {
 
-// The paged latent cache [num_blocks, block_size, width]: slot s is row s % block_size of
-// block s / block_size.
+// The paged latent cache [num_blocks, block_size, row]: slot s is row s % block_size of block
+// s / block_size. kAuto rows are `width` 16-bit values; FP8 rows are bytes (mlakit/mla.h,
+// KvCacheDtype: width e4m3 codes for kFp8, 656 bytes for kFp8DsMla), decoded into `width`
+// 16-bit latents by the gather, which also encodes the new tokens into them.
 struct CacheView {
   void* data;
-  int64_t block_stride, row_stride;  // elements
+  int64_t block_stride, row_stride;  // elements of the cache tensor (bytes for FP8 formats)
   int block_size;
-  int width;  // latent + rope
+  int width;  // latent + rope: the values of a row
+  KvCacheDtype format = KvCacheDtype::kAuto;
+  const float* k_scale = nullptr;  // kFp8: the layer's scale (device memory), read when the gather runs
 };
 
 // The step's new tokens as run() receives them: new token t is [kv_c[t], k_pe[t]] and belongs
@@ -40,6 +45,8 @@ struct NewTokens {
 // For r < *count, by the map entry e = map[r] (gather_entry.h):
 //   e >= 0: out[r] = cache[e];
 //   e <  0: t = ~e, out[r] = [kv_c[t], k_pe[t]] and cache[slots[t]] = the same row.
+// FP8 caches: out[r] = decode(cache[e]), and for a new token cache[slots[t]] = encode([kv_c[t],
+// k_pe[t]]) and out[r] = decode of that row (the step attends what the cache holds).
 // Zeros for *count <= r < rows (a launch padded for a CUDA graph multiplies zeros, never stale
 // data). The plan puts every new token in the first launch's map exactly once, and never a slot
 // that one of them writes (see mla_plan_build.h), so rows read and rows written never overlap.

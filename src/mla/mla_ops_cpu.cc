@@ -13,6 +13,8 @@
 #include "cpu/e4m3_convert.h"
 #include "cpu/half_convert.h"
 #include "cpu/thread_pool.h"
+#include "mla/kv_cache_codec.h"
+#include "mla/kv_cache_format.h"
 #include "mla/mla_ops.h"
 
 namespace mlakit {
@@ -30,9 +32,44 @@ const char* row_of(const void* base, int64_t row, int64_t stride, size_t es) {
 
 void quantize_fp8_cpu(const Fp8Args& a);
 
+// The gather on an FP8 cache (mla_ops.h): rows decoded, new tokens encoded into their slots and
+// handed on as the cache now holds them. Rows are independent (distinct slots), so they run on
+// the pool: decoding is arithmetic, not a copy.
+void gather_fp8_cache(const GatherArgs& a) {
+  // kFp8 decodes every value alike: where kv_c ends matters only to the new tokens' encoding (a
+  // context-chunk launch has none, and no latent_dim).
+  CacheCodec c{a.cache.format, a.fresh.latent_dim > 0 ? a.fresh.latent_dim : a.cache.width, 0, a.dtype};
+  if (a.cache.format == KvCacheDtype::kFp8DsMla) c.latent = kDsMlaLatent;
+  c.rope = a.cache.width - c.latent;
+  const float k_scale = a.cache.k_scale ? *a.cache.k_scale : 1.0f;
+  const size_t row_bytes = static_cast<size_t>(a.cache.width) * dtype_size(a.dtype);
+  const int64_t n = std::min<int64_t>(*a.count, a.rows);
+  cpu::parallel_for(a.rows, cpu::run_threads(), [&](int64_t r) {
+    auto* dst = static_cast<uint16_t*>(a.out) + r * a.out_stride;
+    if (r >= n) {
+      std::memset(dst, 0, row_bytes);
+      return;
+    }
+    const int32_t e = a.map[r];
+    if (!is_new_token_entry(e)) {
+      decode_row(c, reinterpret_cast<const uint8_t*>(cache_row(a.cache, e, 1)), k_scale, dst);
+      return;
+    }
+    const int32_t t = new_token_of(e);
+    auto* row = reinterpret_cast<uint8_t*>(cache_row(a.cache, a.fresh.slots[t], 1));
+    encode_row(c, reinterpret_cast<const uint16_t*>(row_of(a.fresh.kv_c, t, a.fresh.kv_c_stride, 2)),
+               reinterpret_cast<const uint16_t*>(row_of(a.fresh.k_pe, t, a.fresh.k_pe_stride, 2)), k_scale, row);
+    decode_row(c, row, k_scale, dst);
+  });
+}
+
 class CpuOps final : public MlaOps {
  public:
   void gather(const GatherArgs& a, Stream) const override {
+    if (a.cache.format != KvCacheDtype::kAuto) {
+      gather_fp8_cache(a);
+      return;
+    }
     const size_t es = dtype_size(a.dtype);
     const size_t row_bytes = static_cast<size_t>(a.cache.width) * es;
     const size_t latent_bytes = static_cast<size_t>(a.fresh.latent_dim) * es;

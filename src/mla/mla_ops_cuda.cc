@@ -10,7 +10,10 @@ namespace {
 
 class CudaOps final : public MlaOps {
  public:
-  void gather(const GatherArgs& a, Stream s) const override { cuda::mla::launch_gather(a, s); }
+  void gather(const GatherArgs& a, Stream s) const override {
+    if (a.cache.format == KvCacheDtype::kAuto) cuda::mla::launch_gather(a, s);
+    else cuda::mla::launch_gather_fp8(a, s);
+  }
   // Never reached: MlaStep refuses fp8_attention on CUDA at construction (mla_step.cc).
   void quantize_fp8(const Fp8Args&, Stream) const override {
     throw Error(ErrorKind::kUnsupported, "config.fp8_attention", "the MLA step's FP8 attention runs on the CPU only");

@@ -1,13 +1,15 @@
 // The float64 reference of the MLA step, deliberately plain: per request, every key and value is
 // materialized at full width from the latents (context from the cache through the block table,
 // new tokens straight from kv_c / k_pe, so the backends' cache round trip is checked too), then
-// each query row takes a two-pass softmax over its visible keys. Speed does not matter here.
+// each query row takes a two-pass softmax over its visible keys. Speed does not matter here. FP8
+// caches go through the host codec (kv_cache_codec.h), decoded exactly in double.
 #include <cmath>
 #include <limits>
 #include <string>
 #include <vector>
 
 #include "cpu/half_convert.h"
+#include "mla/kv_cache_codec.h"
 #include "mla/mla_checks.h"
 #include "mla/mla_layout.h"
 #include "mlakit/error.h"
@@ -72,6 +74,14 @@ void mla_step(const MlaConfig& config, const MlaBatch& batch, const MlaLayer& la
   for (int64_t r = 0; r < wr; ++r)
     for (int64_t x = 0; x < L; ++x) w[static_cast<size_t>(r * L + x)] = at(layer.kv_b_proj, r, x);
 
+  // FP8 caches: rows decoded exactly; the new tokens quantized into the format and decoded, as
+  // the step writes and attends them (mlakit/mla.h, KvCacheDtype).
+  const mla::CacheCodec codec = mla::cache_codec(c);
+  const bool fp8_cache = c.kv_cache_dtype != KvCacheDtype::kAuto;
+  const float k_scale = c.kv_cache_dtype == KvCacheDtype::kFp8 ? *static_cast<const float*>(layer.k_scale.data) : 1.0f;
+  std::vector<uint8_t> row(static_cast<size_t>(mla::cache_row_elements(codec)));
+  std::vector<uint16_t> kv_c16(static_cast<size_t>(L)), k_pe16(static_cast<size_t>(R));
+
   int64_t q0 = 0;
   std::vector<double> lat, k, v, s, qv;
   for (int b = 0; b < batch.batch_size; ++b) {
@@ -83,11 +93,22 @@ void mla_step(const MlaConfig& config, const MlaBatch& batch, const MlaLayer& la
       if (p < ctx) {
         const int64_t blk = batch.block_table[static_cast<int64_t>(b) * batch.block_table_cols + p / c.block_size];
         const int64_t off = p % c.block_size;
-        for (int64_t x = 0; x < L + R; ++x) dst[x] = at(layer.kv_cache, blk, off, x);
+        if (fp8_cache) {
+          mla::decode_row_exact(codec, static_cast<const uint8_t*>(layer.kv_cache.ptr_at(blk, off)), k_scale, dst);
+        } else {
+          for (int64_t x = 0; x < L + R; ++x) dst[x] = at(layer.kv_cache, blk, off, x);
+        }
       } else {
         const int64_t t = q0 + p - ctx;
-        for (int64_t x = 0; x < L; ++x) dst[x] = at(layer.kv_c, t, x);
-        for (int64_t x = 0; x < R; ++x) dst[L + x] = at(layer.k_pe, t, x);
+        if (fp8_cache) {
+          for (int64_t x = 0; x < L; ++x) kv_c16[static_cast<size_t>(x)] = *static_cast<const uint16_t*>(layer.kv_c.ptr_at(t, x));
+          for (int64_t x = 0; x < R; ++x) k_pe16[static_cast<size_t>(x)] = *static_cast<const uint16_t*>(layer.k_pe.ptr_at(t, x));
+          mla::encode_row(codec, kv_c16.data(), k_pe16.data(), k_scale, row.data());
+          mla::decode_row_exact(codec, row.data(), k_scale, dst);
+        } else {
+          for (int64_t x = 0; x < L; ++x) dst[x] = at(layer.kv_c, t, x);
+          for (int64_t x = 0; x < R; ++x) dst[L + x] = at(layer.k_pe, t, x);
+        }
       }
     }
     // K [rows, H, Dn + R] and V [rows, H, Dv], materialized.

@@ -125,8 +125,14 @@ struct MlaStep::Impl {
   const uint8_t* ws() const { return staging->device(); }
   const int32_t* ws_i32(size_t offset) const { return reinterpret_cast<const int32_t*>(ws() + offset); }
 
-  mla::CacheView cache_view(const TensorView& cache) const {
-    return mla::CacheView{cache.data, cache.strides[0], cache.strides[1], config.block_size, layout.latent_width};
+  // The layer's cache as the gather reads and writes it; an FP8 cache's scale (kFp8) by address,
+  // read when the gather runs, so a captured graph replays with the value the buffer holds then.
+  mla::CacheView cache_view(const MlaLayer& y) const {
+    const TensorView& cache = y.kv_cache;
+    const float* k_scale =
+        config.kv_cache_dtype == KvCacheDtype::kFp8 ? static_cast<const float*>(y.k_scale.data) : nullptr;
+    return mla::CacheView{cache.data, cache.strides[0],   cache.strides[1], config.block_size,
+                          layout.latent_width, config.kv_cache_dtype, k_scale};
   }
 
   // FP8 attention: the e4m3 q of the step and the descale factors, as the attention reads them.
@@ -185,7 +191,7 @@ struct MlaStep::Impl {
     uint8_t* kv = buffers + layout.kv_offset;
 
     mla::GatherArgs g{};
-    g.cache = cache_view(y.kv_cache);
+    g.cache = cache_view(y);
     g.map = ws_i32(layout.gather_offset) + lp.gather_begin;
     g.count = ws_i32(layout.counts_offset) + i;
     g.rows = lp.rows;

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "gpu/gpu_case.h"
+#include "gpu/mla_device_layer.h"
 #include "mlakit/mlakit.h"
 #include "util/mla_case.h"
 #include "util/mla_steps.h"
@@ -42,51 +43,6 @@ MlaConfig dims(int heads, int block_size, int lora = 512) {
   c.block_size = block_size;
   c.dtype = DType::kBF16;
   return c;
-}
-
-// A device copy of an MlaCase's layer tensors; out/lse poisoned.
-struct DeviceLayer {
-  std::unique_ptr<DeviceTensor> q, kv_c, k_pe, w, cache, out, lse;
-  DeviceLayer(const MlaCase& m, Device d) {
-    q = std::make_unique<DeviceTensor>(m.q, d);
-    kv_c = std::make_unique<DeviceTensor>(m.kv_c, d);
-    k_pe = std::make_unique<DeviceTensor>(m.k_pe, d);
-    w = std::make_unique<DeviceTensor>(m.w, d);
-    cache = std::make_unique<DeviceTensor>(m.cache, d);
-    HostTensor o(m.cfg.dtype, {m.q.shape()[0], m.cfg.num_heads, m.cfg.v_head_dim});
-    HostTensor l(DType::kFP32, {m.q.shape()[0], m.cfg.num_heads});
-    o.fill_bytes(0xFF);
-    l.fill_bytes(0xFF);
-    out = std::make_unique<DeviceTensor>(o, d);
-    lse = std::make_unique<DeviceTensor>(l, d);
-  }
-  MlaLayer layer() const { return MlaLayer{q->view(), kv_c->view(), k_pe->view(), w->view(), cache->view()}; }
-};
-
-struct Fetched {
-  HostTensor out, lse, cache;
-};
-
-Fetched fetch(const DeviceLayer& d, const MlaCase& m) {
-  Fetched f{HostTensor(m.cfg.dtype, {m.q.shape()[0], m.cfg.num_heads, m.cfg.v_head_dim}),
-            HostTensor(DType::kFP32, {m.q.shape()[0], m.cfg.num_heads}), HostTensor(m.cache.dtype(), m.cache.shape())};
-  d.out->copy_to(f.out);
-  d.lse->copy_to(f.lse);
-  d.cache->copy_to(f.cache);
-  return f;
-}
-
-// Rows [0, total_q) written and within bf16 tolerance of the reference.
-void expect_matches(const Fetched& f, const MlaCase& m, const MlaRef& ref) {
-  const int64_t tq = m.total_q();
-  std::vector<double> out = f.out.to_doubles(), lse = f.lse.to_doubles();
-  out.resize(static_cast<size_t>(tq * m.cfg.num_heads * m.cfg.v_head_dim));
-  lse.resize(static_cast<size_t>(tq * m.cfg.num_heads));
-  int64_t nan = 0;
-  for (double x : out) nan += std::isnan(x) ? 1 : 0;
-  EXPECT_EQ(nan, 0) << "unwritten (poisoned) or NaN outputs";
-  EXPECT_LE(relative_error(out, ref.out.to_doubles()), 1e-2);
-  EXPECT_LE(lse_error(lse, ref.lse.to_doubles()), 1e-2);
 }
 
 struct GpuMlaCase {
@@ -164,14 +120,6 @@ INSTANTIATE_TEST_SUITE_P(
         GpuMlaCase{128, 16, {64, 31}, {200, 0}, 100}),
                        ::testing::ValuesIn(kAllKernels)),
     name_of);
-
-// A device copy of a case's per-step tensors (q, kv_c, k_pe, weight, out, lse) over a cache that
-// the caller owns and never resets between steps.
-MlaLayer layer_over(const DeviceLayer& d, const DeviceTensor& cache) {
-  MlaLayer y = d.layer();
-  y.kv_cache = cache.view();
-  return y;
-}
 
 struct StepsParam {
   int block_size;
@@ -286,11 +234,6 @@ TEST(CudaMlaLse, HeadMajorBufferThroughATransposedView) {
 }
 
 #if MLAKIT_WITH_CUDA
-// Host data of a case into the same device buffers (a graph keeps reading them).
-void upload(const HostTensor& h, const DeviceTensor& d) {
-  copy_bytes(d.view().data, d.view().device, h.data(), Device::cpu(), h.nbytes());
-}
-
 // A step's inputs (and a fresh cache) into a layer's device buffers, outputs NaN-poisoned.
 void load_layer(const MlaCase& m, const DeviceLayer& d) {
   upload(m.q, *d.q);

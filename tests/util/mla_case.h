@@ -1,16 +1,20 @@
 // An MLA step problem for the tests: random layer tensors, a paged latent cache whose context
 // rows are random, and a block table of shuffled blocks; the float64 reference of the step and
-// the cache expected after it.
+// the cache expected after it. In any cache format (cfg.kv_cache_dtype): an FP8 cache holds
+// random latents encoded as the format defines (util/kv_cache_spec.h), and its expected state
+// after a step is built the same way, independently of the library's codec.
 #pragma once
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <numeric>
 #include <random>
 #include <vector>
 
 #include "mlakit/mla.h"
+#include "util/kv_cache_spec.h"
 #include "util/test_util.h"
 
 namespace mlakit {
@@ -21,7 +25,8 @@ struct MlaCase {
   std::vector<int32_t> q_lens, ctx_lens, block_table;
   std::vector<int64_t> slot_mapping;  // filled by with_slot_mapping()
   int cols = 0;
-  HostTensor q, kv_c, k_pe, w, cache;
+  HostTensor q, kv_c, k_pe, w, cache;  // cache: cfg.dtype, or uint8 rows of an FP8 format
+  HostTensor k_scale;                    // kFp8: fp32 [1], the layer's cache scale
 
   int64_t total_q() const { return std::accumulate(q_lens.begin(), q_lens.end(), int64_t{0}); }
   int64_t total_ctx() const { return std::accumulate(ctx_lens.begin(), ctx_lens.end(), int64_t{0}); }
@@ -36,7 +41,25 @@ struct MlaCase {
     return b;
   }
   // Host views of the layer tensors.
-  MlaLayer layer() const { return MlaLayer{q.view(), kv_c.view(), k_pe.view(), w.view(), cache.view()}; }
+  MlaLayer layer() const {
+    MlaLayer y{q.view(), kv_c.view(), k_pe.view(), w.view(), cache.view()};
+    if (cfg.kv_cache_dtype == KvCacheDtype::kFp8) y.k_scale = k_scale.view();
+    return y;
+  }
+  float k_scale_value() const { return cfg.kv_cache_dtype == KvCacheDtype::kFp8 ? static_cast<float>(k_scale.get(0)) : 1.0f; }
+  int64_t cache_row_elems() const {
+    return cfg.kv_cache_dtype == KvCacheDtype::kAuto
+               ? cfg.kv_lora_rank + cfg.qk_rope_head_dim
+               : spec::row_bytes(cfg.kv_cache_dtype, cfg.kv_lora_rank, cfg.qk_rope_head_dim);
+  }
+  // New token t's row in an FP8 format, encoded from kv_c / k_pe as the format defines.
+  std::vector<uint8_t> encoded_row(int64_t t) const {
+    const int L = cfg.kv_lora_rank, R = cfg.qk_rope_head_dim;
+    std::vector<uint8_t> row(static_cast<size_t>(cache_row_elems()));
+    spec::encode(cfg.kv_cache_dtype, cfg.dtype, static_cast<const uint16_t*>(kv_c.view().ptr_at(t)), L,
+                 static_cast<const uint16_t*>(k_pe.view().ptr_at(t)), R, k_scale_value(), row.data());
+    return row;
+  }
   int64_t slot(int r, int64_t p) const {
     return static_cast<int64_t>(block_table[static_cast<size_t>(r * cols + p / cfg.block_size)]) * cfg.block_size +
            p % cfg.block_size;
@@ -87,21 +110,45 @@ inline MlaCase make_mla_case(MlaConfig cfg, const std::vector<int32_t>& q_lens,
   m.kv_c = HostTensor(cfg.dtype, {rows, L});
   m.k_pe = HostTensor(cfg.dtype, {rows, R});
   m.w = HostTensor(cfg.dtype, {H * (cfg.qk_nope_head_dim + cfg.v_head_dim), L});
-  m.cache = HostTensor(cfg.dtype, {cfg.num_blocks, bs, L + R});
   m.q.fill_normal(rng);
   m.kv_c.fill_normal(rng);
   m.k_pe.fill_normal(rng);
   m.w.fill_normal(rng, 1.0 / std::sqrt(static_cast<double>(L)));  // K and V come out ~N(0, 1)
-  m.cache.fill_normal(rng);
+  if (cfg.kv_cache_dtype == KvCacheDtype::kAuto) {
+    m.cache = HostTensor(cfg.dtype, {cfg.num_blocks, bs, L + R});
+    m.cache.fill_normal(rng);
+  } else {
+    // Random latents, encoded: the cache an earlier step (or another engine) wrote.
+    m.k_scale = HostTensor(DType::kFP32, {1});
+    m.k_scale.set(0, 0.0173);  // not a power of two; N(0, 1) latents reach past 448 x it (saturated) rarely
+    m.cache = HostTensor(DType::kUInt8, {cfg.num_blocks, bs, m.cache_row_elems()});
+    HostTensor lat_c(cfg.dtype, {1, L}), lat_pe(cfg.dtype, {1, R});
+    for (int64_t r = 0; r < cfg.num_blocks * bs; ++r) {
+      lat_c.fill_normal(rng);
+      lat_pe.fill_normal(rng);
+      spec::encode(cfg.kv_cache_dtype, cfg.dtype, static_cast<const uint16_t*>(lat_c.data()), static_cast<int>(L),
+                   static_cast<const uint16_t*>(lat_pe.data()), static_cast<int>(R), m.k_scale_value(),
+                   static_cast<uint8_t*>(m.cache.data()) + r * m.cache_row_elems());
+    }
+  }
   for (int r = 0, t = 0; r < n; ++r)
     for (int j = 0; j < q_lens[r]; ++j, ++t) m.slot_mapping.push_back(m.slot(r, ctx_lens[r] + j));
   return m;
 }
 
-// The cache after the step: the new tokens' [kv_c, k_pe] at their slots, the rest unchanged.
+// The cache after the step: the new tokens' [kv_c, k_pe] at their slots (encoded in an FP8
+// format), the rest unchanged.
 inline HostTensor expected_cache(const MlaCase& m) {
   HostTensor c = m.cache;
   const int64_t L = m.cfg.kv_lora_rank, R = m.cfg.qk_rope_head_dim;
+  if (m.cfg.kv_cache_dtype != KvCacheDtype::kAuto) {
+    const int64_t w = m.cache_row_elems();
+    for (size_t t = 0; t < m.slot_mapping.size(); ++t) {
+      const std::vector<uint8_t> row = m.encoded_row(static_cast<int64_t>(t));
+      std::memcpy(static_cast<uint8_t*>(c.data()) + m.slot_mapping[t] * w, row.data(), row.size());
+    }
+    return c;
+  }
   for (size_t t = 0; t < m.slot_mapping.size(); ++t) {
     const int64_t s = m.slot_mapping[t];
     for (int64_t x = 0; x < L; ++x) c.set(s * (L + R) + x, m.kv_c.get(static_cast<int64_t>(t) * L + x));

@@ -66,5 +66,16 @@ inline std::vector<MlaCase> make_prefill_steps(MlaConfig cfg, const std::vector<
   return cases;
 }
 
+// kFp8 steps of make_prefill_steps with scales[s] as step s's layer scale: each step's starting
+// cache is the previous step's, written with that step's scale. (An engine that changed a
+// layer's scale would reinterpret the codes already cached; here it shows that the step reads the
+// scale when it runs, eagerly or replayed from a graph.)
+inline void set_scale_per_step(std::vector<MlaCase>& cases, const std::vector<double>& scales) {
+  for (size_t s = 0; s < cases.size(); ++s) {
+    cases[s].k_scale.set(0, scales[s % scales.size()]);
+    if (s > 0) cases[s].cache = expected_cache(cases[s - 1]);
+  }
+}
+
 }  // namespace test
 }  // namespace mlakit

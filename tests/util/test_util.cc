@@ -59,6 +59,7 @@ double HostTensor::get(int64_t i) const {
     case DType::kFP64: { double d; std::memcpy(&d, p, 8); return d; }
     case DType::kInt32: { int32_t x; std::memcpy(&x, p, 4); return x; }
     case DType::kE4M3: return e4m3_to_float(*p);
+    case DType::kUInt8: return *p;
   }
   return 0.0;
 }
@@ -72,6 +73,7 @@ void HostTensor::set(int64_t i, double x) {
     case DType::kFP64: std::memcpy(p, &x, 8); break;
     case DType::kInt32: { int32_t v = static_cast<int32_t>(x); std::memcpy(p, &v, 4); break; }
     case DType::kE4M3: *p = float_to_e4m3(static_cast<float>(x)); break;
+    case DType::kUInt8: *p = static_cast<uint8_t>(x); break;
   }
 }
 

@@ -11,6 +11,8 @@ namespace mla {
 // The gather (with the fused cache write of the new tokens; mla_ops.h). Throws
 // mlakit::Error(kRuntime) on a launch failure. rows == 0 launches nothing.
 void launch_gather(const mlakit::mla::GatherArgs& args, Stream stream);
+// The same on an FP8 cache (args.cache.format kFp8 or kFp8DsMla; gather_fp8.cu).
+void launch_gather_fp8(const mlakit::mla::GatherArgs& args, Stream stream);
 
 }  // namespace mla
 }  // namespace cuda

@@ -12,6 +12,7 @@ namespace {
 namespace cuda {
 namespace mla {
 void launch_gather(const mlakit::mla::GatherArgs&, Stream) { no_cuda(); }
+void launch_gather_fp8(const mlakit::mla::GatherArgs&, Stream) { no_cuda(); }
 }  // namespace mla
 namespace blas {
 void gemm_nt(const mlakit::blas::GemmArgs&, int, Stream) { no_cuda(); }
