@@ -226,6 +226,29 @@ CaseResult run_gpu_case(const GpuCase& c, int repeats) {
   std::vector<double> want = ref_out.to_doubles();
   res.out_values = got;
   for (double x : got) res.unwritten_or_nan += std::isnan(x) ? 1 : 0;
+  // Per (row, head): 1 + sm_scale * |q| * max |k| over the sequence's keys of its kv head, in
+  // dequantized units (the scaled LSE error's denominator).
+  const double sm_scale = opts.sm_scale != 0.f ? opts.sm_scale : 1.0 / std::sqrt(static_cast<double>(c.dqk));
+  std::vector<double> lse_scale(static_cast<size_t>(lse.numel()), 1.0);
+  {
+    const int group = c.heads / c.kv_heads;
+    auto norm = [&](const HostTensor& t, int64_t row, int head, int width) {
+      const int64_t base = (row * t.shape()[1] + head) * t.shape()[2];
+      double s2 = 0;
+      for (int e = 0; e < width; ++e) s2 += t.get(base + e) * t.get(base + e);
+      return std::sqrt(s2);
+    };
+    for (int b = 0; b < batch; ++b)
+      for (int hk = 0; hk < c.kv_heads; ++hk) {
+        const double qs = fp8 && c.descales ? qd.get(b * c.kv_heads + hk) : 1.0;
+        const double ks = fp8 && c.descales ? kd.get(b * c.kv_heads + hk) : 1.0;
+        double kmax = 0;
+        for (int64_t r = kv[b]; r < kv[b + 1]; ++r) kmax = std::max(kmax, norm(k, r, hk, c.dqk) * ks);
+        for (int64_t r = qo[b]; r < qo[b + 1]; ++r)
+          for (int h = hk * group; h < (hk + 1) * group; ++h)
+            lse_scale[static_cast<size_t>(r * c.heads + h)] = 1.0 + sm_scale * norm(q, r, h, c.dqk) * qs * kmax;
+      }
+  }
   for (int64_t i = 0; i < lse.numel(); ++i) {
     const double g = lse.get(i), w = ref_lse.get(i);
     if (std::isnan(g)) {
@@ -233,9 +256,10 @@ CaseResult run_gpu_case(const GpuCase& c, int repeats) {
       continue;
     }
     if (std::isinf(w) || std::isinf(g)) {
-      if (g != w) res.lse_max_abs_err = INFINITY;
+      if (g != w) res.lse_max_abs_err = res.lse_max_scaled_err = INFINITY;
     } else {
       res.lse_max_abs_err = std::max(res.lse_max_abs_err, std::fabs(g - w));
+      res.lse_max_scaled_err = std::max(res.lse_max_scaled_err, std::fabs(g - w) / lse_scale[static_cast<size_t>(i)]);
     }
     if (std::isinf(w) && w < 0) {
       // A row with no visible key: out must be exactly 0 and lse -inf.

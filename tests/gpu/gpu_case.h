@@ -51,6 +51,11 @@ struct GpuCase {
 struct CaseResult {
   double out_relerr = 0;
   double lse_max_abs_err = 0;
+  // max |lse - ref| / (1 + M) over rows, M the row's bound on |q . k| * scale over its keys
+  // (sm_scale * descales * |q| * max |k|, by Cauchy-Schwarz): e4m3 products accumulate in the
+  // tensor cores' 13-bit-mantissa format, truncated, so a score's error grows with its terms'
+  // magnitude, not with its value (docs/fp8.md).
+  double lse_max_scaled_err = 0;
   int64_t unwritten_or_nan = 0;  // out or lse elements still NaN (poison) or NaN after the run
   int64_t empty_rows_wrong = 0;  // rows with no visible key whose out != 0 or lse != -inf
   int64_t pad_written = 0;       // elements of the output's pad (GpuCase::out_pad) not poison any more

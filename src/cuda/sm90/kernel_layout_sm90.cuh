@@ -78,19 +78,19 @@ struct Sm90Shape {
   // empty, the V-cleared barrier per stage; e4m3: the transposed V's full / empty per stage.
   static constexpr int kNumBars = 2 + 4 * kStages + 2 + kStages + (kFp8 ? 2 * kStages : 0);
   static constexpr int kOffFlags = kOffBars + kNumBars * 8;  // int per consumer warpgroup (split merge)
-  // e4m3: per V stage, the keys of its fill that belong to the sequence (the producer writes it
-  // before the fill's arrive; -1: no more fills), for the transposing warps.
-  static constexpr int kOffVValid = kOffFlags + 8;
-  static constexpr int kFlagBytes = 8 + (kFp8 ? 4 * kStages : 0);
+  static constexpr int kFlagBytes = 8;
   static constexpr int kOffMaps = (kOffFlags + kFlagBytes + 127) / 128 * 128;
   static constexpr int kNumMaps = 5;  // q, k, k_rope, v, o
   // + 1024: the dynamic shared-memory base is re-aligned to the 1024-byte swizzle atom.
   static constexpr int kSmemBytes = kOffMaps + kNumMaps * 128 + 1024;
-  // Device scratch: two work counters (next item, blocks done), then per block its tensor maps
-  // and the two item hand-over slots (scheduler -> producer -> consumers).
+  // Device scratch: two work counters (next item, blocks done), then per block its tensor maps,
+  // the two item hand-over slots (scheduler -> producer -> consumers) and, e4m3, per V stage the
+  // keys of its fill that belong to the sequence (producer -> transposing warps; -1: no more
+  // fills). In device memory rather than shared for racecheck's sake (work_handover_sm90.cuh).
   static constexpr size_t kScratchFixed = 128;
   static constexpr size_t kSlotBytes = 64;
-  static constexpr size_t kScratchPerBlock = kNumMaps * 128 + 2 * kSlotBytes;
+  static constexpr size_t kVValidBytes = kFp8 ? 64 : 0;  // 64: the next block's tensor maps stay 64-byte aligned
+  static constexpr size_t kScratchPerBlock = kNumMaps * 128 + 2 * kSlotBytes + kVValidBytes;
   // Split key ranges (plan/kv_split.h): per split (q tile, head) slot, per consumer warpgroup an
   // arrival counter and a published flag (128 bytes for all), then per warpgroup the partial state
   // of the half that arrived first, in fragment order: 16 float4 of unnormalized O per thread
@@ -101,6 +101,7 @@ struct Sm90Shape {
   static_assert(DQK % 64 == 0 && DVO == 128, "the sm90 kernel covers Dqk in {128, 192}, Dvo = 128");
   static_assert(kSmemBytes <= 227 * 1024, "shared memory budget");
   static_assert(kOffFlags + kFlagBytes <= kOffMaps, "flags before the tensor maps");
+  static_assert(kScratchFixed % 64 == 0 && kScratchPerBlock % 64 == 0, "every block's tensor maps 64-byte aligned");
   static_assert(kInBytes == 2 || (kInBytes == 1 && BN == 128), "e4m3: the V transpose covers 128-key tiles");
 };
 

@@ -389,7 +389,7 @@ __global__ void __launch_bounds__(Shape::kThreads, 1) prefill_sm90_kernel(const 
     } else if (warp == 1) {
       scheduler_warp<Shape>(p, sched, hdr, lane);
     } else if constexpr (E::kFp8) {
-      transpose_v_warp<Shape>(sbase, smem, warp - 2, lane);
+      transpose_v_warp<Shape>(sbase, v_valid_slots<Shape>(p.args), warp - 2, lane);
     }
   } else {
     setmaxnreg_inc<232>();

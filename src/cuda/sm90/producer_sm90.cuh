@@ -84,6 +84,7 @@ __device__ __forceinline__ void producer_warp(const Sm90Params& p, uint32_t sbas
   const int nope_cols = Shape::DQK - a.k_rope_dim;  // columns of K that come from `k`
   auto bar = [&](int i) { return sbase + Shape::kOffBars + 8 * i; };
   const ItemPlan* from_sched = item_slot<Shape>(a, 0);
+  int* const v_valid = v_valid_slots<Shape>(a);  // e4m3 only
   ItemPlan* to_cons = item_slot<Shape>(a, 1);
 
   named_barrier_arrive<kBarSchedEmpty, kSchedHop>();  // the scheduler's first slot is free
@@ -149,7 +150,7 @@ __device__ __forceinline__ void producer_warp(const Sm90Params& p, uint32_t sbas
       if constexpr (Shape::kFp8) {
         // Released by this arrive (mbarrier.arrive is a release, the transposers' wait an acquire).
         const int keys = ip.it.lk - ip.n_begin - t * BN;
-        *reinterpret_cast<volatile int*>(smem + Shape::kOffVValid + 4 * s) = keys < BN ? keys : BN;
+        __stcg(v_valid + s, keys < BN ? keys : BN);
       }
       mbar_arrive_expect_tx(bar(kBarVFull + s), Shape::kVBytes);
       const uint32_t sv = sbase + Shape::kOffV + s * Shape::kVBytes;
@@ -183,7 +184,7 @@ __device__ __forceinline__ void producer_warp(const Sm90Params& p, uint32_t sbas
     if (lane == 0) {
       const uint32_t s = kv_iter & 1;
       mbar_wait(bar(kBarVEmpty + s), ((kv_iter >> 1) & 1) ^ 1);
-      *reinterpret_cast<volatile int*>(smem + Shape::kOffVValid + 4 * s) = -1;
+      __stcg(v_valid + s, -1);
       mbar_arrive(bar(kBarVFull + s));
     }
   }

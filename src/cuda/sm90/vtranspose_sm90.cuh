@@ -62,12 +62,12 @@ __device__ __forceinline__ void transpose_v_stage(uint32_t v_stage, uint32_t vt_
 // into its transposed stage once the consumers have released that stage's previous contents;
 // the raw stage is released to the producer at once. Ends at the producer's fill of none.
 template <typename Shape>
-__device__ __forceinline__ void transpose_v_warp(uint32_t sbase, const unsigned char* smem, int w, int lane) {
+__device__ __forceinline__ void transpose_v_warp(uint32_t sbase, const int* v_valid, int w, int lane) {
   auto bar = [&](int i) { return sbase + Shape::kOffBars + 8 * i; };
   for (uint32_t i = 0;; ++i) {
     const uint32_t s = i & 1, parity = (i >> 1) & 1;
     mbar_wait(bar(kBarVFull + s), parity);
-    const int keys = *reinterpret_cast<const volatile int*>(smem + Shape::kOffVValid + 4 * s);
+    const int keys = __ldcg(v_valid + s);  // written before the fill's arrive (producer_sm90.cuh)
     if (keys < 0) break;
     mbar_wait(bar(kBarVtEmpty + s), parity ^ 1);  // the consumers' P V of fill i - 2 is done
     transpose_v_stage<Shape>(sbase + Shape::kOffV + s * Shape::kVBytes, sbase + Shape::kOffVt + s * Shape::kVtBytes,

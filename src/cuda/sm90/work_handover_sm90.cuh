@@ -60,6 +60,11 @@ __device__ __forceinline__ ItemPlan* item_slot(const PrefillArgs& a, int hop) {
   return reinterpret_cast<ItemPlan*>(reinterpret_cast<unsigned char*>(block_tensor_maps<Shape>(a) + Shape::kNumMaps) +
                                      hop * Shape::kSlotBytes);
 }
+// e4m3: the V stages' valid-key counts (kernel_layout_sm90.cuh), after the item slots.
+template <typename Shape>
+__device__ __forceinline__ int* v_valid_slots(const PrefillArgs& a) {
+  return reinterpret_cast<int*>(reinterpret_cast<unsigned char*>(item_slot<Shape>(a, 2)));
+}
 // The first kWords 16-byte words (item_words: the descales travel only for e4m3).
 template <int kWords>
 __device__ __forceinline__ void store_item(ItemPlan* slot, const ItemPlan& ip) {
