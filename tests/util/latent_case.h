@@ -178,13 +178,15 @@ struct LatentResult {
 
 // Plans and runs `m` on a fresh object (or `attn`), outputs poisoned (all bits set: NaN) first.
 // `lse_ht`: the lse and max_logits buffers are [H, T'] memory read through transposed views.
-inline LatentResult run_latent(const LatentCase& m, LatentAttention* attn = nullptr, bool lse_ht = false) {
+// `batch`: planned instead of m.batch().
+inline LatentResult run_latent(const LatentCase& m, LatentAttention* attn = nullptr, bool lse_ht = false,
+                               const LatentBatch* batch = nullptr) {
   std::unique_ptr<LatentAttention> own;
   if (attn == nullptr) {
     own = std::make_unique<LatentAttention>(m.cfg);
     attn = own.get();
   }
-  attn->plan(m.batch(), m.opts);
+  attn->plan(batch ? *batch : m.batch(), m.opts);
   const int64_t rows = m.q.shape()[0], H = m.cfg.num_heads;
   LatentResult r{HostTensor(m.cfg.dtype, {rows, H, m.cfg.kv_lora_rank}), HostTensor(DType::kFP32, {rows, H}),
                  HostTensor(DType::kFP32, {rows, H}), attn->info()};
