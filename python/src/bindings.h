@@ -17,5 +17,6 @@ void bind_merge(nb::module_& m);      // merge.cc: merge_states
 void bind_reference(nb::module_& m);  // reference.cc: float64 reference functions
 void bind_graph(nb::module_& m);      // graph.cc: StreamGraph (capture one stream, replay natively)
 void bind_mla(nb::module_& m);        // mla.cc: MlaStep (the MLA prefill step)
+void bind_latent(nb::module_& m);     // latent.cc: LatentAttention (absorbed MLA attention, dense and sparse)
 
 }  // namespace mlakit_py
