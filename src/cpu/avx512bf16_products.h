@@ -22,41 +22,44 @@ MLAKIT_BF16_INLINE __m512 dp(__m512 acc, __m512 a, __m512 b) {
   return _mm512_dpbf16_ps(acc, (__m512bh)a, (__m512bh)b);
 }
 
-// st[j][16v + lane] = sum over dim pairs of K[j] . Q[row], for NK keys (kKeyBlock by default)
-// and NV row vectors. Key j's pairs come from ka[j] (pa pairs) then kb[j] (pb pairs); Q's pairs
-// in qpack, q_stride words apart. Each sum runs over the pairs in order whatever NK and NV are,
-// so they change no bit; NV * NK accumulators hide VDPBF16PS's latency from 8 up (a single row
-// vector takes NK = 8).
-template <int NV, int NK = kKeyBlock>
+// st[j][16v + lane] = sum over dim pairs of K[j] . Q[row], for kKeyBlock keys and NV row
+// vectors. Key j's pairs come from ka[j] (pa pairs) then kb[j] (pb pairs); Q's pairs in qpack.
+template <int NV>
 MLAKIT_BF16_TARGET void qk_block(const uint32_t* qpack, const uint32_t* const* ka, int pa,
-                                 const uint32_t* const* kb, int pb, float* st, int q_stride = kRows) {
-  __m512 acc[NK][NV];
+                                 const uint32_t* const* kb, int pb, float* st) {
+  __m512 acc[kKeyBlock][NV];
 #pragma GCC unroll 8
-  for (int j = 0; j < NK; ++j)
+  for (int j = 0; j < kKeyBlock; ++j)
 #pragma GCC unroll 4
     for (int v = 0; v < NV; ++v) acc[j][v] = _mm512_setzero_ps();
-  const uint32_t* k[NK];
-#pragma GCC unroll 8
-  for (int j = 0; j < NK; ++j) k[j] = ka[j];
+  const uint32_t* k0 = ka[0];
+  const uint32_t* k1 = ka[1];
+  const uint32_t* k2 = ka[2];
+  const uint32_t* k3 = ka[3];
   const uint32_t* q = qpack;
   for (int seg = 0; seg < 2; ++seg) {
     const int np = seg == 0 ? pa : pb;
-    for (int x = 0; x < np; ++x, q += q_stride) {
+    for (int x = 0; x < np; ++x, q += kRows) {
       __m512 qv[NV];
 #pragma GCC unroll 4
       for (int v = 0; v < NV; ++v) qv[v] = _mm512_load_ps(reinterpret_cast<const float*>(q + 16 * v));
-#pragma GCC unroll 8
-      for (int j = 0; j < NK; ++j) {
-        const __m512 b = bcast_pair(k[j] + x);
+      const __m512 b0 = bcast_pair(k0 + x), b1 = bcast_pair(k1 + x), b2 = bcast_pair(k2 + x),
+                   b3 = bcast_pair(k3 + x);
 #pragma GCC unroll 4
-        for (int v = 0; v < NV; ++v) acc[j][v] = dp(acc[j][v], qv[v], b);
+      for (int v = 0; v < NV; ++v) {
+        acc[0][v] = dp(acc[0][v], qv[v], b0);
+        acc[1][v] = dp(acc[1][v], qv[v], b1);
+        acc[2][v] = dp(acc[2][v], qv[v], b2);
+        acc[3][v] = dp(acc[3][v], qv[v], b3);
       }
     }
-#pragma GCC unroll 8
-    for (int j = 0; j < NK; ++j) k[j] = kb[j];
+    k0 = kb[0];
+    k1 = kb[1];
+    k2 = kb[2];
+    k3 = kb[3];
   }
 #pragma GCC unroll 8
-  for (int j = 0; j < NK; ++j)
+  for (int j = 0; j < kKeyBlock; ++j)
 #pragma GCC unroll 4
     for (int v = 0; v < NV; ++v) _mm512_store_ps(st + j * kRows + 16 * v, acc[j][v]);
 }

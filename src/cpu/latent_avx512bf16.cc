@@ -58,23 +58,34 @@ MLAKIT_BF16_INLINE __m512 dp_bcast(__m512 acc, __m512 q, const uint32_t* p) {
   return acc;
 }
 
-// S^T of kWideKeys keys for one row vector (q pairs 16 words apart): qk_block<1, kWideKeys>'s
-// sums, in the same order, with the keys' pairs broadcast inside the products.
-MLAKIT_BF16_TARGET void qk_wide(const uint32_t* qpack, const uint32_t* const* keys, int pairs, float* st) {
-  __m512 acc[kWideKeys];
-  const uint32_t* k[kWideKeys];
+// S^T of NK keys for NV row vectors (q pairs q_stride words apart): the prefill kernel's qk_block
+// (avx512bf16_products.h) with the keys' pairs broadcast inside the products, and NK keys a
+// call, so that a single row vector keeps 8 accumulators against the products' latency. Each
+// sum runs over the pairs in order, whatever NV and NK are.
+template <int NV, int NK>
+MLAKIT_BF16_TARGET void qk_bcast(const uint32_t* qpack, int q_stride, const uint32_t* const* keys, int pairs,
+                                 float* st) {
+  __m512 acc[NK][NV];
+  const uint32_t* k[NK];
 #pragma GCC unroll 8
-  for (int j = 0; j < kWideKeys; ++j) {
-    acc[j] = _mm512_setzero_ps();
+  for (int j = 0; j < NK; ++j) {
     k[j] = keys[j];
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) acc[j][v] = _mm512_setzero_ps();
   }
-  for (int x = 0; x < pairs; ++x) {
-    const __m512 q = _mm512_load_ps(reinterpret_cast<const float*>(qpack + 16 * x));
+  for (int x = 0; x < pairs; ++x, qpack += q_stride) {
+    __m512 q[NV];
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) q[v] = _mm512_load_ps(reinterpret_cast<const float*>(qpack + 16 * v));
 #pragma GCC unroll 8
-    for (int j = 0; j < kWideKeys; ++j) acc[j] = dp_bcast(acc[j], q, k[j] + x);
+    for (int j = 0; j < NK; ++j)
+#pragma GCC unroll 4
+      for (int v = 0; v < NV; ++v) acc[j][v] = dp_bcast(acc[j][v], q[v], k[j] + x);
   }
 #pragma GCC unroll 8
-  for (int j = 0; j < kWideKeys; ++j) _mm512_store_ps(st + j * kRows, acc[j]);
+  for (int j = 0; j < NK; ++j)
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) _mm512_store_ps(st + j * kRows + 16 * v, acc[j][v]);
 }
 
 // Cache rows of the next chunk into L2 while the products of this one run: at 16 heads a key
@@ -135,7 +146,7 @@ MLAKIT_BF16_TARGET void chunk(const Run& run, const Problem& sp, const LatentIte
     for (int j = 0; j < n; j += kWideKeys) {
       prefetch_next(j, kWideKeys);
       if (rs.vlo[0] < j + kWideKeys && rs.vhi[0] > j)
-        qk_wide(w.qpack.data, w.keys + j, dp, st + j * kRows);
+        qk_bcast<1, kWideKeys>(w.qpack.data, 16, w.keys + j, dp, st + j * kRows);
     }
     prefetch_next(round_up(n, kWideKeys), kChunk);
   } else {
@@ -154,10 +165,10 @@ MLAKIT_BF16_TARGET void chunk(const Run& run, const Problem& sp, const LatentIte
       const uint32_t* qv = w.qpack.data + 16 * v0;
       const int qs = 16 * nvr;
       switch (v1 - v0 + 1) {
-        case 1: qk_block<1>(qv, w.keys + j, dp, w.keys + j, 0, sj, qs); break;
-        case 2: qk_block<2>(qv, w.keys + j, dp, w.keys + j, 0, sj, qs); break;
-        case 3: qk_block<3>(qv, w.keys + j, dp, w.keys + j, 0, sj, qs); break;
-        default: qk_block<4>(qv, w.keys + j, dp, w.keys + j, 0, sj, qs); break;
+        case 1: qk_bcast<1, kKeyBlock>(qv, qs, w.keys + j, dp, sj); break;
+        case 2: qk_bcast<2, kKeyBlock>(qv, qs, w.keys + j, dp, sj); break;
+        case 3: qk_bcast<3, kKeyBlock>(qv, qs, w.keys + j, dp, sj); break;
+        default: qk_bcast<4, kKeyBlock>(qv, qs, w.keys + j, dp, sj); break;
       }
     }
     prefetch_next(round_up(n, kKeyBlock), kChunk);
