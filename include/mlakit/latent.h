@@ -77,7 +77,7 @@ struct LatentConfig {
   int64_t max_kv_tokens = 0;  // cached tokens (sum of kv_lens; dense and kPositions sparse plans)
   int max_topk = 0;           // sparse plans: the largest options.topk; 0 = dense plans only
   // Keys per split of a short request's key range (a multiple of 64; 0 = the backend's choice,
-  // 512 on the CPU). Part of what a result's bits depend on: objects with different values may
+  // 1024 on the CPU). Part of what a result's bits depend on: objects with different values may
   // differ in the last bits.
   int kv_split_size = 0;
   Device device = Device::cpu();

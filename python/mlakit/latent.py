@@ -40,7 +40,7 @@ class LatentAttention:
     of two up to 256) and ``num_blocks``, ``kv_cache_dtype`` (``"auto"``: the 16-bit cache; vLLM's
     ``"fp8"`` and ``"fp8_ds_mla"`` are not read yet), and capacities: ``max_batch`` requests,
     ``max_q_tokens`` new tokens, ``max_kv_tokens`` cached tokens (sum of ``kv_lens``) and
-    ``max_topk`` (0: dense plans only). ``kv_split_size`` (0: the backend's, 512 keys on the CPU):
+    ``max_topk`` (0: dense plans only). ``kv_split_size`` (0: the backend's, 1024 keys on the CPU):
     keys per split of a short request's range, merged by LSE. ``upload_in_run``: as
     :class:`mlakit.MlaStep`'s.
 

@@ -24,6 +24,7 @@ LatentConfig config(int heads, int block_size, DType dtype = DType::kBF16) {
   LatentConfig c;
   c.num_heads = heads;
   c.block_size = block_size;
+  c.kv_split_size = 512;  // requests over 512 keys split (the CPU's default is 1024)
   c.dtype = dtype;
   return c;
 }
@@ -221,6 +222,16 @@ TEST(CpuLatentDense, ReplanAllocatesNothing) {
   AllocCounter count;
   attn.plan(m.batch(), m.opts);
   EXPECT_EQ(count.count(), 0);
+}
+
+TEST(CpuLatentDense, DefaultSplitSize) {
+  LatentConfig c = config(16, 16);
+  c.kv_split_size = 0;
+  const LatentCase m = make_latent_case(c, {1}, {3000}, 59);
+  const LatentResult r = run_latent(m);
+  EXPECT_EQ(r.info.kv_split_size, 1024);
+  EXPECT_EQ(r.info.partial_rows, 3 * 16);
+  expect_matches(r, m, latent_reference(m));
 }
 
 TEST(CpuLatentDense, InfoReportsThePlan) {

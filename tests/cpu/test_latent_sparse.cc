@@ -21,6 +21,7 @@ LatentConfig config(int heads, int block_size) {
   LatentConfig c;
   c.num_heads = heads;
   c.block_size = block_size;
+  c.kv_split_size = 512;  // requests over 512 keys split (the CPU's default is 1024)
   return c;
 }
 
