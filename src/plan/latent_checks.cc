@@ -1,5 +1,6 @@
 #include "plan/latent_checks.h"
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -125,11 +126,21 @@ LatentTotals check_latent_plan(const LatentConfig& c, const LatentBatch& b, cons
     if (blocks > b.block_table_cols)
       invalid("block_table", "request " + str(r) + " needs " + str(blocks) + " blocks for " + str(kv) +
                                  " tokens but the table has " + str(b.block_table_cols) + " columns");
+    // The row's smallest and largest block first (a loop the compiler vectorizes: plan() is
+    // timed in microseconds at batch 128), the offending entry only when one is out of range.
     const int32_t* row = b.block_table + static_cast<int64_t>(r) * b.block_table_cols;
-    for (int64_t i = 0; i < blocks; ++i) {
-      if (row[i] < 0 || row[i] >= c.num_blocks)
-        invalid("block_table", "block_table[" + str(r) + "][" + str(i) + "] = " + str(row[i]) +
-                                   " is outside [0, config.num_blocks = " + str(c.num_blocks) + ")");
+    int32_t lo = 0, hi = 0;
+    if (blocks > 0) lo = hi = row[0];
+    for (int64_t i = 1; i < blocks; ++i) {
+      lo = std::min(lo, row[i]);
+      hi = std::max(hi, row[i]);
+    }
+    if (lo < 0 || hi >= c.num_blocks) {
+      for (int64_t i = 0; i < blocks; ++i) {
+        if (row[i] < 0 || row[i] >= c.num_blocks)
+          invalid("block_table", "block_table[" + str(r) + "][" + str(i) + "] = " + str(row[i]) +
+                                     " is outside [0, config.num_blocks = " + str(c.num_blocks) + ")");
+      }
     }
   }
   if (t.total_kv > c.max_kv_tokens)

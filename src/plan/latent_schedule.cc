@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <string>
 
 #include "mlakit/error.h"
 #include "plan/scheduler.h"
@@ -26,6 +27,10 @@ int32_t item_cost(int rows, int64_t keys) {
   return static_cast<int32_t>(std::min<int64_t>(c, kCostBuckets - 1));
 }
 
+[[noreturn]] __attribute__((noinline)) void over_capacity(const char* what) {
+  throw Error(ErrorKind::kRuntime, "", std::string("latent attention: plan exceeds its ") + what + " capacity (internal)");
+}
+
 }  // namespace
 
 LatentScheduler::LatentScheduler(const LatentConfig& config, const latent::LatentLayout& layout, int block_rows,
@@ -35,15 +40,6 @@ LatentScheduler::LatentScheduler(const LatentConfig& config, const latent::Laten
   cost_.resize(static_cast<size_t>(layout.max_items));
   merges_.resize(static_cast<size_t>(layout.max_merges));
   bucket_.resize(kCostBuckets + 1);
-}
-
-void LatentScheduler::add(const LatentItem& item, int64_t keys) {
-  // The capacity bounds every plan within the config (latent::make_layout); reaching it is a bug.
-  if (num_items_ >= layout_.max_items)
-    throw Error(ErrorKind::kRuntime, "", "latent attention: plan exceeds its item capacity (internal)");
-  items_[static_cast<size_t>(num_items_)] = item;
-  cost_[static_cast<size_t>(num_items_)] = item_cost(item.rows, keys);
-  ++num_items_;
 }
 
 LatentScheduleResult LatentScheduler::build(const LatentBatch& b, const LatentPlanOptions& o, const LatentTotals& t,
@@ -56,13 +52,28 @@ LatentScheduleResult LatentScheduler::build(const LatentBatch& b, const LatentPl
   auto* page_ptr = reinterpret_cast<int32_t*>(block + l.page_indptr_offset);
 
   LatentScheduleResult res;
-  num_items_ = 0;
+  // Items in generation order with their costs, staged before sorting (locals: the loop below
+  // is most of plan()'s time at batch 128).
+  LatentItem* const staged = items_.data();
+  int32_t* const costs = cost_.data();
+  const int64_t max_items = l.max_items;
+  int num_items = 0;
+  int32_t cost_lo = kCostBuckets, cost_hi = 0;
+  auto add = [&](const LatentItem& item, int64_t keys) {
+    // The capacity bounds every plan within the config (latent::make_layout); reaching it is a bug.
+    if (num_items >= max_items) over_capacity("item");
+    const int32_t c = item_cost(item.rows, keys);
+    staged[num_items] = item;
+    costs[num_items++] = c;
+    cost_lo = std::min(cost_lo, c);
+    cost_hi = std::max(cost_hi, c);
+  };
   int num_merges = 0;
   int64_t partial = 0;
   // Merges follow the items in the block, whose count comes last: staged in merges_.
   auto add_merge = [&](const LatentMerge& m) {
     if (num_merges >= l.max_merges || partial + static_cast<int64_t>(m.splits) * m.rows > l.max_partial_rows)
-      throw Error(ErrorKind::kRuntime, "", "latent attention: plan exceeds its split capacity (internal)");
+      over_capacity("split");
     merges_[static_cast<size_t>(num_merges++)] = m;
   };
 
@@ -131,22 +142,23 @@ LatentScheduleResult LatentScheduler::build(const LatentBatch& b, const LatentPl
   }
   if (sparse) res.visible_pairs = t.total_q * o.topk;
 
-  // Items longest first: a counting sort over the clamped costs, descending, stable.
-  std::fill(bucket_.begin(), bucket_.end(), 0);
-  for (int i = 0; i < num_items_; ++i) ++bucket_[static_cast<size_t>(kCostBuckets - 1 - cost_[static_cast<size_t>(i)])];
+  // Items longest first: a counting sort over the costs the plan has (clamped), descending, stable.
+  const int nb = std::max(0, cost_hi - cost_lo + 1);
+  std::fill(bucket_.begin(), bucket_.begin() + nb, 0);
+  for (int i = 0; i < num_items; ++i) ++bucket_[static_cast<size_t>(cost_hi - costs[i])];
   int32_t start = 0;
-  for (int c = 0; c < kCostBuckets; ++c) {
+  for (int c = 0; c < nb; ++c) {
     const int32_t n = bucket_[static_cast<size_t>(c)];
     bucket_[static_cast<size_t>(c)] = start;
     start += n;
   }
   auto* items = reinterpret_cast<LatentItem*>(block + l.arrays_offset);
-  for (int i = 0; i < num_items_; ++i) {
-    const int32_t slot = bucket_[static_cast<size_t>(kCostBuckets - 1 - cost_[static_cast<size_t>(i)])]++;
-    items[slot] = items_[static_cast<size_t>(i)];
+  for (int i = 0; i < num_items; ++i) {
+    const int32_t slot = bucket_[static_cast<size_t>(cost_hi - costs[i])]++;
+    items[slot] = staged[i];
   }
   // Merges after the items, pages last.
-  const size_t merges_off = l.arrays_offset + sizeof(LatentItem) * static_cast<size_t>(num_items_);
+  const size_t merges_off = l.arrays_offset + sizeof(LatentItem) * static_cast<size_t>(num_items);
   std::memcpy(block + merges_off, merges_.data(), sizeof(LatentMerge) * static_cast<size_t>(num_merges));
   const size_t pages_off = merges_off + sizeof(LatentMerge) * static_cast<size_t>(num_merges);
   auto* pages = reinterpret_cast<int32_t*>(block + pages_off);
@@ -161,7 +173,7 @@ LatentScheduleResult LatentScheduler::build(const LatentBatch& b, const LatentPl
   LatentHeader h{};
   h.batch_size = b.batch_size;
   h.total_q = static_cast<int32_t>(t.total_q);
-  h.num_items = num_items_;
+  h.num_items = num_items;
   h.num_merges = num_merges;
   h.sparse = sparse ? 1 : 0;
   h.index_kind = static_cast<int32_t>(o.indices);
@@ -183,7 +195,7 @@ LatentScheduleResult LatentScheduler::build(const LatentBatch& b, const LatentPl
   h.pages_offset = static_cast<int32_t>(pages_off);
   std::memcpy(block, &h, sizeof(h));
 
-  res.num_items = num_items_;
+  res.num_items = num_items;
   res.num_merges = num_merges;
   res.partial_rows = partial;
   res.used_bytes = pages_off + sizeof(int32_t) * static_cast<size_t>(page_ptr[b.batch_size]);

@@ -32,16 +32,13 @@ class LatentScheduler {
                              uint8_t* block);
 
  private:
-  void add(const latent::LatentItem& item, int64_t keys);
-
   LatentConfig config_;
   latent::LatentLayout layout_;
   int block_rows_, split_size_;
   std::vector<latent::LatentItem> items_;  // generation order, before sorting
-  std::vector<int32_t> cost_;              // per item, clamped to kCostBuckets - 1
+  std::vector<int32_t> cost_;              // per item (clamped): the sort key
   std::vector<int32_t> bucket_;            // counts, then start offsets, per cost
   std::vector<latent::LatentMerge> merges_;  // in generation order
-  int num_items_ = 0;
 };
 
 }  // namespace plan
