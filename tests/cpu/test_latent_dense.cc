@@ -224,6 +224,22 @@ TEST(CpuLatentDense, ReplanAllocatesNothing) {
   EXPECT_EQ(count.count(), 0);
 }
 
+TEST(CpuLatentDense, EmptyPlans) {
+  // No request, and requests without new tokens: nothing to compute, nothing written.
+  LatentCase m = make_latent_case(config(8, 16), {0, 0}, {30, 0}, 60, false, /*extra_rows=*/2);
+  LatentResult r = run_latent(m);
+  EXPECT_EQ(r.info.num_items, 0);
+  expect_matches(r, m, latent_reference(m));
+  LatentAttention attn(m.cfg);
+  attn.plan(LatentBatch{}, m.opts);
+  EXPECT_EQ(attn.info().total_q, 0);
+  HostTensor q(DType::kBF16, {0, 8, 576}), out(DType::kBF16, {0, 8, 512});
+  LatentLayer y;
+  y.q = q.view();
+  y.kv_cache = m.cache.view();
+  EXPECT_NO_THROW(attn.run(y, out.view()));
+}
+
 TEST(CpuLatentDense, DefaultSplitSize) {
   LatentConfig c = config(16, 16);
   c.kv_split_size = 0;
