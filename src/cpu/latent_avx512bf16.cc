@@ -48,7 +48,32 @@ struct Scratch {
   const uint32_t* keys[kChunk + kWideKeys];
   const uint32_t* next[kChunk];  // the next chunk's keys, prefetched while this one runs
   int n_next = 0;
+  // Each row's largest raw score (q.k before the scale), when max_logits are asked for: the
+  // shared softmax's running max is only the exponentials' reference and may trail the true max.
+  alignas(64) float rmax[kRows];
 };
+
+// rmax = max(rmax, the largest raw score each row sees in this chunk): S^T masked by each row's
+// visible keys, as the softmax masks it (keys a row vector was not computed for are masked).
+MLAKIT_BF16_TARGET void track_max(const float* st, int n, int nvr, const RowState& rs, float* rmax) {
+  const __m512 ninf_v = _mm512_set1_ps(kNegInf);
+  for (int v = 0; v < nvr; ++v) {
+    const __m512i lo_v = _mm512_load_si512(rs.lo + 16 * v);
+    const __m512i hi_v = _mm512_load_si512(rs.hi + 16 * v);
+    if (reduce_max_i32(_mm512_sub_epi32(hi_v, lo_v)) <= 0) continue;
+    const bool whole = reduce_max_i32(lo_v) <= 0 && reduce_min_i32(hi_v) >= n;
+    __m512 mx = ninf_v;
+    for (int j = 0; j < n; ++j) {
+      __m512 t = _mm512_load_ps(st + j * kRows + 16 * v);
+      if (!whole) {
+        const __m512i jv = _mm512_set1_epi32(j);
+        t = _mm512_mask_blend_ps(_mm512_cmple_epi32_mask(lo_v, jv) & _mm512_cmpgt_epi32_mask(hi_v, jv), ninf_v, t);
+      }
+      mx = _mm512_max_ps(mx, t);
+    }
+    _mm512_store_ps(rmax + 16 * v, _mm512_max_ps(_mm512_load_ps(rmax + 16 * v), mx));
+  }
+}
 
 // acc += q . (the pair at p, broadcast): VDPBF16PS with an embedded broadcast of its memory
 // operand, which the load unit does; GCC 12 issues a separate VPBROADCASTD instead, one per
@@ -173,6 +198,7 @@ MLAKIT_BF16_TARGET void chunk(const Run& run, const Problem& sp, const LatentIte
     }
     prefetch_next(round_up(n, kKeyBlock), kChunk);
   }
+  if (wants_max(run)) track_max(st, n, nvr, rs, w.rmax);
   softmax_chunk(sp, 1.0f, n, nvr, st, w.ppair.data, rs);
 
   // V: the pairs some row sees, interleaved once for every row of the item.
@@ -228,6 +254,7 @@ MLAKIT_BF16_TARGET void item_impl(const Run& run, const LatentItem& it, Scratch&
     rs.m[r] = kNegInf;
     rs.l[r] = 0.0f;
     rs.row_lo[r] = rs.row_hi[r] = 0;  // rows past the item see nothing
+    w.rmax[r] = kNegInf;
   }
   // Chunk after chunk, each one's keys gathered while the previous one runs (w.next).
   int n = 0;
@@ -274,7 +301,9 @@ MLAKIT_BF16_TARGET void item_impl(const Run& run, const LatentItem& it, Scratch&
       advance(w.n_next);
     }
   }
-  for (int r = 0; r < rows; ++r) finish_row(run, it, r, o + static_cast<size_t>(r) * L, rs.m[r], rs.l[r]);
+  const float scale = run.h->sm_scale;
+  for (int r = 0; r < rows; ++r)
+    finish_row(run, it, r, o + static_cast<size_t>(r) * L, rs.m[r], rs.l[r], w.rmax[r] * scale);
 }
 
 }  // namespace

@@ -136,7 +136,9 @@ void item_fp32(const Run& run, const LatentItem& it) {
       chunk<D>(run, rows, mp, n, w);
     }
   }
-  for (int r = 0; r < rows; ++r) finish_row(run, it, r, w.o.data() + static_cast<size_t>(r) * L, w.m[r], w.l[r]);
+  // This path's running max is the exact max of the row's base-2 logits.
+  for (int r = 0; r < rows; ++r)
+    finish_row(run, it, r, w.o.data() + static_cast<size_t>(r) * L, w.m[r], w.l[r], w.m[r] * kLn2F);
 }
 
 template void item_fp32<DType::kBF16>(const Run&, const LatentItem&);

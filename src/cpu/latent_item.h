@@ -1,8 +1,9 @@
 // What the CPU paths of latent attention share: the plan block read in place, where an item's
 // rows and keys are (q rows of (token, head), cache rows through the pages or the indices), and
 // how an item's rows end (final out / lse / max_logits, or a split's partial result). A path's
-// item function computes each row's unnormalized O, base-2 running max and sum, then calls
-// finish_rows().
+// item function computes each row's unnormalized O, the base-2 reference its exponentials were
+// taken against and their sum, and (when max_logits are asked for) its largest logit, then calls
+// finish_row().
 #pragma once
 
 #include <algorithm>
@@ -82,16 +83,22 @@ struct Run {
 
 Run make_run(const LatentArgs& a, StoreRow store);
 
-// The last step of every row: `o` its unnormalized output (L floats), `m2` its running max of
-// base-2 logits and `l` its sum (0: it saw no key). Final rows get out = o / l x the sink's
-// factor, lse and max_logits; split rows their partial (o / l, lse, max).
+// Whether max_logits are asked for (then partial rows carry theirs too).
+inline bool wants_max(const Run& run) { return run.a->max_logits != nullptr; }
+
+// The last step of every row: `o` its unnormalized output (L floats), `m2` the base-2 reference of
+// its exponentials (any value: the exponentials and their sum `l` are relative to it; 0 sum: the
+// row saw no key) and `max_logit` its largest scaled logit (read only when wants_max). Final rows
+// get out = o / l x the sink's factor, lse and max_logits; split rows their partial (o / l, lse,
+// max).
 inline float lse_of(float m2, float l) { return l > 0.0f ? (m2 + std::log2(l)) * kLn2F : kNegInf; }
 
-inline void finish_row(const Run& run, const LatentItem& it, int i, const float* o, float m2, float l) {
+inline void finish_row(const Run& run, const LatentItem& it, int i, const float* o, float m2, float l,
+                       float max_logit) {
   const LatentArgs& a = *run.a;
   const int64_t g = it.row_begin + i;
   const float lse = lse_of(m2, l);
-  const float mx = l > 0.0f ? m2 * kLn2F : kNegInf;
+  const float mx = l > 0.0f ? max_logit : kNegInf;
   if (it.partial >= 0) {
     const int64_t p = it.partial + i;
     float* dst = a.partial_out + p * run.L;
