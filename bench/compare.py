@@ -25,10 +25,9 @@ quantized to float8_e4m3fn with FlashAttention-3's descale factors ([batch, Hkv]
 each tensor), checked against the float32 reference of the dequantized inputs, beside mlakit's
 bf16 kernel and the bf16 peers on every workload; the run also measures the FP8 matrix-product
 ceiling (torch._scaled_mm e4m3 x e4m3 -> bf16, 8192^3, fast accumulation: cuBLASLt) and reports each FP8 row's
-TFLOP/s, its % of that ceiling and its speedup over mlakit bf16. The FP8 peers of bench/fp8_peers.py
-run beside it where their bf16 counterparts were asked for: `flashinfer_fa3_fp8` with flashinfer_fa3
-(JIT-compiled: --fi-allow-jit) and `cudnn_fp8` with sdpa_cudnn (cuDNN's FP8 SDPA through the
-cudnn-frontend package; dense equal-length batches; an e4m3 output on Hopper).
+TFLOP/s, its % of that ceiling and its speedup over mlakit bf16. With sdpa_cudnn
+asked for, its FP8 counterpart `cudnn_fp8` (bench/fp8_peers.py: cuDNN's FP8 SDPA through the
+cudnn-frontend package; dense equal-length batches; an e4m3 output on Hopper) runs beside it.
 
 plan() host cost (FlashInfer with host and with device indptr, mlakit with host indptr): host
 wall time of one plan() call, device idle before it, median of --plan-iters calls.
@@ -81,11 +80,11 @@ ALL_METHODS = ["mlakit", "flashinfer_fa3", "flashinfer_fa2", "fa2_varlen_padV", 
 # Not run by default: mlakit with its key-range splitting off (kv_split="off"), for measuring
 # what the default split rules (the tail rule) buy in the same process; mlakit's FP8 kernel
 # (added by --dtype e4m3).
-EXTRA_METHODS = ["mlakit_nosplit", "mlakit_fp8", "flashinfer_fa3_fp8", "cudnn_fp8"]
+EXTRA_METHODS = ["mlakit_nosplit", "mlakit_fp8", "cudnn_fp8"]
 # FP8 methods: checked against the reference of the dequantized inputs at these row-max tolerances.
 # P rounded to e4m3 costs ~2.5% of a row's L2 norm (docs/fp8.md); cuDNN's e4m3 output adds its own
 # rounding (up to 1/16 of an element).
-FP8_TOL = {"mlakit_fp8": 5e-2, "flashinfer_fa3_fp8": 5e-2, "cudnn_fp8": 1e-1}
+FP8_TOL = {"mlakit_fp8": 5e-2, "cudnn_fp8": 1e-1}
 FI_BACKENDS = {"flashinfer_fa3": "fa3", "flashinfer_fa2": "fa2"}
 ANCHOR_DIRS = [os.path.join(REPO, "shared", "anchors"), os.path.join(os.path.dirname(REPO), "shared", "anchors")]
 ANCHOR_FILE_A = "peers-h200-2026-12-02.json"     # FA2 / SDPA / Flex, per case
@@ -591,13 +590,13 @@ def report(cases, anchors, ceil, peak_tflops, mlakit_source):
 
 def select_methods(requested, dtype, smoke):
     """The methods of a run: --methods (comma list) or the default set; with e4m3, mlakit's FP8
-    kernel and each FP8 peer whose bf16 counterpart runs."""
+    kernel and the FP8 peer whose bf16 counterpart runs."""
     if requested is None:
         methods = [m for m in ALL_METHODS if not (smoke and m == "flex_attention")]
     else:
         methods = [m.strip() for m in requested.split(",") if m.strip()]
     if dtype == "e4m3":
-        for m, with_ in (("mlakit_fp8", None), ("flashinfer_fa3_fp8", "flashinfer_fa3"), ("cudnn_fp8", "sdpa_cudnn")):
+        for m, with_ in (("mlakit_fp8", None), ("cudnn_fp8", "sdpa_cudnn")):
             if m not in methods and (with_ is None or with_ in methods):
                 methods.append(m)
     return methods
@@ -702,7 +701,7 @@ def main(argv=None):
     ceiling_tflops = ceil.get("gemm_bf16_8192_tflops")
 
     # FlashInfer: importable already (gpu-check sources its setup), else the offline copy.
-    if any(m in FI_BACKENDS or m == "flashinfer_fa3_fp8" for m in methods) or args.overhead != "none":
+    if any(m in FI_BACKENDS for m in methods) or args.overhead != "none":
         fi_mod, info = peers.load_flashinfer(auto_setup=not args.no_fi_setup)
         FI_STATE.update(mod=fi_mod, why=info, info=info if fi_mod else None)
         env["flashinfer"] = info if fi_mod is not None else None
@@ -804,9 +803,6 @@ def main(argv=None):
                         built = build_mlakit(torch, mlakit_mod, w, sets, dev, kv_split="off")
                     elif m == "mlakit_fp8":
                         built = build_mlakit(torch, mlakit_mod, w, sets8, dev, fp8=True)
-                    elif m == "flashinfer_fa3_fp8":
-                        built = fp8_peers.build_flashinfer_fa3_fp8(torch, FI_STATE["mod"], w, sets8, dev,
-                                                                   args.fi_allow_jit, Skip, fi_workspace(torch, dev))
                     elif m == "cudnn_fp8":
                         built = fp8_peers.build_cudnn_fp8(torch, w, sets8, dev, Skip)
                     elif m in FI_BACKENDS:

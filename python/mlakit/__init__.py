@@ -42,6 +42,8 @@ __all__ = [
     "RaggedPrefill",
     "MlaStep",
     "MlaPlanInfo",
+    "LatentAttention",
+    "LatentPlanInfo",
     "graph_rows_bucket",
     "StreamGraph",
     "PlanInfo",
@@ -702,6 +704,7 @@ def device_description(device: Any = "cpu") -> str:
 
 # The MLA prefill step (imports the helpers above, so it comes last).
 from .mla import MlaPlanInfo, MlaStep  # noqa: E402
+from .latent import LatentAttention, LatentPlanInfo  # noqa: E402
 from .graph import StreamGraph  # noqa: E402
 from .deepseek import deepseek_softmax_scale  # noqa: E402
 

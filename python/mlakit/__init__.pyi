@@ -6,6 +6,7 @@ from . import _mlakit as _C
 from ._mlakit import PlanInfo as PlanInfo
 from ._mlakit import PrefillOptions as PrefillOptions
 from .mla import MlaPlanInfo as MlaPlanInfo, MlaStep as MlaStep
+from .latent import LatentAttention as LatentAttention, LatentPlanInfo as LatentPlanInfo
 from .graph import StreamGraph as StreamGraph
 from .deepseek import deepseek_softmax_scale as deepseek_softmax_scale
 

@@ -27,6 +27,12 @@ Drop-in functions for engines written against FlashAttention / vLLM:
 :func:`merge_attn_states`.
 ``torch.ops.mlakit.mla_step_out(q, kv_c, k_pe, kv_b_proj, kv_cache, out, lse, handle, k_scale=None) -> ()``
     One layer of an :class:`mlakit.MlaStep`'s plan. **Mutates ``kv_cache``, ``out`` and ``lse``**.
+``torch.ops.mlakit.latent_attention(q, kv_cache, handle, q_pe, indices, topk_length, attn_sink) -> out``
+    One layer of a :class:`mlakit.LatentAttention`'s plan (``q_pe`` .. ``attn_sink`` optional).
+    Functional. ``latent_attention_with_lse(..., lse_head_major) -> (out, lse)`` likewise.
+``torch.ops.mlakit.latent_attention_out(q, kv_cache, out, lse, max_logits, handle, q_pe, indices, topk_length, attn_sink) -> ()``
+    The same into preallocated tensors: **mutates ``out``, ``lse`` and ``max_logits``** (the last
+    two may be None).
 
 The ``ragged_prefill*`` ops also take FP8 inputs (``torch.float8_e4m3fn``) with optional
 ``q_descale`` / ``k_descale`` / ``v_descale`` (float32 ``[>= batch, Hkv]``, FlashAttention-3's).
@@ -68,6 +74,8 @@ __all__ = [
     "varlen_replan",
     "varlen_trust_version",
     "mla_step_out",
+    "latent_attention",
+    "latent_attention_out",
 ]
 
 Tensor = torch.Tensor
@@ -242,6 +250,99 @@ def mla_step_out(step: "_mlakit.MlaStep", q: Tensor, kv_c: Tensor, k_pe: Tensor,
     new tokens' latents), ``out`` and ``lse``. ``k_scale``: the layer's cache scale of an
     ``"fp8"`` cache (``MlaStep.run``)."""
     torch.ops.mlakit.mla_step_out(q, kv_c, k_pe, kv_b_proj, kv_cache, out, lse, step.handle, k_scale)
+
+
+# -- latent attention ------------------------------------------------------------------------
+
+def _latent_run(plan: "_mlakit.LatentAttention", q: Tensor, kv_cache: Tensor, out: Tensor, lse: Optional[Tensor],
+                max_logits: Optional[Tensor], q_pe: Optional[Tensor], indices: Optional[Tensor],
+                topk_length: Optional[Tensor], attn_sink: Optional[Tensor], lse_head_major: bool = False) -> None:
+    plan._impl.run(q, q_pe, kv_cache, indices, topk_length, attn_sink, out, lse, max_logits, lse_head_major, None)
+
+
+def _latent_out(q: Tensor, handle: int) -> Tensor:
+    """out [T, H, kv_lora_rank] in q's dtype (q is [T, H, L + R], or q_nope [T, H, L])."""
+    return q.new_empty(q.shape[0], q.shape[1], _mlakit._lookup(handle).kv_lora_rank)
+
+
+@torch.library.custom_op("mlakit::latent_attention_out", mutates_args=("out", "lse", "max_logits"))
+def _latent_attention_out(q: Tensor, kv_cache: Tensor, out: Tensor, lse: Optional[Tensor],
+                          max_logits: Optional[Tensor], handle: int, q_pe: Optional[Tensor] = None,
+                          indices: Optional[Tensor] = None, topk_length: Optional[Tensor] = None,
+                          attn_sink: Optional[Tensor] = None) -> None:
+    _latent_run(_mlakit._lookup(handle), q, kv_cache, out, lse, max_logits, q_pe, indices, topk_length, attn_sink)
+
+
+@_latent_attention_out.register_fake
+def _(q, kv_cache, out, lse, max_logits, handle, q_pe=None, indices=None, topk_length=None, attn_sink=None):
+    return None
+
+
+@torch.library.custom_op("mlakit::latent_attention", mutates_args=())
+def _latent_attention(q: Tensor, kv_cache: Tensor, handle: int, q_pe: Optional[Tensor] = None,
+                      indices: Optional[Tensor] = None, topk_length: Optional[Tensor] = None,
+                      attn_sink: Optional[Tensor] = None) -> Tensor:
+    out = _latent_out(q, handle)
+    _latent_run(_mlakit._lookup(handle), q, kv_cache, out, None, None, q_pe, indices, topk_length, attn_sink)
+    return out
+
+
+@_latent_attention.register_fake
+def _(q, kv_cache, handle, q_pe=None, indices=None, topk_length=None, attn_sink=None):
+    return _latent_out(q, handle)
+
+
+@torch.library.custom_op("mlakit::latent_attention_with_lse", mutates_args=())
+def _latent_attention_with_lse(q: Tensor, kv_cache: Tensor, handle: int, q_pe: Optional[Tensor] = None,
+                               indices: Optional[Tensor] = None, topk_length: Optional[Tensor] = None,
+                               attn_sink: Optional[Tensor] = None, lse_head_major: bool = False) -> Tuple[Tensor, Tensor]:
+    return _latent_with_lse(_mlakit._lookup(handle), q, kv_cache, q_pe, indices, topk_length, attn_sink,
+                            lse_head_major)
+
+
+def _latent_with_lse(plan, q, kv_cache, q_pe, indices, topk_length, attn_sink, lse_head_major):
+    out = _latent_out(q, plan.handle)
+    lse = q.new_empty(*_lse_shape(q, lse_head_major), dtype=torch.float32)
+    _latent_run(plan, q, kv_cache, out, lse, None, q_pe, indices, topk_length, attn_sink, lse_head_major)
+    return out, lse
+
+
+@_latent_attention_with_lse.register_fake
+def _(q, kv_cache, handle, q_pe=None, indices=None, topk_length=None, attn_sink=None, lse_head_major=False):
+    return _latent_out(q, handle), q.new_empty(_lse_shape(q, lse_head_major), dtype=torch.float32)
+
+
+def latent_attention(plan: "_mlakit.LatentAttention", q: Tensor, kv_cache: Tensor, *, q_pe: Optional[Tensor] = None,
+                     indices: Optional[Tensor] = None, topk_length: Optional[Tensor] = None,
+                     attn_sink: Optional[Tensor] = None, return_lse: bool = False, lse_layout: str = "th"):
+    """One layer of ``plan``'s current plan (functional; the custom op under ``torch.compile``):
+    ``out [T, H, kv_lora_rank]``, or ``(out, lse)`` when ``return_lse`` (``lse [T, H]``, or
+    ``[H, T]`` with ``lse_layout="ht"``). Arguments as :meth:`mlakit.LatentAttention.run`. The
+    rows of ``out`` past the plan's tokens are left uninitialized."""
+    if return_lse:
+        _mlakit._check_lse_layout(lse_layout)
+        if _direct(q, kv_cache, q):
+            return _latent_with_lse(plan, q, kv_cache, q_pe, indices, topk_length, attn_sink, lse_layout == "ht")
+        return torch.ops.mlakit.latent_attention_with_lse(q, kv_cache, plan.handle, q_pe, indices, topk_length,
+                                                          attn_sink, lse_layout == "ht")
+    if _direct(q, kv_cache, q):
+        out = _latent_out(q, plan.handle)
+        _latent_run(plan, q, kv_cache, out, None, None, q_pe, indices, topk_length, attn_sink)
+        return out
+    return torch.ops.mlakit.latent_attention(q, kv_cache, plan.handle, q_pe, indices, topk_length, attn_sink)
+
+
+def latent_attention_out(plan: "_mlakit.LatentAttention", q: Tensor, kv_cache: Tensor, out: Tensor,
+                         lse: Optional[Tensor] = None, *, max_logits: Optional[Tensor] = None,
+                         q_pe: Optional[Tensor] = None, indices: Optional[Tensor] = None,
+                         topk_length: Optional[Tensor] = None, attn_sink: Optional[Tensor] = None) -> None:
+    """One layer into preallocated ``out`` (and ``lse``, ``max_logits`` ``[T, H]`` views, if given):
+    **mutates them**; for CUDA graphs whose replays change the plan, as :func:`ragged_prefill_out`."""
+    if _direct(q, kv_cache, q):
+        _latent_run(plan, q, kv_cache, out, lse, max_logits, q_pe, indices, topk_length, attn_sink)
+    else:
+        torch.ops.mlakit.latent_attention_out(q, kv_cache, out, lse, max_logits, plan.handle, q_pe, indices,
+                                              topk_length, attn_sink)
 
 
 # -- Python-facing helpers ---------------------------------------------------------------------

@@ -4,6 +4,10 @@
 
 #include <nanobind/nanobind.h>
 
+#include <string>
+
+#include "mlakit/kv_cache.h"
+
 namespace nb = nanobind;
 
 namespace mlakit_py {
@@ -17,5 +21,10 @@ void bind_merge(nb::module_& m);      // merge.cc: merge_states
 void bind_reference(nb::module_& m);  // reference.cc: float64 reference functions
 void bind_graph(nb::module_& m);      // graph.cc: StreamGraph (capture one stream, replay natively)
 void bind_mla(nb::module_& m);        // mla.cc: MlaStep (the MLA prefill step)
+void bind_latent(nb::module_& m);     // latent.cc: LatentAttention (absorbed MLA attention, dense and sparse)
+
+// vLLM's kv_cache_dtype names ("auto", "fp8" / "fp8_e4m3", "fp8_ds_mla"; mlakit/kv_cache.h), the
+// one parser of MlaStep's and LatentAttention's argument (mla.cc).
+mlakit::KvCacheDtype parse_kv_cache_dtype(const std::string& s);
 
 }  // namespace mlakit_py

@@ -15,12 +15,10 @@
 #include "tensor_arg.h"
 
 namespace mlakit_py {
-namespace {
 
 using mlakit::Error;
 using mlakit::ErrorKind;
 
-// vLLM's kv_cache_dtype names (mlakit/mla.h, KvCacheDtype).
 mlakit::KvCacheDtype parse_kv_cache_dtype(const std::string& s) {
   if (s == "auto") return mlakit::KvCacheDtype::kAuto;
   if (s == "fp8" || s == "fp8_e4m3") return mlakit::KvCacheDtype::kFp8;
@@ -30,6 +28,8 @@ mlakit::KvCacheDtype parse_kv_cache_dtype(const std::string& s) {
   throw Error(ErrorKind::kInvalidArgument, "kv_cache_dtype",
               "must be 'auto', 'fp8' ('fp8_e4m3') or 'fp8_ds_mla', got '" + s + "'");
 }
+
+namespace {
 
 mlakit::MlaConfig make_config(int num_heads, int kv_lora_rank, int qk_nope_head_dim, int qk_rope_head_dim,
                               int v_head_dim, const std::string& dtype, int block_size, int64_t num_blocks,

@@ -13,4 +13,5 @@ NB_MODULE(_mlakit, m) {
   mlakit_py::bind_reference(m);
   mlakit_py::bind_graph(m);  // before MlaStep, whose plan() takes a StreamGraph to replay
   mlakit_py::bind_mla(m);
+  mlakit_py::bind_latent(m);
 }

@@ -7,7 +7,9 @@
 #include <cstdint>
 #include <memory>
 
+#include "contract/latent_launch.h"
 #include "contract/prefill_launch.h"
+#include "mlakit/latent.h"
 #include "mlakit/prefill.h"
 #include "mlakit/tensor.h"
 #include "contract/schedule_layout.h"
@@ -43,6 +45,13 @@ struct AttentionCall {
 };
 
 using Event = void*;
+
+// How a backend runs latent attention (mlakit/latent.h): rows of (token, head) per work item at
+// most, and keys per split of a short request's range (config.kv_split_size resolved).
+struct LatentChoice {
+  int block_rows = 0;
+  int split_size = 0;
+};
 
 class Backend {
  public:
@@ -83,6 +92,12 @@ class Backend {
 
   virtual void attention(const cuda::KernelChoice& choice, const AttentionCall& call,
                          Stream stream) const = 0;
+  // Latent attention: the backend's choice for a checked config, or kUnsupported naming
+  // config.device where it has no kernel (the CUDA backend until the Hopper kernel exists).
+  virtual LatentChoice choose_latent(const LatentConfig& config) const;
+  // Runs a published latent plan (contract/latent_layout.h) with these arguments.
+  virtual void latent_attention(const latent::LatentArgs& args, Stream stream) const;
+
   // out = merge of (out_a, lse_a) and (out_b, lse_b); see mlakit/merge.h.
   virtual void merge(const TensorView& out_a, const TensorView& lse_a, const TensorView& out_b,
                      const TensorView& lse_b, const TensorView& out, const TensorView* lse_out,

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "cpu/attention_item.h"
+#include "cpu/gemm_fp32.h"
 #include "cpu/half_convert.h"
 
 namespace mlakit {
@@ -126,6 +127,15 @@ GemmFn pick_gemm() {
 }
 
 const GemmFn gemm = pick_gemm();
+
+}  // namespace
+
+void gemm_f32(int M, int N, int K, const float* A, int lda, const float* B, int ldb, float* C, int ldc,
+              bool accumulate) {
+  gemm(M, N, K, A, lda, B, ldb, C, ldc, accumulate);
+}
+
+namespace {
 
 
 // Per-thread buffers, grown on demand and kept for later runs.

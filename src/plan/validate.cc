@@ -2,6 +2,8 @@
 // All checks run before any backend touches memory, and each error names one argument.
 #include "plan/validate.h"
 
+#include "plan/tensor_checks.h"
+
 #include <cmath>
 #include <cstdint>
 #include <string>
@@ -36,10 +38,12 @@ std::string supported_inputs(bool wide) {
               : "q, k and v share one dtype: bf16, fp16 or e4m3 (FP8: all three e4m3, output bf16 or fp16)";
 }
 
+}  // namespace
+
 // Rank, null data, non-negative sizes/strides, natural element alignment and, unless
 // `any_last_stride` (a scalar-per-row tensor such as lse), a unit last stride.
 // Strides of size-1 dimensions are never used for addressing, so they are not checked.
-void check_layout(const TensorView& t, const char* name, int ndim, bool any_last_stride = false) {
+void check_layout(const TensorView& t, const char* name, int ndim, bool any_last_stride) {
   if (t.ndim != ndim) {
     invalid(name, "expected a " + std::to_string(ndim) + "-D tensor, got " + t.describe());
   }
@@ -100,6 +104,8 @@ void check_16B(const TensorView& t, const char* name) {
     }
   }
 }
+
+namespace {
 
 void check_same_device(const TensorView& t, const char* name, const TensorView& ref) {
   if (t.device != ref.device) {

@@ -1,0 +1,183 @@
+// Latent-space ("absorbed") MLA attention: what a DeepSeek engine runs for decode, speculative
+// (MTP) verification and short extends, and for DeepSeek-V3.2's sparse attention (DSA). q's
+// "nope" part is absorbed through W_UK into the latent space, so every query head attends over
+// the same cached latent rows (multi-query attention with one shared KV head):
+//
+//   q           [T, H, L + R]   q_nope·W_UK (L = kv_lora_rank, 512) | q_pe with RoPE (R = 64);
+//               or q_nope [T, H, L] and q_pe [T, H, R] as two tensors
+//   kv_cache    [num_blocks, block_size, L + R]   MlaStep's paged latent cache: kv_c | k_pe
+//   out         [T, H, L]       softmax(sm_scale · q K^T) V with K = the cache rows (L + R wide)
+//               and V = their first L columns; the engine up-projects it with W_UV
+//   lse         [T, H]          optional, float32, natural log (any non-overlapping strides:
+//                               an [H, T] buffer through a transposed view)
+//   max_logits  [T, H]          optional, float32: the largest sm_scale · q·k of each row
+//
+// Requests: request b has query_lens[b] new tokens, whose q rows are consecutive (in request
+// order), and kv_lens[b] tokens in the cache, the new ones included (FlashMLA's cache_seqlens,
+// FlashInfer's kv_len: the engine writes the new tokens' latents into the cache, e.g. with
+// MlaStep or its own cache write, before this runs). Position p of request b lives in cache slot
+// block_table[b][p / block_size] * block_size + p % block_size.
+//
+// Dense mode (options.topk = 0): new token i (0-based) of request b attends to positions
+// [0, kv_lens[b] - query_lens[b] + i] with `causal` (bottom-right aligned, as FlashMLA and
+// FlashInfer), to all kv_lens[b] positions without.
+//
+// Sparse mode (options.topk = K > 0, DSA): query token t attends to the keys its row of
+// `indices` [T, K] (int32) names, its first topk_length[t] entries when topk_length is given.
+// An entry names a key by its request-local position (options.indices = kPositions: what the
+// indexer produces; turned into a cache slot through the block table here) or by its global
+// cache slot (kSlots: block * block_size + offset, FlashMLA's convention). An entry is used when
+// it is >= 0 and below the bound (kPositions: the request's kv_len; kSlots: num_blocks *
+// block_size); -1 and everything else outside is skipped (FlashMLA skips -1 and >= s_kv alike).
+// A repeated entry counts once per occurrence, as in FlashMLA. `causal` does not apply: the
+// indexer's choice is taken as it is.
+//
+// attn_sink (optional, float32 [H], FlashMLA's): out is scaled by exp(lse) / (exp(lse) +
+// exp(sink[h])); lse and max_logits are not changed.
+//
+// A row that sees no key (kv_len 0, causal rows ahead of the cache, no valid index) gets
+// out = 0, lse = -inf and max_logits = -inf (mlakit's convention, as RaggedPrefill; FlashMLA
+// writes lse = +inf there).
+//
+// plan() runs on the host from host lengths and the host block table (microseconds, no device
+// sync) and publishes the plan (lengths, the pages of every request, the work items and split
+// merges) into a fixed-capacity workspace; run() reads what varies per plan from there, so a
+// captured run() replays correctly after re-planning (as RaggedPrefill; MlaStep's upload_in_run
+// is offered too). Work: rows of (new token x head) in blocks of up to 64, so every cache row
+// is read once for all the heads (and tokens) of a block; requests with at most 128 such rows
+// split their keys into ranges merged by LSE in a fixed order. A request's splits depend only on
+// its own lengths: its result is the same bits alone or in any batch, run after run.
+//
+// Backends: the CPU (multi-threaded; AVX-512 BF16 products where present, fp32 elsewhere and
+// for fp16). CUDA is refused (kUnsupported naming config.device) until the Hopper kernel exists
+// (docs/latent-attention.md).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "mlakit/kv_cache.h"
+#include "mlakit/prefill.h"
+#include "mlakit/tensor.h"
+
+namespace mlakit {
+
+struct LatentConfig {
+  int num_heads = 16;         // query heads H, 1 .. 128
+  int kv_lora_rank = 512;     // L: latent width, and the width of V and out (multiple of 32, <= 512)
+  int qk_rope_head_dim = 64;  // R (multiple of 32, <= 128)
+  DType dtype = DType::kBF16; // of q, q_pe, out and a kAuto cache: bf16 or fp16
+  KvCacheDtype kv_cache_dtype = KvCacheDtype::kAuto;  // only kAuto is read yet
+  // The paged cache [num_blocks, block_size, L + R]: block_size a power of two, 1 .. 256.
+  int block_size = 64;
+  int64_t num_blocks = 0;
+  // Capacity of a plan.
+  int max_batch = 0;          // requests
+  int64_t max_q_tokens = 0;   // new tokens (sum of query_lens)
+  int64_t max_kv_tokens = 0;  // cached tokens (sum of kv_lens; dense and kPositions sparse plans)
+  int max_topk = 0;           // sparse plans: the largest options.topk; 0 = dense plans only
+  // Keys per split of a short request's key range (a multiple of 64; 0 = the backend's choice,
+  // 1024 on the CPU). Part of what a result's bits depend on: objects with different values may
+  // differ in the last bits.
+  int kv_split_size = 0;
+  Device device = Device::cpu();
+  // Where the plan goes to the device, as MlaConfig::upload_in_run (mlakit/mla.h): false, plan()
+  // copies it on its stream; true, the first run() after a plan() uploads it (a captured run()
+  // records the upload as its graph's first node).
+  bool upload_in_run = false;
+};
+
+// One plan's requests, all host arrays.
+struct LatentBatch {
+  int batch_size = 0;
+  const int32_t* query_lens = nullptr;   // [batch_size] new tokens per request
+  const int32_t* kv_lens = nullptr;      // [batch_size] cached tokens per request, new ones included
+  const int32_t* block_table = nullptr;  // [batch_size, block_table_cols], row-major
+  int block_table_cols = 0;
+  // kSlots sparse plans read neither kv_lens nor the block table: both may be null there.
+};
+
+// How a sparse plan's indices name keys (see the top of this file).
+enum class LatentIndices : int32_t { kPositions = 0, kSlots = 1 };
+
+struct LatentPlanOptions {
+  // 0 => 1 / sqrt(kv_lora_rank + qk_rope_head_dim), FlashMLA's default. DeepSeek checkpoints
+  // need the non-absorbed scale, qk_head_dim^-0.5 (x mscale^2 with YaRN), as MlaStep takes it:
+  // absorption changes no logit.
+  float sm_scale = 0.0f;
+  bool causal = true;   // dense plans: bottom-right causal among the new tokens
+  int topk = 0;         // 0: dense; > 0: sparse, indices [T, topk] (<= config.max_topk)
+  LatentIndices indices = LatentIndices::kPositions;  // sparse plans
+};
+
+// What the last plan() decided, for tools and tests.
+struct LatentPlanInfo {
+  int batch_size = 0;
+  int64_t total_q = 0;       // new tokens
+  int64_t total_kv = 0;      // cached tokens attended (sum of kv_lens; 0 for kSlots plans)
+  bool sparse = false;
+  int topk = 0;
+  int num_items = 0;         // work items: (block of <= block_rows rows, key range)
+  int num_merges = 0;        // row blocks whose split key ranges are merged
+  int64_t partial_rows = 0;  // rows of fp32 partial results the splits write
+  int block_rows = 0;        // (token, head) rows per item at most
+  int kv_split_size = 0;     // keys per split (config.kv_split_size resolved)
+  // Dense: visible (query, key) pairs per head; sparse: total_q * topk (entries, before -1 and
+  // topk_length, which only run() sees).
+  int64_t visible_pairs = 0;
+  const char* cpu_isa = "";  // the CPU's products for the config's dtype ("avx512bf16", "fp32")
+};
+
+// One layer's tensors for run(), on the config's device. T >= the plan's new tokens (rows past
+// them are neither read into a result nor written). Last dimensions contiguous, other strides
+// free (16-byte aligned rows on CUDA).
+struct LatentLayer {
+  TensorView q;                              // [T, H, L + R]; [T, H, L] (q_nope) when q_pe is given
+  const TensorView* q_pe = nullptr;          // [T, H, R], RoPE applied
+  TensorView kv_cache;                       // [num_blocks, block_size, L + R]
+  const TensorView* indices = nullptr;       // sparse plans: int32 [T, topk]
+  const TensorView* topk_length = nullptr;   // sparse plans, optional: int32 [T]
+  const TensorView* attn_sink = nullptr;     // optional: float32 [H]
+  const TensorView* max_logits = nullptr;    // optional output: float32 [T, H], any strides
+};
+
+class LatentAttention {
+ public:
+  // Bytes the object allocates: host staging and the device workspace (plan block + the split
+  // partial results).
+  static WorkspaceSizes workspace_sizes(const LatentConfig& config);
+
+  explicit LatentAttention(const LatentConfig& config);
+  ~LatentAttention();
+  LatentAttention(const LatentAttention&) = delete;
+  LatentAttention& operator=(const LatentAttention&) = delete;
+
+  // Plans on the host (no device sync). A rejected plan leaves the previous one in force.
+  void plan(const LatentBatch& batch, const LatentPlanOptions& options = {}, Stream stream = nullptr);
+
+  // One layer: out [T, H, L] (the config's dtype) and, if given, lse [T, H] (float32). Only
+  // launches; throws, writing nothing, if a tensor does not match the config or the plan.
+  void run(const LatentLayer& layer, const TensorView& out, const TensorView* lse = nullptr,
+           Stream stream = nullptr) const;
+
+  const LatentConfig& config() const;
+  const LatentPlanOptions& options() const;  // of the current plan
+  LatentPlanInfo info() const;
+  bool planned() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+namespace reference {
+
+// Latent attention in float64, the plain way: per query row, the keys it sees (dense: its
+// visible positions through the block table; sparse: its valid index entries, repeats
+// included), a two-pass softmax, the sink. Host tensors of any float dtype (the cache of the
+// config's dtype); out fp32/fp64 [total_q, H, L]; lse and layer.max_logits fp32/fp64 [total_q, H].
+void latent_attention(const LatentConfig& config, const LatentBatch& batch, const LatentPlanOptions& options,
+                      const LatentLayer& layer, const TensorView& out, const TensorView* lse = nullptr);
+
+}  // namespace reference
+}  // namespace mlakit

@@ -1,0 +1,52 @@
+// What one run() of latent attention hands a backend: pointers and element strides of the
+// layer's tensors, which stay fixed across plans (a captured launch keeps them), and where the
+// plan block and the split partials live. Everything that varies per plan is read from the
+// block (contract/latent_layout.h). Plain data, for host code and kernels alike.
+#pragma once
+
+#include <cstdint>
+
+#include "mlakit/tensor.h"
+
+namespace mlakit {
+namespace latent {
+
+struct LatentArgs {
+  // q [T, H, L + R], or q_nope [T, H, L] with q_pe [T, H, R] (q_pe null: q holds every column).
+  const void* q;
+  int64_t q_stride_tok, q_stride_head;
+  const void* q_pe;
+  int64_t qpe_stride_tok, qpe_stride_head;
+  // The paged cache [num_blocks, block_size, L + R].
+  const void* cache;
+  int64_t cache_stride_block, cache_stride_row;
+  int64_t num_slots;  // num_blocks * block_size: the bound of kSlots indices
+  // Outputs: out [T, H, L] (dtype), lse and max_logits [T, H] float32 (null: not asked for).
+  void* out;
+  int64_t out_stride_tok, out_stride_head;
+  float* lse;
+  int64_t lse_stride_tok, lse_stride_head;
+  float* max_logits;
+  int64_t max_stride_tok, max_stride_head;
+  // Sparse: indices int32 [T, topk] (row stride), topk_length int32 [T] (null: all topk).
+  const int32_t* indices;
+  int64_t indices_stride_tok;
+  const int32_t* topk_length;
+  int64_t topk_length_stride;
+  // attn_sink float32 [H] (null: none).
+  const float* attn_sink;
+  int64_t sink_stride;
+  // The published plan block and the split partials: O fp32 [max_partial_rows, L], then lse and
+  // max logit fp32 [max_partial_rows] each.
+  const void* plan;
+  float* partial_out;
+  float* partial_lse;
+  float* partial_max;
+  int num_heads;
+  int kv_lora_rank;
+  int rope_dim;
+  DType dtype;  // of q, q_pe, the cache and out
+};
+
+}  // namespace latent
+}  // namespace mlakit

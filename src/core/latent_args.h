@@ -1,0 +1,20 @@
+// Launch arguments of latent attention (latent::LatentArgs) from validated tensors, the device
+// copy of the plan and the split partials. Plain host arithmetic.
+#pragma once
+
+#include "contract/latent_launch.h"
+#include "mlakit/latent.h"
+
+namespace mlakit {
+namespace backend {
+
+// `partials`: the split partials of `partial_rows` rows (null when the capacity needs none):
+// O fp32 [partial_rows, L], then lse and max logits fp32 [partial_rows].
+latent::LatentArgs make_latent_args(const LatentConfig& config, const LatentLayer& layer, const TensorView& out,
+                                    const TensorView* lse, const void* plan, void* partials, int64_t partial_rows);
+
+// Bytes of the partials for `rows` rows of width `kv_lora_rank`.
+size_t latent_partial_bytes(int64_t rows, int kv_lora_rank);
+
+}  // namespace backend
+}  // namespace mlakit

@@ -1,0 +1,206 @@
+#include "plan/latent_schedule.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <string>
+
+#include "mlakit/error.h"
+#include "plan/scheduler.h"
+
+namespace mlakit {
+namespace plan {
+
+namespace {
+
+using latent::LatentHeader;
+using latent::LatentItem;
+using latent::LatentMerge;
+
+// Items are ordered by cost (row vectors of 16 x key blocks of 64, the CPU kernel's steps),
+// longest first, so that workers pulling them in order finish close together. Costs above the
+// last bucket share it (they keep their generation order: the order only balances work).
+constexpr int kCostBuckets = 4096;
+
+int32_t item_cost(int rows, int64_t keys) {
+  const int64_t c = (rows + 15) / 16 * ((keys + 63) / 64) + 1;
+  return static_cast<int32_t>(std::min<int64_t>(c, kCostBuckets - 1));
+}
+
+[[noreturn]] __attribute__((noinline)) void over_capacity(const char* what) {
+  throw Error(ErrorKind::kRuntime, "", std::string("latent attention: plan exceeds its ") + what + " capacity (internal)");
+}
+
+}  // namespace
+
+LatentScheduler::LatentScheduler(const LatentConfig& config, const latent::LatentLayout& layout, int block_rows,
+                                 int split_size)
+    : config_(config), layout_(layout), block_rows_(block_rows), split_size_(split_size) {
+  items_.resize(static_cast<size_t>(layout.max_items));
+  cost_.resize(static_cast<size_t>(layout.max_items));
+  merges_.resize(static_cast<size_t>(layout.max_merges));
+  bucket_.resize(kCostBuckets + 1);
+}
+
+LatentScheduleResult LatentScheduler::build(const LatentBatch& b, const LatentPlanOptions& o, const LatentTotals& t,
+                                            uint8_t* block) {
+  const int H = config_.num_heads, BR = block_rows_, bs = config_.block_size;
+  const bool sparse = o.topk > 0;
+  const latent::LatentLayout& l = layout_;
+  auto* qo = reinterpret_cast<int32_t*>(block + l.qo_indptr_offset);
+  auto* kv = reinterpret_cast<int32_t*>(block + l.kv_lens_offset);
+  auto* page_ptr = reinterpret_cast<int32_t*>(block + l.page_indptr_offset);
+
+  LatentScheduleResult res;
+  // Items in generation order with their costs, staged before sorting (locals: the loop below
+  // is most of plan()'s time at batch 128).
+  LatentItem* const staged = items_.data();
+  int32_t* const costs = cost_.data();
+  const int64_t max_items = l.max_items;
+  int num_items = 0;
+  int32_t cost_lo = kCostBuckets, cost_hi = 0;
+  auto add = [&](const LatentItem& item, int64_t keys) {
+    // The capacity bounds every plan within the config (latent::make_layout); reaching it is a bug.
+    if (num_items >= max_items) over_capacity("item");
+    const int32_t c = item_cost(item.rows, keys);
+    staged[num_items] = item;
+    costs[num_items++] = c;
+    cost_lo = std::min(cost_lo, c);
+    cost_hi = std::max(cost_hi, c);
+  };
+  int num_merges = 0;
+  int64_t partial = 0;
+  // Merges follow the items in the block, whose count comes last: staged in merges_.
+  auto add_merge = [&](const LatentMerge& m) {
+    if (num_merges >= l.max_merges || partial + static_cast<int64_t>(m.splits) * m.rows > l.max_partial_rows)
+      over_capacity("split");
+    merges_[static_cast<size_t>(num_merges++)] = m;
+  };
+
+  qo[0] = 0;
+  page_ptr[0] = 0;
+  for (int r = 0; r < b.batch_size; ++r) {
+    const int64_t q = b.query_lens[r];
+    const int64_t kvr = t.reads_table ? b.kv_lens[r] : 0;
+    qo[r + 1] = static_cast<int32_t>(qo[r] + q);
+    kv[r] = static_cast<int32_t>(kvr);
+    page_ptr[r + 1] = static_cast<int32_t>(page_ptr[r] + (t.reads_table ? (kvr + bs - 1) / bs : 0));
+    if (q == 0) continue;
+    const int64_t rows_r = q * H;
+    const bool may_split = rows_r <= latent::kSplitRowsMax;
+    if (!sparse) {
+      res.visible_pairs += visible_pairs(q, kvr, o.causal, -1);
+      const latent::Split sp = may_split ? latent::split_range(kvr, split_size_) : latent::Split{1, kvr};
+      const int64_t row0 = static_cast<int64_t>(qo[r]) * H;
+      for (int64_t rb = 0; rb < rows_r; rb += BR) {
+        const int rows = static_cast<int>(std::min<int64_t>(BR, rows_r - rb));
+        const int64_t last_tok = (rb + rows - 1) / H;  // local index of the block's last token
+        // The block's keys: its last row sees the most (causal bounds grow with the token).
+        const int64_t hi = o.causal ? std::clamp<int64_t>(kvr - q + last_tok + 1, 0, kvr) : kvr;
+        LatentItem it{r, static_cast<int32_t>(row0 + rb), rows, static_cast<int32_t>(qo[r] + rb / H), 0, 0, -1, 0};
+        if (sp.count == 1) {
+          it.key_end = static_cast<int32_t>(hi);
+          add(it, hi);
+          continue;
+        }
+        add_merge(LatentMerge{it.row_begin, rows, static_cast<int32_t>(partial), static_cast<int32_t>(sp.count)});
+        for (int64_t s = 0; s < sp.count; ++s) {
+          // Splits past the block's last visible key stay (empty): the merge reads every split.
+          const int64_t kb = std::min(s * sp.len, hi), ke = std::min((s + 1) * sp.len, hi);
+          it.key_begin = static_cast<int32_t>(kb);
+          it.key_end = static_cast<int32_t>(ke);
+          it.partial = static_cast<int32_t>(partial + s * rows);
+          it.split = static_cast<int32_t>(s);
+          add(it, ke - kb);
+        }
+        partial += sp.count * rows;
+      }
+      continue;
+    }
+    // Sparse: one token's heads per item, over its index entries.
+    const latent::Split sp = may_split ? latent::split_range(o.topk, split_size_) : latent::Split{1, o.topk};
+    for (int64_t tok = qo[r]; tok < qo[r + 1]; ++tok) {
+      for (int hb = 0; hb < H; hb += BR) {
+        const int rows = std::min(BR, H - hb);
+        LatentItem it{r, static_cast<int32_t>(tok * H + hb), rows, static_cast<int32_t>(tok), 0, o.topk, -1, 0};
+        if (sp.count == 1) {
+          add(it, o.topk);
+          continue;
+        }
+        add_merge(LatentMerge{it.row_begin, rows, static_cast<int32_t>(partial), static_cast<int32_t>(sp.count)});
+        for (int64_t s = 0; s < sp.count; ++s) {
+          const int64_t kb = std::min<int64_t>(s * sp.len, o.topk), ke = std::min<int64_t>((s + 1) * sp.len, o.topk);
+          it.key_begin = static_cast<int32_t>(kb);
+          it.key_end = static_cast<int32_t>(ke);
+          it.partial = static_cast<int32_t>(partial + s * rows);
+          it.split = static_cast<int32_t>(s);
+          add(it, ke - kb);
+        }
+        partial += sp.count * rows;
+      }
+    }
+  }
+  if (sparse) res.visible_pairs = t.total_q * o.topk;
+
+  // Items longest first: a counting sort over the costs the plan has (clamped), descending, stable.
+  const int nb = std::max(0, cost_hi - cost_lo + 1);
+  std::fill(bucket_.begin(), bucket_.begin() + nb, 0);
+  for (int i = 0; i < num_items; ++i) ++bucket_[static_cast<size_t>(cost_hi - costs[i])];
+  int32_t start = 0;
+  for (int c = 0; c < nb; ++c) {
+    const int32_t n = bucket_[static_cast<size_t>(c)];
+    bucket_[static_cast<size_t>(c)] = start;
+    start += n;
+  }
+  auto* items = reinterpret_cast<LatentItem*>(block + l.arrays_offset);
+  for (int i = 0; i < num_items; ++i) {
+    const int32_t slot = bucket_[static_cast<size_t>(cost_hi - costs[i])]++;
+    items[slot] = staged[i];
+  }
+  // Merges after the items, pages last.
+  const size_t merges_off = l.arrays_offset + sizeof(LatentItem) * static_cast<size_t>(num_items);
+  std::memcpy(block + merges_off, merges_.data(), sizeof(LatentMerge) * static_cast<size_t>(num_merges));
+  const size_t pages_off = merges_off + sizeof(LatentMerge) * static_cast<size_t>(num_merges);
+  auto* pages = reinterpret_cast<int32_t*>(block + pages_off);
+  if (t.reads_table) {
+    for (int r = 0; r < b.batch_size; ++r) {
+      const int32_t n = page_ptr[r + 1] - page_ptr[r];
+      std::memcpy(pages + page_ptr[r], b.block_table + static_cast<int64_t>(r) * b.block_table_cols,
+                  sizeof(int32_t) * static_cast<size_t>(n));
+    }
+  }
+
+  LatentHeader h{};
+  h.batch_size = b.batch_size;
+  h.total_q = static_cast<int32_t>(t.total_q);
+  h.num_items = num_items;
+  h.num_merges = num_merges;
+  h.sparse = sparse ? 1 : 0;
+  h.index_kind = static_cast<int32_t>(o.indices);
+  h.causal = o.causal ? 1 : 0;
+  h.topk = o.topk;
+  h.block_size = bs;
+  h.num_heads = H;
+  h.block_rows = BR;
+  h.partial_rows = static_cast<int32_t>(partial);
+  h.sm_scale = o.sm_scale > 0.0f
+                   ? o.sm_scale
+                   : 1.0f / std::sqrt(static_cast<float>(config_.kv_lora_rank + config_.qk_rope_head_dim));
+  h.sm_scale_log2 = h.sm_scale * 1.4426950408889634f;
+  h.qo_indptr_offset = static_cast<int32_t>(l.qo_indptr_offset);
+  h.kv_lens_offset = static_cast<int32_t>(l.kv_lens_offset);
+  h.page_indptr_offset = static_cast<int32_t>(l.page_indptr_offset);
+  h.items_offset = static_cast<int32_t>(l.arrays_offset);
+  h.merges_offset = static_cast<int32_t>(merges_off);
+  h.pages_offset = static_cast<int32_t>(pages_off);
+  std::memcpy(block, &h, sizeof(h));
+
+  res.num_items = num_items;
+  res.num_merges = num_merges;
+  res.partial_rows = partial;
+  res.used_bytes = pages_off + sizeof(int32_t) * static_cast<size_t>(page_ptr[b.batch_size]);
+  return res;
+}
+
+}  // namespace plan
+}  // namespace mlakit

@@ -1,0 +1,45 @@
+// The planner of latent attention: a validated batch -> the plan block of
+// contract/latent_layout.h (header, lengths, each request's pages, work items longest first,
+// split merges). Linear in the batch and its pages, allocation-free after construction.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "contract/latent_layout.h"
+#include "mlakit/latent.h"
+#include "plan/latent_checks.h"
+
+namespace mlakit {
+namespace plan {
+
+struct LatentScheduleResult {
+  int num_items = 0;
+  int num_merges = 0;
+  int64_t partial_rows = 0;
+  int64_t visible_pairs = 0;
+  size_t used_bytes = 0;  // the prefix of the block plan() publishes
+};
+
+class LatentScheduler {
+ public:
+  // `layout` from latent::make_layout for this config, block_rows and split_size.
+  LatentScheduler(const LatentConfig& config, const latent::LatentLayout& layout, int block_rows, int split_size);
+
+  // Writes the block for a batch that check_latent_plan accepted (`totals` its result).
+  LatentScheduleResult build(const LatentBatch& batch, const LatentPlanOptions& options, const LatentTotals& totals,
+                             uint8_t* block);
+
+ private:
+  LatentConfig config_;
+  latent::LatentLayout layout_;
+  int block_rows_, split_size_;
+  std::vector<latent::LatentItem> items_;  // generation order, before sorting
+  std::vector<int32_t> cost_;              // per item (clamped): the sort key
+  std::vector<int32_t> bucket_;            // counts, then start offsets, per cost
+  std::vector<latent::LatentMerge> merges_;  // in generation order
+};
+
+}  // namespace plan
+}  // namespace mlakit

@@ -1,0 +1,19 @@
+// The layout checks every tensor argument goes through (plan/validate.cc), shared by the API
+// objects' validators. Each throws mlakit::Error (kInvalidArgument) naming `name`.
+#pragma once
+
+#include "mlakit/tensor.h"
+
+namespace mlakit {
+namespace plan {
+
+// Rank, null data, non-negative sizes and strides, natural element alignment and, unless
+// `any_last_stride` (a scalar-per-row tensor such as lse), a unit last stride.
+void check_layout(const TensorView& t, const char* name, int ndim, bool any_last_stride = false);
+// An output written by several threads: no two elements at one address.
+void check_no_overlap(const TensorView& t, const char* name);
+// 16-byte aligned data and row steps (CUDA's vector loads).
+void check_16B(const TensorView& t, const char* name);
+
+}  // namespace plan
+}  // namespace mlakit
