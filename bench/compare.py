@@ -81,10 +81,11 @@ ALL_METHODS = ["mlakit", "flashinfer_fa3", "flashinfer_fa2", "fa2_varlen_padV", 
 # what the default split rules (the tail rule) buy in the same process; mlakit's FP8 kernel
 # (added by --dtype e4m3).
 EXTRA_METHODS = ["mlakit_nosplit", "mlakit_fp8", "cudnn_fp8"]
-# FP8 methods: checked against the reference of the dequantized inputs at these row-max tolerances.
-# P rounded to e4m3 costs ~2.5% of a row's L2 norm (docs/fp8.md); cuDNN's e4m3 output adds its own
-# rounding (up to 1/16 of an element).
-FP8_TOL = {"mlakit_fp8": 5e-2, "cudnn_fp8": 1e-1}
+# FP8 methods: checked against the reference of the dequantized inputs at these row-max tolerances
+# (an element's error over its row's largest |value|). P rounded to e4m3 (3 mantissa bits) costs
+# ~2% of a row's L2 norm (docs/fp8.md) and up to ~6% of its largest element on peaked rows (4.1-5.3%
+# measured on the H100 over every workload); cuDNN's e4m3 output adds its own rounding (7.2-8.1%).
+FP8_TOL = {"mlakit_fp8": 8e-2, "cudnn_fp8": 1e-1}
 FI_BACKENDS = {"flashinfer_fa3": "fa3", "flashinfer_fa2": "fa2"}
 ANCHOR_DIRS = [os.path.join(REPO, "shared", "anchors"), os.path.join(os.path.dirname(REPO), "shared", "anchors")]
 ANCHOR_FILE_A = "peers-h200-2026-12-02.json"     # FA2 / SDPA / Flex, per case
