@@ -211,19 +211,5 @@ inline std::vector<double> rows_th(const HostTensor& t, int64_t T, int64_t H, bo
   return v;
 }
 
-// Max |a - b| / (1 + |b|); +inf on NaN or an infinity mismatch.
-inline double scalar_error(const std::vector<double>& got, const std::vector<double>& want) {
-  double e = 0.0;
-  for (size_t i = 0; i < want.size(); ++i) {
-    if (std::isnan(got[i])) return INFINITY;
-    if (std::isinf(want[i]) || std::isinf(got[i])) {
-      if (got[i] != want[i]) return INFINITY;
-      continue;
-    }
-    e = std::max(e, std::fabs(got[i] - want[i]) / (1.0 + std::fabs(want[i])));
-  }
-  return e;
-}
-
 }  // namespace test
 }  // namespace mlakit

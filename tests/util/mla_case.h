@@ -198,19 +198,5 @@ inline StepResult run_step(const MlaCase& m, const MlaConfig& cfg, HostTensor* c
   return r;
 }
 
-// Max |a - b| / (1 + |b|) over LSE values; +inf on NaN or an infinity mismatch.
-inline double lse_error(const std::vector<double>& got, const std::vector<double>& want) {
-  double e = 0.0;
-  for (size_t i = 0; i < want.size(); ++i) {
-    if (std::isnan(got[i])) return INFINITY;
-    if (std::isinf(want[i]) || std::isinf(got[i])) {
-      if (got[i] != want[i]) return INFINITY;
-      continue;
-    }
-    e = std::max(e, std::fabs(got[i] - want[i]) / (1.0 + std::fabs(want[i])));
-  }
-  return e;
-}
-
 }  // namespace test
 }  // namespace mlakit

@@ -1,5 +1,6 @@
 #include "util/test_util.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -141,6 +142,19 @@ double relative_error(const std::vector<double>& a, const std::vector<double>& b
 
 double relative_error(const HostTensor& a, const HostTensor& b) {
   return relative_error(a.to_doubles(), b.to_doubles());
+}
+
+double lse_error(const std::vector<double>& got, const std::vector<double>& want) {
+  double e = 0.0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    if (std::isnan(got[i])) return INFINITY;
+    if (std::isinf(want[i]) || std::isinf(got[i])) {
+      if (got[i] != want[i]) return INFINITY;
+      continue;
+    }
+    e = std::max(e, std::fabs(got[i] - want[i]) / (1.0 + std::fabs(want[i])));
+  }
+  return e;
 }
 
 bool gpu_available(std::string* why) {

@@ -78,6 +78,9 @@ std::vector<int32_t> make_indptr(const std::vector<int32_t>& lengths);
 // ||a - b|| / ||b|| (L2, in double). Any NaN, or a size mismatch -> +inf; 0 if both are zero.
 double relative_error(const std::vector<double>& a, const std::vector<double>& b);
 double relative_error(const HostTensor& a, const HostTensor& b);
+// Max |got - want| / (1 + |want|) over scalars per row such as LSE values; +inf on NaN or an
+// infinity mismatch.
+double lse_error(const std::vector<double>& got, const std::vector<double>& want);
 
 // True if a CUDA device can be used; otherwise *why says why.
 bool gpu_available(std::string* why);
