@@ -15,6 +15,7 @@
 #include "cpu/attention_item.h"
 #include "cpu/gemm_fp32.h"
 #include "cpu/half_convert.h"
+#include "cpu/softmax_row_f32.h"
 
 namespace mlakit {
 namespace cpu {
@@ -237,24 +238,7 @@ void run_item_fp32(const Problem& p, int64_t item_index) {
       }
       if (capped)
         for (int j = ja; j < jb; ++j) srow[j] = cap_log2 * std::tanh(srow[j] * inv_cap);
-      float mx = srow[ja];
-      for (int j = ja + 1; j < jb; ++j) mx = std::max(mx, srow[j]);
-      const float m_new = std::max(w.m[r], mx);
-      const float alpha = std::exp2(w.m[r] - m_new);  // 0 on the first visible chunk
-      float sum = 0.0f;
-      for (int j = 0; j < ja; ++j) srow[j] = 0.0f;
-      for (int j = ja; j < jb; ++j) {
-        const float e = std::exp2(srow[j] - m_new);
-        srow[j] = e;
-        sum += e;
-      }
-      for (int j = jb; j < n; ++j) srow[j] = 0.0f;
-      w.l[r] = w.l[r] * alpha + sum;
-      w.m[r] = m_new;
-      if (alpha != 1.0f) {
-        float* orow = of + static_cast<size_t>(r) * dvo;
-        for (int d = 0; d < dvo; ++d) orow[d] *= alpha;
-      }
+      softmax_row_f32(srow, n, ja, jb, w.m[r], w.l[r], of + static_cast<size_t>(r) * dvo, dvo);
     }
 
     gemm(mp, dvo, n, sf, ldk, vf, dvo, of, dvo, /*accumulate=*/true);

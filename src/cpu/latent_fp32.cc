@@ -11,6 +11,7 @@
 #include "cpu/gemm_fp32.h"
 #include "cpu/half_convert.h"
 #include "cpu/latent_item.h"
+#include "cpu/softmax_row_f32.h"
 
 namespace mlakit {
 namespace cpu {
@@ -52,24 +53,7 @@ void chunk(const Run& run, int rows, int mp, int n, Scratch& w) {
       std::fill(srow, srow + n, 0.0f);
       continue;
     }
-    float mx = srow[ja];
-    for (int j = ja + 1; j < jb; ++j) mx = std::max(mx, srow[j]);
-    const float m_new = std::max(w.m[r], mx);
-    const float alpha = std::exp2(w.m[r] - m_new);  // 0 on the row's first keys
-    float sum = 0.0f;
-    for (int j = 0; j < ja; ++j) srow[j] = 0.0f;
-    for (int j = ja; j < jb; ++j) {
-      const float e = std::exp2(srow[j] - m_new);
-      srow[j] = e;
-      sum += e;
-    }
-    for (int j = jb; j < n; ++j) srow[j] = 0.0f;
-    w.l[r] = w.l[r] * alpha + sum;
-    w.m[r] = m_new;
-    if (alpha != 1.0f) {
-      float* orow = w.o.data() + static_cast<size_t>(r) * L;
-      for (int d = 0; d < L; ++d) orow[d] *= alpha;
-    }
+    softmax_row_f32(srow, n, ja, jb, w.m[r], w.l[r], w.o.data() + static_cast<size_t>(r) * L, L);
   }
   gemm_f32(mp, L, n, w.s.data(), kChunk, vf, L, w.o.data(), L, /*accumulate=*/true);
 }
