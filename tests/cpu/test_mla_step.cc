@@ -194,15 +194,7 @@ TEST_P(CpuMlaSteps, LaterStepsReadWhatEarlierStepsWrote) {
     const MlaCase& m = cases[s];
     step.plan(m.batch());
     EXPECT_EQ(step.info().chunked, p.workspace_rows > 0);
-    HostTensor out(m.cfg.dtype, {m.q.shape()[0], m.cfg.num_heads, m.cfg.v_head_dim});
-    HostTensor lse(DType::kFP32, {m.q.shape()[0], m.cfg.num_heads});
-    out.fill_bytes(0xFF);
-    lse.fill_bytes(0xFF);
-    MlaLayer y = m.layer();
-    y.kv_cache = cache.view();
-    TensorView lse_v = lse.view();
-    step.run(y, out.view(), &lse_v);
-    expect_matches(StepResult{out, lse, step.info()}, m, mla_reference(m));
+    expect_matches(run_planned(step, m, cache), m, mla_reference(m));
     EXPECT_EQ(cache.bytes(), expected_cache(m).bytes()) << "cache after the step";
   }
 }

@@ -178,22 +178,30 @@ struct StepResult {
   MlaPlanInfo info;
 };
 
-// Plans and runs one layer of `m` on the CPU backend (cfg.device), on a copy of its cache
-// (returned through *cache_after); out and lse are poisoned (NaN) first.
-inline StepResult run_step(const MlaCase& m, const MlaConfig& cfg, HostTensor* cache_after = nullptr,
-                           const MlaPlanOptions& opts = {}, bool use_slot_mapping = false) {
-  MlaStep step(cfg);
-  step.plan(m.batch(use_slot_mapping), opts);
+// Runs one layer of `m` through a planned `step` on `cache` (which it writes); out and lse are
+// poisoned (NaN) first.
+inline StepResult run_planned(const MlaStep& step, const MlaCase& m, HostTensor& cache) {
+  const MlaConfig& cfg = step.config();
   const int64_t rows = m.q.shape()[0];
   StepResult r{HostTensor(cfg.dtype, {rows, cfg.num_heads, cfg.v_head_dim}),
                HostTensor(DType::kFP32, {rows, cfg.num_heads}), step.info()};
   r.out.fill_bytes(0xFF);
   r.lse.fill_bytes(0xFF);
-  HostTensor cache = m.cache;
   MlaLayer y = m.layer();
   y.kv_cache = cache.view();
   TensorView lse = r.lse.view();
   step.run(y, r.out.view(), &lse);
+  return r;
+}
+
+// Plans and runs one layer of `m` on the CPU backend (cfg.device), on a copy of its cache
+// (returned through *cache_after).
+inline StepResult run_step(const MlaCase& m, const MlaConfig& cfg, HostTensor* cache_after = nullptr,
+                           const MlaPlanOptions& opts = {}, bool use_slot_mapping = false) {
+  MlaStep step(cfg);
+  step.plan(m.batch(use_slot_mapping), opts);
+  HostTensor cache = m.cache;
+  StepResult r = run_planned(step, m, cache);
   if (cache_after) *cache_after = cache;
   return r;
 }
