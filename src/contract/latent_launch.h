@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "mlakit/tensor.h"
 
@@ -49,4 +50,16 @@ struct LatentArgs {
 };
 
 }  // namespace latent
+
+// The CUDA seam of latent attention (src/cuda/latent_dispatch.cu; src/cuda/no_cuda.cc stubs it).
+namespace cuda {
+
+// Whether CUDA device `device` has a latent-attention kernel in this build (the Hopper kernel:
+// an sm_90 device and a build with 90a in MLAKIT_CUDA_ARCHS); if not, why (for the caller's error).
+bool latent_kernel_available(int device, std::string* why);
+
+// One run on `device`: the kernel over every work item, then the split merges, on `stream`.
+void launch_latent(const latent::LatentArgs& args, int device, Stream stream);
+
+}  // namespace cuda
 }  // namespace mlakit

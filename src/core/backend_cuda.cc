@@ -2,6 +2,7 @@
 // cuda/common/host_sync.h), which the no-CUDA build stubs, so this file compiles in every build.
 #include <string>
 
+#include "contract/latent_launch.h"
 #include "core/backend.h"
 #include "core/launch_args.h"
 #include "cuda/common/host_sync.h"
@@ -27,6 +28,27 @@ class CudaBackend final : public Backend {
     }
     return cuda::choose_prefill_kernel(head_dim_qk, head_dim_vo, dtype, out_dtype, num_qo_heads, device(),
                                        preference);
+  }
+
+  // Latent attention: the Hopper kernel's shape (src/cuda/sm90/latent_kernel_sm90.cuh): rows of
+  // 64, the whole 576-wide row of one width, 16-bit inputs and cache.
+  LatentChoice choose_latent(const LatentConfig& c) const override {
+    if (c.kv_lora_rank != 512 || c.qk_rope_head_dim != 64) {
+      throw Error(ErrorKind::kUnsupported, "config.kv_lora_rank",
+                  "latent attention on CUDA takes kv_lora_rank 512 with qk_rope_head_dim 64 (DeepSeek's), got (" +
+                      std::to_string(c.kv_lora_rank) + ", " + std::to_string(c.qk_rope_head_dim) +
+                      "); other widths run on Device::cpu()");
+    }
+    std::string why;
+    if (!cuda::latent_kernel_available(index_, &why)) {
+      throw Error(ErrorKind::kUnsupported, "config.device", "no latent-attention kernel for " + to_string(device()) +
+                                                                ": " + why + "; run it on Device::cpu()");
+    }
+    // 512 keys per split: a decode batch of 128 x 4096 keys at 16 heads is ~8 waves of items.
+    return {64, c.kv_split_size > 0 ? c.kv_split_size : 512};
+  }
+  void latent_attention(const latent::LatentArgs& args, Stream stream) const override {
+    cuda::launch_latent(args, index_, stream);
   }
 
   void* alloc_device(size_t bytes) const override { return device_alloc(bytes, device()); }

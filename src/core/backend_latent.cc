@@ -1,5 +1,5 @@
-// Latent attention behind the backend seam: backends without a latent kernel (today CUDA, whose
-// Hopper kernel is to come) refuse it when an object is created, naming config.device.
+// Latent attention behind the backend seam: a backend without a latent kernel refuses it when an
+// object is created, naming config.device (the CPU and CUDA backends override both).
 #include <string>
 
 #include "core/backend.h"
@@ -11,12 +11,12 @@ namespace backend {
 LatentChoice Backend::choose_latent(const LatentConfig&) const {
   throw Error(ErrorKind::kUnsupported, "config.device",
               "latent attention has no kernel for " + to_string(device()) +
-                  " yet (the Hopper kernel is to come); run it on Device::cpu()");
+                  "; run it on Device::cpu()");
 }
 
 void Backend::latent_attention(const latent::LatentArgs&, Stream) const {
   throw Error(ErrorKind::kUnsupported, "config.device",
-              "latent attention has no kernel for " + to_string(device()) + " yet");
+              "latent attention has no kernel for " + to_string(device()));
 }
 
 }  // namespace backend

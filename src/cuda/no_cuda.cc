@@ -4,6 +4,7 @@
 #include <string>
 
 #include "cuda/common/host_sync.h"
+#include "contract/latent_launch.h"
 #include "contract/prefill_launch.h"
 #include "mlakit/error.h"
 
@@ -25,6 +26,11 @@ bool prefill_supported(int, int, DType, DType) { return false; }
 KernelChoice choose_prefill_kernel(int, int, DType, DType, int, Device, KernelPreference) { no_cuda(); }
 void launch_prefill(const KernelChoice&, int, int, DType, DType, const PrefillArgs&, Stream) { no_cuda(); }
 void launch_merge(DType, const MergeArgs&, Stream) { no_cuda(); }
+bool latent_kernel_available(int, std::string* why) {
+  *why = "mlakit was built without CUDA";
+  return false;
+}
+void launch_latent(const latent::LatentArgs&, int, Stream) { no_cuda(); }
 
 }  // namespace cuda
 

@@ -5,32 +5,13 @@
 #include <string>
 
 #include "cuda/common/cuda_check.h"
+#include "cuda/common/device_guard.h"
 #include "contract/prefill_launch.h"
 #include "mlakit/error.h"
 #include "plan/kernel_select.h"
 
 namespace mlakit {
 namespace cuda {
-
-namespace {
-
-// Makes `index` the current device for the lifetime of the guard.
-class DeviceGuard {
- public:
-  explicit DeviceGuard(int index) {
-    MLAKIT_CUDA_CHECK(cudaGetDevice(&prev_));
-    if (prev_ != index) MLAKIT_CUDA_CHECK(cudaSetDevice(index));
-    index_ = index;
-  }
-  ~DeviceGuard() {
-    if (prev_ != index_) cudaSetDevice(prev_);
-  }
-
- private:
-  int prev_ = 0, index_ = 0;
-};
-
-}  // namespace
 
 bool prefill_supported(int dqk, int dvo, DType dtype, DType out_dtype) {
   int n = 0;

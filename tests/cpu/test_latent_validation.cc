@@ -1,7 +1,7 @@
 // LatentAttention's rejections: each names the argument (mlakit::Error's kind and argument), a
 // rejected run() writes nothing, a rejected plan() leaves the previous plan in force; the
-// config (dims, dtypes, page size, cache format, capacities) and the CUDA device, refused until
-// the Hopper kernel exists.
+// config (dims, dtypes, page size, cache format, capacities) and, on CUDA, what the Hopper kernel
+// does not take.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "mlakit/latent.h"
+#include "mlakit/runtime.h"
 #include "util/latent_case.h"
 #include "util/latent_check.h"
 
@@ -66,13 +67,14 @@ TEST(LatentValidation, Config) {
   }
 }
 
-TEST(LatentValidation, CudaIsRefusedNamingTheDevice) {
-  // No CUDA kernel yet: refused whether or not this machine has a GPU (without one, because it
-  // has none; with one, because the kernel is missing).
+TEST(LatentValidation, CudaTakesOnlyTheDeepSeekWidths) {
+  // Without a GPU the device is refused; with one, widths other than (512, 64) are refused naming
+  // kv_lora_rank whatever the GPU (an sm_90 one runs (512, 64): tests/gpu/test_latent_cuda.cc).
   LatentConfig c = small_config();
   c.device = Device::cuda(0);
-  EXPECT_TRUE(throws_error([&] { LatentAttention a(c); }, ErrorKind::kUnsupported, "config.device"));
-  EXPECT_TRUE(throws_error([&] { LatentAttention::workspace_sizes(c); }, ErrorKind::kUnsupported, "config.device"));
+  const char* arg = cuda_device_count() > 0 ? "config.kv_lora_rank" : "config.device";
+  EXPECT_TRUE(throws_error([&] { LatentAttention a(c); }, ErrorKind::kUnsupported, arg));
+  EXPECT_TRUE(throws_error([&] { LatentAttention::workspace_sizes(c); }, ErrorKind::kUnsupported, arg));
 }
 
 // A valid small problem and the object for it, planned once.

@@ -1,0 +1,440 @@
+// The Hopper kernel of latent attention (mlakit/latent.h, docs/latent-attention.md): persistent
+// CTAs pull the plan's work items (contract/latent_layout.h) and run each as a 64-row block of
+// (token, head) rows against 64-key tiles of the shared latent rows (576 wide: K = the whole row,
+// V = its first 512 columns).
+//
+// Shape of the work, two consumer warpgroups and no producer:
+//  - Rows: an item's <= 64 rows, q in shared memory (9 swizzled 64-column atoms), read by both
+//    warpgroups' wgmma. 16 heads of one token fill a quarter of the tile: the decode case is
+//    bound by the cache's bytes, which every head of the item reads once.
+//  - Keys: rows gathered by cp.async, 16 bytes a thread, from the paged cache through the block
+//    table (any page size) or through a sparse item's index row; keys that name nothing are
+//    zero-filled (src-size 0) and masked, so no stale value reaches P V. Two stages: a tile
+//    lands while the one before it is computed.
+//  - S = Q K^T: warpgroup w takes keys 32w..32w+31 of the tile over all 576 columns (m64n32k16,
+//    36 k-steps). The row maxima of both halves meet in shared memory, so both warpgroups take
+//    the same running max; each keeps the sum of its own half.
+//  - O += P V: warpgroup w owns value columns 256w..256w+255 (two m64n128 accumulators, 128
+//    registers a thread) and needs P of all 64 keys: both halves of P pass through shared
+//    memory in the accumulator's register order, which is the A fragment's order, so a thread
+//    reads the registers its twin in the other warpgroup wrote.
+//  - End of an item: the two halves' sums meet; final rows are written (out x 1/l x the sink's
+//    factor, lse, max logit), split rows as partial results that latent_merge.cu combines.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <atomic>
+#include <cmath>
+#include <cstdint>
+
+#include "contract/latent_launch.h"
+#include "contract/latent_layout.h"
+#include "cuda/common/ptx.cuh"
+#include "cuda/sm90/ptx_sm90.cuh"
+#include "cuda/sm90/smem_desc.h"
+#include "cuda/sm90/wgmma_m64n32_sm90.cuh"
+
+namespace mlakit {
+namespace cuda {
+namespace sm90 {
+namespace latent_sm90 {
+
+using latent::LatentArgs;
+using latent::LatentHeader;
+using latent::LatentItem;
+
+constexpr int kL = 512, kR = 64, kD = kL + kR;  // latent, RoPE, row width
+constexpr int kRows = 64;                        // (token, head) rows per item: the plan's block_rows
+constexpr int kKeys = 64;                        // keys per tile
+constexpr int kAtoms = kD / 64;                  // 64-column (128-byte) swizzled atoms per row
+constexpr int kAtomBytes = 64 * 128;             // one atom of 64 rows (q) or 64 keys
+constexpr int kTileBytes = kAtoms * kAtomBytes;  // 73728: q, or one stage of keys
+constexpr int kStages = 2;
+constexpr int kThreads = 256;
+constexpr int kSplitSize = 512;  // keys per split of a short request (LatentChoice::split_size)
+
+// Shared memory, from a 1024-byte aligned base (the swizzle's atoms).
+constexpr int kOffQ = 0;
+constexpr int kOffK = kOffQ + kTileBytes;
+constexpr int kOffRowX = kOffK + kStages * kTileBytes;  // float [2 warpgroups][64 rows]: max, then sum
+constexpr int kOffPX = kOffRowX + 2 * kRows * 4;        // uint32 [2 halves][2 k-steps][4][128 threads]
+constexpr int kOffKeyOk = kOffPX + 2 * 2 * 4 * 128 * 4; // int [stages][64]
+constexpr int kSmemUsed = kOffKeyOk + kStages * kKeys * 4;
+constexpr int kSmemBytes = kSmemUsed + 1024;  // room to align the base
+static_assert(kSmemBytes <= 232448, "one CTA per SM");
+
+constexpr float kLog2e = 1.4426950408889634f;
+constexpr float kLn2 = 0.6931471805599453f;
+
+// The plan block's arrays, read in place.
+struct Plan {
+  const LatentHeader* h;
+  const int32_t* qo;
+  const int32_t* kv;
+  const int32_t* page_ptr;
+  const int32_t* pages;
+  const LatentItem* items;
+};
+
+__device__ __forceinline__ Plan read_plan(const void* block) {
+  const auto* b = static_cast<const uint8_t*>(block);
+  Plan p;
+  p.h = reinterpret_cast<const LatentHeader*>(b);
+  p.qo = reinterpret_cast<const int32_t*>(b + p.h->qo_indptr_offset);
+  p.kv = reinterpret_cast<const int32_t*>(b + p.h->kv_lens_offset);
+  p.page_ptr = reinterpret_cast<const int32_t*>(b + p.h->page_indptr_offset);
+  p.pages = reinterpret_cast<const int32_t*>(b + p.h->pages_offset);
+  p.items = reinterpret_cast<const LatentItem*>(b + p.h->items_offset);
+  return p;
+}
+
+// Byte offset of 16-byte chunk `chunk` (0..71) of row `row` in a swizzled tile: atom chunk / 8,
+// the chunk's place in its 128-byte row XOR-ed with row % 8 (TMA's 128-byte swizzle, which the
+// wgmma descriptors describe).
+__device__ __forceinline__ uint32_t swz(int row, int chunk) {
+  return (chunk >> 3) * kAtomBytes + row * 128 + (((chunk & 7) ^ (row & 7)) << 4);
+}
+
+// What an item's keys are: its tile count and, per key, where its row is.
+struct KeySource {
+  const Plan* p;
+  const LatentArgs* a;
+  const LatentItem* it;
+  int block_shift;
+  int64_t key_begin;
+  int64_t key_end;  // dense: the last row's visible end (cut at the item's); sparse: entries used
+  bool sparse;
+
+  // Cache row of position `pos` of the item's request (dense and kPositions).
+  __device__ __forceinline__ const uint16_t* position_row(int64_t pos) const {
+    const int64_t blk = p->pages[p->page_ptr[it->request] + (pos >> block_shift)];
+    return static_cast<const uint16_t*>(a->cache) + blk * a->cache_stride_block +
+           (pos & ((int64_t{1} << block_shift) - 1)) * a->cache_stride_row;
+  }
+  // Key `k` (absolute: position or entry) -> its row, or null when it names none.
+  __device__ __forceinline__ const uint16_t* row(int64_t k) const {
+    if (k >= key_end) return nullptr;
+    if (!sparse) return position_row(k);
+    const int64_t x = a->indices[static_cast<int64_t>(it->token) * a->indices_stride_tok + k];
+    if (p->h->index_kind == 0) return x >= 0 && x < p->kv[it->request] ? position_row(x) : nullptr;
+    if (x < 0 || x >= a->num_slots) return nullptr;
+    return static_cast<const uint16_t*>(a->cache) + (x >> block_shift) * a->cache_stride_block +
+           (x & ((int64_t{1} << block_shift) - 1)) * a->cache_stride_row;
+  }
+};
+
+// Gathers keys [k0, k0 + 64) into a stage: 8 threads a row (a 128-byte line per atom and warp
+// instruction), two rows a thread. key_ok[j] says whether key j holds a row.
+__device__ __forceinline__ void load_keys(const KeySource& ks, int64_t k0, uint32_t stage, int* key_ok, int tid) {
+  const int part = tid & 7;
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const int j = (tid >> 3) + 32 * half;
+    const uint16_t* src = ks.row(k0 + j);
+    const bool ok = src != nullptr;
+    if (!ok) src = static_cast<const uint16_t*>(ks.a->cache);
+#pragma unroll
+    for (int atom = 0; atom < kAtoms; ++atom) {
+      const int chunk = atom * 8 + part;
+      cp_async_16(stage + swz(j, chunk), src + chunk * 8, ok);
+    }
+    if (part == 0) key_ok[j] = ok ? 1 : 0;
+  }
+}
+
+// Loads the item's q rows (row i = packed row row_begin + i); rows past the item's are zeros.
+__device__ __forceinline__ void load_q(const LatentArgs& a, const LatentItem& it, int H, uint32_t sq, int tid) {
+  const int part = tid & 7;
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const int i = (tid >> 3) + 32 * half;
+    const bool ok = i < it.rows;
+    const int64_t g = it.row_begin + (ok ? i : 0);
+    const int64_t t = g / H, hd = g % H;
+    const auto* qn = static_cast<const uint16_t*>(a.q) + t * a.q_stride_tok + hd * a.q_stride_head;
+    const uint16_t* qp = a.q_pe ? static_cast<const uint16_t*>(a.q_pe) + t * a.qpe_stride_tok + hd * a.qpe_stride_head
+                                : qn + kL;
+#pragma unroll
+    for (int atom = 0; atom < kAtoms - 1; ++atom) {
+      const int chunk = atom * 8 + part;
+      cp_async_16(sq + swz(i, chunk), qn + chunk * 8, ok);
+    }
+    cp_async_16(sq + swz(i, (kAtoms - 1) * 8 + part), qp + part * 8, ok);
+  }
+}
+
+__device__ __forceinline__ void sync_both() { named_barrier_sync<1, kThreads>(); }
+
+template <typename T>
+__device__ __forceinline__ void store_pair(T* dst, float x, float y);
+template <>
+__device__ __forceinline__ void store_pair<__nv_bfloat16>(__nv_bfloat16* dst, float x, float y) {
+  *reinterpret_cast<__nv_bfloat162*>(dst) = __floats2bfloat162_rn(x, y);
+}
+template <>
+__device__ __forceinline__ void store_pair<__half>(__half* dst, float x, float y) {
+  *reinterpret_cast<__half2*>(dst) = __floats2half2_rn(x, y);
+}
+
+template <typename T>
+__global__ void __launch_bounds__(kThreads, 1) latent_kernel(const LatentArgs args) {
+  extern __shared__ unsigned char smem_raw[];
+  unsigned char* smem = reinterpret_cast<unsigned char*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t{1023});
+  const uint32_t sbase = smem_addr(smem);
+  const uint32_t sq = sbase + kOffQ;
+  float* row_x = reinterpret_cast<float*>(smem + kOffRowX);
+  uint32_t* p_x = reinterpret_cast<uint32_t*>(smem + kOffPX);
+  int* key_ok = reinterpret_cast<int*>(smem + kOffKeyOk);
+
+  const LatentArgs& a = args;
+  const Plan plan = read_plan(a.plan);
+  const LatentHeader& h = *plan.h;
+  const int H = h.num_heads;
+  int block_shift = 0;
+  while ((1 << block_shift) < h.block_size) ++block_shift;
+  const float scale_log2 = h.sm_scale_log2;
+
+  const int tid = threadIdx.x;
+  const int wg = tid >> 7;          // warpgroup: keys 32wg.. of S, value columns 256wg.. of O
+  const int wtid = tid & 127;
+  const int lane = tid & 31;
+  const int quad = lane & 3;
+  const int r0 = 16 * (wtid >> 5) + (lane >> 2);  // this thread's rows r0 and r0 + 8
+  const int num_items = h.num_items;
+
+  for (int item = blockIdx.x; item < num_items; item += gridDim.x) {
+    const LatentItem it = plan.items[item];
+    const int64_t kv_len = plan.kv[it.request];
+    const int64_t q_begin = plan.qo[it.request];
+    const int64_t q_len = plan.qo[it.request + 1] - q_begin;
+
+    // Each row's end of visible keys (dense), and the item's: its last row sees the most.
+    int64_t row_hi[2];
+    KeySource ks{&plan, &a, &it, block_shift, it.key_begin, it.key_end, h.sparse != 0};
+    if (!ks.sparse) {
+      auto visible_end = [&](int i) -> int64_t {
+        if (i >= it.rows) return it.key_begin;
+        const int64_t t = (it.row_begin + i) / H - q_begin;
+        const int64_t vis = h.causal ? min(max(kv_len - q_len + t + 1, int64_t{0}), kv_len) : kv_len;
+        return max(int64_t{it.key_begin}, min(vis, int64_t{it.key_end}));
+      };
+      row_hi[0] = visible_end(r0);
+      row_hi[1] = visible_end(r0 + 8);
+      ks.key_end = visible_end(it.rows - 1);
+    } else {
+      row_hi[0] = row_hi[1] = INT64_MAX;
+      if (a.topk_length != nullptr) {
+        const int64_t n = a.topk_length[static_cast<int64_t>(it.token) * a.topk_length_stride];
+        ks.key_end = min(max(n, int64_t{it.key_begin}), int64_t{it.key_end});
+      }
+    }
+    const int tiles = ks.key_end > it.key_begin ? static_cast<int>((ks.key_end - it.key_begin + kKeys - 1) / kKeys) : 0;
+
+    load_q(a, it, H, sq, tid);
+    if (tiles > 0) load_keys(ks, it.key_begin, sbase + kOffK, key_ok, tid);
+    cp_async_commit();
+
+    float o[2][64];
+#pragma unroll
+    for (int j = 0; j < 2; ++j)
+#pragma unroll
+      for (int e = 0; e < 64; ++e) o[j][e] = 0.f;
+    float m_raw[2] = {-INFINITY, -INFINITY};  // running max of the raw scores q.k
+    float l[2] = {0.f, 0.f};                  // this thread's share of its half's sum
+
+    for (int tile = 0; tile < tiles; ++tile) {
+      const int stage = tile & 1;
+      const int64_t k0 = it.key_begin + static_cast<int64_t>(tile) * kKeys;
+      if (tile + 1 < tiles) {
+        load_keys(ks, k0 + kKeys, sbase + kOffK + (stage ^ 1) * kTileBytes, key_ok + (stage ^ 1) * kKeys, tid);
+      }
+      cp_async_commit();
+      cp_async_wait<1>();        // q and this tile have landed (the next may still fly)
+      fence_proxy_async_smem();  // cp.async wrote through the generic proxy; wgmma reads async
+      __syncthreads();
+
+      // S: this warpgroup's 32 keys over the 576 columns.
+      const uint32_t sk = sbase + kOffK + stage * kTileBytes;
+      float s[16] = {};
+      {
+        const uint64_t da0 = smem_desc_sw128(sq, 16, 1024);
+        const uint64_t db0 = smem_desc_sw128(sk + wg * 32 * 128, 16, 1024);
+        wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < kD / 16; ++kk) {
+          const uint32_t off = (kk >> 2) * kAtomBytes + (kk & 3) * 32;
+          wgmma_m64n32k16_ss<T>(s, smem_desc_advance(da0, off), smem_desc_advance(db0, off), kk > 0 ? 1 : 0);
+        }
+        wgmma_commit();
+        wgmma_wait<0>();
+        fence_regs(s);
+      }
+
+      // Mask, and the row maxima of this half.
+      const int* ok = key_ok + stage * kKeys;
+      float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+      for (int n = 0; n < 4; ++n) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int j = 32 * wg + 8 * n + 2 * quad + (e & 1);
+          const bool vis = ok[j] != 0 && k0 + j < row_hi[e >> 1];
+          const float x = vis ? s[4 * n + e] : -INFINITY;
+          s[4 * n + e] = x;
+          mx[e >> 1] = fmaxf(mx[e >> 1], x);
+        }
+      }
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+        mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+      }
+      if (quad == 0) {
+        row_x[wg * kRows + r0] = mx[0];
+        row_x[wg * kRows + r0 + 8] = mx[1];
+      }
+      sync_both();
+      float neg[2], alpha[2];
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const int row = r0 + 8 * r;
+        // Both warpgroups read both halves in the same order: the same max, bit for bit.
+        const float m_new = fmaxf(m_raw[r], fmaxf(row_x[row], row_x[kRows + row]));
+        const float use = m_new == -INFINITY ? 0.f : m_new * scale_log2;
+        alpha[r] = fast_exp2(m_raw[r] * scale_log2 - use);  // 0 while nothing was seen
+        m_raw[r] = m_new;
+        neg[r] = -use;
+      }
+      float sum[2] = {0.f, 0.f};
+#pragma unroll
+      for (int e = 0; e < 16; ++e) {
+        const float pr = fast_exp2(fmaf(s[e], scale_log2, neg[(e >> 1) & 1]));
+        s[e] = pr;
+        sum[(e >> 1) & 1] += pr;
+      }
+      l[0] = l[0] * alpha[0] + sum[0];
+      l[1] = l[1] * alpha[1] + sum[1];
+#pragma unroll
+      for (int j = 0; j < 2; ++j)
+#pragma unroll
+        for (int n = 0; n < 16; ++n) {
+          o[j][4 * n + 0] *= alpha[0];
+          o[j][4 * n + 1] *= alpha[0];
+          o[j][4 * n + 2] *= alpha[1];
+          o[j][4 * n + 3] *= alpha[1];
+        }
+
+      // P of this half, as the A fragments of its two 16-key steps, to shared memory.
+#pragma unroll
+      for (int kk = 0; kk < 2; ++kk) {
+        uint32_t* dst = p_x + ((wg * 2 + kk) * 4) * 128 + wtid;
+        dst[0 * 128] = pack2<T>(s[8 * kk + 0], s[8 * kk + 1]);
+        dst[1 * 128] = pack2<T>(s[8 * kk + 2], s[8 * kk + 3]);
+        dst[2 * 128] = pack2<T>(s[8 * kk + 4], s[8 * kk + 5]);
+        dst[3 * 128] = pack2<T>(s[8 * kk + 6], s[8 * kk + 7]);
+      }
+      sync_both();
+      uint32_t pf[4][4];
+#pragma unroll
+      for (int kk = 0; kk < 4; ++kk)
+#pragma unroll
+        for (int r = 0; r < 4; ++r) pf[kk][r] = p_x[(kk * 4 + r) * 128 + wtid];
+
+      // O (this warpgroup's 256 columns) += P V over the tile's 64 keys.
+      {
+        const uint64_t dv0 = smem_desc_sw128(sk + wg * 4 * kAtomBytes, kAtomBytes, 1024);
+        wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < 4; ++kk) {
+#pragma unroll
+          for (int j = 0; j < 2; ++j) {
+            wgmma_m64n128k16_rs_mnb<T>(o[j], pf[kk], smem_desc_advance(dv0, j * 2 * kAtomBytes + kk * 16 * 128), 1);
+          }
+        }
+        wgmma_commit();
+        wgmma_wait<0>();
+        fence_regs(o[0]);
+        fence_regs(o[1]);
+      }
+      __syncthreads();  // this stage, key_ok and the exchanges are free again
+    }
+    cp_async_wait<0>();
+
+    // The two halves' sums meet; then the rows end.
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
+      l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
+    }
+    if (quad == 0) {
+      row_x[wg * kRows + r0] = l[0];
+      row_x[wg * kRows + r0 + 8] = l[1];
+    }
+    __syncthreads();
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const int i = r0 + 8 * r;
+      const float sum = row_x[i] + row_x[kRows + i];
+      if (i >= it.rows) continue;
+      const int64_t g = it.row_begin + i;
+      const int64_t t = g / H, hd = g % H;
+      const float lse = sum > 0.f ? (m_raw[r] * scale_log2 + log2f(sum)) * kLn2 : -INFINITY;
+      const float max_logit = sum > 0.f ? m_raw[r] * h.sm_scale : -INFINITY;
+      const int col0 = 256 * wg + 2 * quad;
+      if (it.partial >= 0) {
+        const int64_t prow = it.partial + i;
+        float* dst = a.partial_out + prow * kL + col0;
+        const float inv = sum > 0.f ? 1.f / sum : 0.f;
+#pragma unroll
+        for (int j = 0; j < 2; ++j)
+#pragma unroll
+          for (int n = 0; n < 16; ++n) {
+            *reinterpret_cast<float2*>(dst + 128 * j + 8 * n) =
+                make_float2(o[j][4 * n + 2 * r] * inv, o[j][4 * n + 2 * r + 1] * inv);
+          }
+        if (wg == 0 && quad == 0) {
+          a.partial_lse[prow] = lse;
+          a.partial_max[prow] = max_logit;
+        }
+      } else {
+        float mul = sum > 0.f ? 1.f / sum : 0.f;
+        if (a.attn_sink != nullptr && sum > 0.f) mul /= 1.f + expf(a.attn_sink[hd * a.sink_stride] - lse);
+        T* dst = static_cast<T*>(a.out) + t * a.out_stride_tok + hd * a.out_stride_head + col0;
+#pragma unroll
+        for (int j = 0; j < 2; ++j)
+#pragma unroll
+          for (int n = 0; n < 16; ++n) {
+            store_pair<T>(dst + 128 * j + 8 * n, o[j][4 * n + 2 * r] * mul, o[j][4 * n + 2 * r + 1] * mul);
+          }
+        if (wg == 0 && quad == 0) {
+          if (a.lse) a.lse[t * a.lse_stride_tok + hd * a.lse_stride_head] = lse;
+          if (a.max_logits) a.max_logits[t * a.max_stride_tok + hd * a.max_stride_head] = max_logit;
+        }
+      }
+    }
+    __syncthreads();  // q, row_x: the next item's
+  }
+}
+
+// Launches the kernel over `grid` persistent CTAs (one per SM) on the current device, whose
+// shared-memory limit for it is raised once (the attribute is per device).
+template <typename T>
+cudaError_t launch(const LatentArgs& args, int device, int grid, cudaStream_t stream) {
+  static std::atomic<uint64_t> configured{0};  // bit d: device d
+  const uint64_t bit = device < 64 ? uint64_t{1} << device : 0;
+  if (bit == 0 || (configured.load(std::memory_order_relaxed) & bit) == 0) {
+    const cudaError_t e =
+        cudaFuncSetAttribute(latent_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes);
+    if (e != cudaSuccess) return e;
+    configured.fetch_or(bit, std::memory_order_relaxed);
+  }
+  latent_kernel<T><<<grid, kThreads, kSmemBytes, stream>>>(args);
+  return cudaGetLastError();
+}
+
+}  // namespace latent_sm90
+}  // namespace sm90
+}  // namespace cuda
+}  // namespace mlakit

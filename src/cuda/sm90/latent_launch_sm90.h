@@ -1,0 +1,19 @@
+// Entry points of the Hopper latent-attention kernel (latent_sm90_<dtype>.cu), for the dispatch
+// (src/cuda/latent_dispatch.cu) that the rest of the build compiles for every architecture.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include "contract/latent_launch.h"
+
+namespace mlakit {
+namespace cuda {
+namespace sm90 {
+
+// Work items over `grid` persistent CTAs on the current device (`device`, its index).
+cudaError_t launch_latent_bf16(const latent::LatentArgs& args, int device, int grid, cudaStream_t stream);
+cudaError_t launch_latent_fp16(const latent::LatentArgs& args, int device, int grid, cudaStream_t stream);
+
+}  // namespace sm90
+}  // namespace cuda
+}  // namespace mlakit
