@@ -97,21 +97,22 @@ __device__ __forceinline__ uint32_t swz(int row, int chunk) {
   return (chunk >> 3) * kAtomBytes + row * 128 + (((chunk & 7) ^ (row & 7)) << 4);
 }
 
-// What an item's keys are: its tile count and, per key, where its row is.
+// What an item's keys are: where its request's pages are and, per key, where its row is.
 struct KeySource {
   const Plan* p;
   const LatentArgs* a;
   const LatentItem* it;
+  const int32_t* req_pages;  // the request's cache blocks in position order
   int block_shift;
-  int64_t key_begin;
   int64_t key_end;  // dense: the last row's visible end (cut at the item's); sparse: entries used
   bool sparse;
 
+  __device__ __forceinline__ const uint16_t* slot_row(int64_t blk, int64_t off) const {
+    return static_cast<const uint16_t*>(a->cache) + blk * a->cache_stride_block + off * a->cache_stride_row;
+  }
   // Cache row of position `pos` of the item's request (dense and kPositions).
   __device__ __forceinline__ const uint16_t* position_row(int64_t pos) const {
-    const int64_t blk = p->pages[p->page_ptr[it->request] + (pos >> block_shift)];
-    return static_cast<const uint16_t*>(a->cache) + blk * a->cache_stride_block +
-           (pos & ((int64_t{1} << block_shift) - 1)) * a->cache_stride_row;
+    return slot_row(req_pages[pos >> block_shift], pos & ((int64_t{1} << block_shift) - 1));
   }
   // Key `k` (absolute: position or entry) -> its row, or null when it names none.
   __device__ __forceinline__ const uint16_t* row(int64_t k) const {
@@ -120,21 +121,34 @@ struct KeySource {
     const int64_t x = a->indices[static_cast<int64_t>(it->token) * a->indices_stride_tok + k];
     if (p->h->index_kind == 0) return x >= 0 && x < p->kv[it->request] ? position_row(x) : nullptr;
     if (x < 0 || x >= a->num_slots) return nullptr;
-    return static_cast<const uint16_t*>(a->cache) + (x >> block_shift) * a->cache_stride_block +
-           (x & ((int64_t{1} << block_shift) - 1)) * a->cache_stride_row;
+    return slot_row(x >> block_shift, x & ((int64_t{1} << block_shift) - 1));
   }
 };
 
-// Gathers keys [k0, k0 + 64) into a stage: 8 threads a row (a 128-byte line per atom and warp
-// instruction), two rows a thread. key_ok[j] says whether key j holds a row.
-__device__ __forceinline__ void load_keys(const KeySource& ks, int64_t k0, uint32_t stage, int* key_ok, int tid) {
+// A thread's two keys of a tile: j = tid / 8 and j + 32 (8 threads a row: a 128-byte line per
+// atom and warp instruction). Their rows are looked up a tile ahead of the copies (the page
+// and index reads are dependent global loads), so the lookups' latency hides behind a tile.
+struct TileRows {
+  const uint16_t* src[2];
+};
+
+__device__ __forceinline__ TileRows tile_rows(const KeySource& ks, int64_t k0, int tid) {
+  TileRows r;
+#pragma unroll
+  for (int half = 0; half < 2; ++half) r.src[half] = ks.row(k0 + (tid >> 3) + 32 * half);
+  return r;
+}
+
+// Gathers a tile's keys into a stage; keys that name no row are zero-filled (never stale data:
+// P is 0 there, but 0 x NaN is not) and marked in key_ok.
+__device__ __forceinline__ void load_keys(const KeySource& ks, const TileRows& rows, uint32_t stage, int* key_ok,
+                                          int tid) {
   const int part = tid & 7;
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
     const int j = (tid >> 3) + 32 * half;
-    const uint16_t* src = ks.row(k0 + j);
-    const bool ok = src != nullptr;
-    if (!ok) src = static_cast<const uint16_t*>(ks.a->cache);
+    const bool ok = rows.src[half] != nullptr;
+    const uint16_t* src = ok ? rows.src[half] : static_cast<const uint16_t*>(ks.a->cache);
 #pragma unroll
     for (int atom = 0; atom < kAtoms; ++atom) {
       const int chunk = atom * 8 + part;
@@ -212,7 +226,7 @@ __global__ void __launch_bounds__(kThreads, 1) latent_kernel(const LatentArgs ar
 
     // Each row's end of visible keys (dense), and the item's: its last row sees the most.
     int64_t row_hi[2];
-    KeySource ks{&plan, &a, &it, block_shift, it.key_begin, it.key_end, h.sparse != 0};
+    KeySource ks{&plan, &a, &it, plan.pages + plan.page_ptr[it.request], block_shift, it.key_end, h.sparse != 0};
     if (!ks.sparse) {
       auto visible_end = [&](int i) -> int64_t {
         if (i >= it.rows) return it.key_begin;
@@ -233,8 +247,9 @@ __global__ void __launch_bounds__(kThreads, 1) latent_kernel(const LatentArgs ar
     const int tiles = ks.key_end > it.key_begin ? static_cast<int>((ks.key_end - it.key_begin + kKeys - 1) / kKeys) : 0;
 
     load_q(a, it, H, sq, tid);
-    if (tiles > 0) load_keys(ks, it.key_begin, sbase + kOffK, key_ok, tid);
+    if (tiles > 0) load_keys(ks, tile_rows(ks, it.key_begin, tid), sbase + kOffK, key_ok, tid);
     cp_async_commit();
+    TileRows next = tile_rows(ks, it.key_begin + kKeys, tid);  // null past the keys
 
     float o[2][64];
 #pragma unroll
@@ -248,7 +263,8 @@ __global__ void __launch_bounds__(kThreads, 1) latent_kernel(const LatentArgs ar
       const int stage = tile & 1;
       const int64_t k0 = it.key_begin + static_cast<int64_t>(tile) * kKeys;
       if (tile + 1 < tiles) {
-        load_keys(ks, k0 + kKeys, sbase + kOffK + (stage ^ 1) * kTileBytes, key_ok + (stage ^ 1) * kKeys, tid);
+        load_keys(ks, next, sbase + kOffK + (stage ^ 1) * kTileBytes, key_ok + (stage ^ 1) * kKeys, tid);
+        next = tile_rows(ks, k0 + 2 * kKeys, tid);
       }
       cp_async_commit();
       cp_async_wait<1>();        // q and this tile have landed (the next may still fly)
