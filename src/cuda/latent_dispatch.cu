@@ -1,6 +1,6 @@
 // Latent attention on CUDA: whether the device has the kernel, and one run = the Hopper kernel
 // over the plan's work items (sm90/latent_kernel_sm90.cuh), then the merge of split rows
-// (below). Both grids are fixed per device, and every count they loop over is read from the plan
+// (below; L = 512: a warp's 32 lanes x 16 columns). Both grids are fixed per device, and every count they loop over is read from the plan
 // block on the device, so a captured run replays after re-planning.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -27,63 +27,80 @@ using latent::LatentArgs;
 using latent::LatentHeader;
 using latent::LatentMerge;
 
-constexpr int kMergeThreads = 128;  // 4 of the 512 columns a thread
+constexpr int kMergeWarps = 8;  // rows of a merge in parallel; a warp takes a row
+static_assert(latent::kMaxSplits <= 32, "a lane holds one split's weight");
 
 template <typename T>
-__device__ __forceinline__ void store4(T* dst, const float (&v)[4], float mul);
+__device__ __forceinline__ void store4(T* dst, float4 v, float mul);
 template <>
-__device__ __forceinline__ void store4<__nv_bfloat16>(__nv_bfloat16* dst, const float (&v)[4], float mul) {
-  reinterpret_cast<__nv_bfloat162*>(dst)[0] = __floats2bfloat162_rn(v[0] * mul, v[1] * mul);
-  reinterpret_cast<__nv_bfloat162*>(dst)[1] = __floats2bfloat162_rn(v[2] * mul, v[3] * mul);
+__device__ __forceinline__ void store4<__nv_bfloat16>(__nv_bfloat16* dst, float4 v, float mul) {
+  reinterpret_cast<__nv_bfloat162*>(dst)[0] = __floats2bfloat162_rn(v.x * mul, v.y * mul);
+  reinterpret_cast<__nv_bfloat162*>(dst)[1] = __floats2bfloat162_rn(v.z * mul, v.w * mul);
 }
 template <>
-__device__ __forceinline__ void store4<__half>(__half* dst, const float (&v)[4], float mul) {
-  reinterpret_cast<__half2*>(dst)[0] = __floats2half2_rn(v[0] * mul, v[1] * mul);
-  reinterpret_cast<__half2*>(dst)[1] = __floats2half2_rn(v[2] * mul, v[3] * mul);
+__device__ __forceinline__ void store4<__half>(__half* dst, float4 v, float mul) {
+  reinterpret_cast<__half2*>(dst)[0] = __floats2half2_rn(v.x * mul, v.y * mul);
+  reinterpret_cast<__half2*>(dst)[1] = __floats2half2_rn(v.z * mul, v.w * mul);
 }
 
-// Each merge's rows: the splits weighted by exp(lse_s - max lse), added in split order (the CPU
-// backend's formula, src/cpu/latent_run.cc), then the sink, written as final rows.
+__device__ __forceinline__ float warp_max(float x) {
+#pragma unroll
+  for (int d = 16; d > 0; d >>= 1) x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, d));
+  return x;
+}
+__device__ __forceinline__ float warp_sum(float x) {
+#pragma unroll
+  for (int d = 16; d > 0; d >>= 1) x += __shfl_xor_sync(0xffffffffu, x, d);
+  return x;
+}
+
+// Each merge's rows, a warp a row: lane s holds split s's lse and max logit; the weights
+// exp(lse_s - max lse) and their sum come from fixed-order warp reductions, then each lane adds
+// its 16 columns over the splits in split order (the same formula as the CPU backend's,
+// src/cpu/latent_run.cc, in another order of additions), then the sink, written as a final row.
+// Every split's loads are independent, so a row costs about one memory round trip.
 template <typename T>
-__global__ void __launch_bounds__(kMergeThreads) latent_merge_kernel(const LatentArgs a) {
+__global__ void __launch_bounds__(kMergeWarps * 32) latent_merge_kernel(const LatentArgs a) {
   const auto* block = static_cast<const uint8_t*>(a.plan);
   const auto* h = reinterpret_cast<const LatentHeader*>(block);
   const auto* merges = reinterpret_cast<const LatentMerge*>(block + h->merges_offset);
   const int L = a.kv_lora_rank, H = a.num_heads;
-  const int c = threadIdx.x * 4;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   for (int m = blockIdx.x; m < h->num_merges; m += gridDim.x) {
     const LatentMerge mg = merges[m];
-    for (int i = 0; i < mg.rows; ++i) {
-      float mx_lse = -INFINITY, mx = -INFINITY;
+    for (int i = warp; i < mg.rows; i += kMergeWarps) {
+      const int64_t p_lane = mg.partial + static_cast<int64_t>(lane) * mg.rows + i;
+      const bool has = lane < mg.splits;
+      const float lse_s = has ? a.partial_lse[p_lane] : -INFINITY;
+      const float mx = warp_max(has ? a.partial_max[p_lane] : -INFINITY);
+      const float mx_lse = warp_max(lse_s);
+      const float w = mx_lse > -INFINITY ? expf(lse_s - mx_lse) : 0.f;  // 0 for an empty split
+      const float sum = warp_sum(w);
+      float4 acc[4] = {};
       for (int s = 0; s < mg.splits; ++s) {
-        const int64_t p = mg.partial + static_cast<int64_t>(s) * mg.rows + i;
-        mx_lse = fmaxf(mx_lse, a.partial_lse[p]);
-        mx = fmaxf(mx, a.partial_max[p]);
-      }
-      float acc[4] = {0.f, 0.f, 0.f, 0.f};
-      float lse = -INFINITY, mul = 0.f;
-      if (mx_lse > -INFINITY) {
-        float sum = 0.f;
-        for (int s = 0; s < mg.splits; ++s) {
-          const int64_t p = mg.partial + static_cast<int64_t>(s) * mg.rows + i;
-          const float w = expf(a.partial_lse[p] - mx_lse);  // 0 for an empty split
-          if (w == 0.f) continue;
-          sum += w;
-          if (c < L) {
-            const float4 v = *reinterpret_cast<const float4*>(a.partial_out + p * L + c);
-            acc[0] += w * v.x;
-            acc[1] += w * v.y;
-            acc[2] += w * v.z;
-            acc[3] += w * v.w;
-          }
+        const float ws = __shfl_sync(0xffffffffu, w, s);
+        if (ws == 0.f) continue;
+        const float* src = a.partial_out + (mg.partial + static_cast<int64_t>(s) * mg.rows + i) * L;
+#pragma unroll
+        for (int k = 0; k < 4; ++k) {
+          const float4 v = *reinterpret_cast<const float4*>(src + 128 * k + 4 * lane);
+          acc[k].x += ws * v.x;
+          acc[k].y += ws * v.y;
+          acc[k].z += ws * v.z;
+          acc[k].w += ws * v.w;
         }
-        lse = mx_lse + logf(sum);
-        mul = 1.f / sum;
       }
       const int64_t g = mg.row_begin + i, t = g / H, hd = g % H;
-      if (a.attn_sink != nullptr && mx_lse > -INFINITY) mul /= 1.f + expf(a.attn_sink[hd * a.sink_stride] - lse);
-      if (c < L) store4<T>(static_cast<T*>(a.out) + t * a.out_stride_tok + hd * a.out_stride_head + c, acc, mul);
-      if (threadIdx.x == 0) {
+      float lse = -INFINITY, mul = 0.f;
+      if (sum > 0.f) {
+        lse = mx_lse + logf(sum);
+        mul = 1.f / sum;
+        if (a.attn_sink != nullptr) mul /= 1.f + expf(a.attn_sink[hd * a.sink_stride] - lse);
+      }
+      T* dst = static_cast<T*>(a.out) + t * a.out_stride_tok + hd * a.out_stride_head;
+#pragma unroll
+      for (int k = 0; k < 4; ++k) store4<T>(dst + 128 * k + 4 * lane, acc[k], mul);
+      if (lane == 0) {
         if (a.lse) a.lse[t * a.lse_stride_tok + hd * a.lse_stride_head] = lse;
         if (a.max_logits) a.max_logits[t * a.max_stride_tok + hd * a.max_stride_head] = mx;
       }
@@ -119,11 +136,12 @@ void launch_latent(const LatentArgs& a, int device, Stream stream) {
 #else
   throw Error(ErrorKind::kUnsupported, "config.device", "this build has no Hopper kernels");
 #endif
-  // Merges are few (one per split row block): two CTAs per SM bound the launch's tail.
+  // Merges are few (one per split row block of a request): two CTAs per SM cover a batch of 128
+  // requests at 128 heads (two row blocks each) in one wave.
   if (a.dtype == DType::kBF16) {
-    latent_merge_kernel<__nv_bfloat16><<<2 * sms, kMergeThreads, 0, s>>>(a);
+    latent_merge_kernel<__nv_bfloat16><<<2 * sms, kMergeWarps * 32, 0, s>>>(a);
   } else {
-    latent_merge_kernel<__half><<<2 * sms, kMergeThreads, 0, s>>>(a);
+    latent_merge_kernel<__half><<<2 * sms, kMergeWarps * 32, 0, s>>>(a);
   }
   MLAKIT_CUDA_CHECK(cudaGetLastError());
 }
