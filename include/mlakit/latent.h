@@ -48,9 +48,13 @@
 // split their keys into ranges merged by LSE in a fixed order. A request's splits depend only on
 // its own lengths: its result is the same bits alone or in any batch, run after run.
 //
-// Backends: the CPU (multi-threaded; AVX-512 BF16 products where present, fp32 elsewhere and
-// for fp16). CUDA is refused (kUnsupported naming config.device) until the Hopper kernel exists
-// (docs/latent-attention.md).
+// Backends (docs/latent-attention.md): the CPU, every width LatentConfig takes (multi-threaded;
+// AVX-512 BF16 products where present, fp32 elsewhere and for fp16); and CUDA on Hopper (compute
+// capability 9.0, in builds whose MLAKIT_CUDA_ARCHS include 90a), one kernel for DeepSeek's
+// widths: kv_lora_rank 512 with qk_rope_head_dim 64, bf16 or fp16, any page size, dense and
+// sparse. On CUDA, other widths are refused at construction (kUnsupported naming
+// config.kv_lora_rank), and so are other GPUs and builds without the kernel (kUnsupported naming
+// config.device), each message pointing to Device::cpu().
 #pragma once
 
 #include <cstdint>
@@ -64,8 +68,8 @@ namespace mlakit {
 
 struct LatentConfig {
   int num_heads = 16;         // query heads H, 1 .. 128
-  int kv_lora_rank = 512;     // L: latent width, and the width of V and out (multiple of 32, <= 512)
-  int qk_rope_head_dim = 64;  // R (multiple of 32, <= 128)
+  int kv_lora_rank = 512;     // L: latent, V and out width (multiple of 32, <= 512; CUDA: 512)
+  int qk_rope_head_dim = 64;  // R (multiple of 32, <= 128; CUDA: 64)
   DType dtype = DType::kBF16; // of q, q_pe, out and a kAuto cache: bf16 or fp16
   KvCacheDtype kv_cache_dtype = KvCacheDtype::kAuto;  // only kAuto is read yet
   // The paged cache [num_blocks, block_size, L + R]: block_size a power of two, 1 .. 256.
@@ -76,9 +80,10 @@ struct LatentConfig {
   int64_t max_q_tokens = 0;   // new tokens (sum of query_lens)
   int64_t max_kv_tokens = 0;  // cached tokens (sum of kv_lens; dense and kPositions sparse plans)
   int max_topk = 0;           // sparse plans: the largest options.topk; 0 = dense plans only
-  // Keys per split of a short request's key range (a multiple of 64; 0 = the backend's choice,
-  // 1024 on the CPU). Part of what a result's bits depend on: objects with different values may
-  // differ in the last bits.
+  // Keys per split of a short request's key range (a multiple of 64; 0 = the backend's choice:
+  // 1024 on the CPU; 512 on CUDA, where a decode batch of 128 requests over 4,096 keys at 16
+  // heads then makes about 8 waves of items on an H100's 132 SMs). Part of what a result's bits
+  // depend on: objects with different values may differ in the last bits.
   int kv_split_size = 0;
   Device device = Device::cpu();
   // Where the plan goes to the device, as MlaConfig::upload_in_run (mlakit/mla.h): false, plan()

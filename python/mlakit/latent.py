@@ -40,13 +40,17 @@ class LatentAttention:
     of two up to 256) and ``num_blocks``, ``kv_cache_dtype`` (``"auto"``: the 16-bit cache; vLLM's
     ``"fp8"`` and ``"fp8_ds_mla"`` are not read yet), and capacities: ``max_batch`` requests,
     ``max_q_tokens`` new tokens, ``max_kv_tokens`` cached tokens (sum of ``kv_lens``) and
-    ``max_topk`` (0: dense plans only). ``kv_split_size`` (0: the backend's, 1024 keys on the CPU):
-    keys per split of a short request's range, merged by LSE. ``upload_in_run``: as
+    ``max_topk`` (0: dense plans only). ``kv_split_size`` (0: the backend's, 1024 keys on the CPU,
+    512 on CUDA): keys per split of a short request's range, merged by LSE. ``upload_in_run``: as
     :class:`mlakit.MlaStep`'s.
 
-    The CPU backend runs it (AVX-512 BF16 where present, fp32 elsewhere and for fp16); a CUDA
-    device is refused (``ValueError`` naming ``config.device``) until the Hopper kernel exists.
-    Results are bitwise repeatable and do not depend on the batch around a request.
+    Backends: the CPU, any ``kv_lora_rank`` (a multiple of 32 up to 512) and ``qk_rope_head_dim``
+    (a multiple of 32 up to 128), with AVX-512 BF16 products where present, fp32 elsewhere and for
+    fp16; and CUDA on Hopper GPUs (compute capability 9.0, builds with the ``90a`` kernels):
+    ``kv_lora_rank`` 512 with ``qk_rope_head_dim`` 64, bf16 or fp16, any page size, dense and
+    sparse. On CUDA, other widths raise ``ValueError`` naming ``config.kv_lora_rank``, and so do
+    other GPUs and builds without the kernel (naming ``config.device``). Results are bitwise
+    repeatable and do not depend on the batch around a request.
     """
 
     def __init__(self, num_heads: int = 16, kv_lora_rank: int = 512, qk_rope_head_dim: int = 64, *,
