@@ -93,7 +93,7 @@ class Backend {
   virtual void attention(const cuda::KernelChoice& choice, const AttentionCall& call,
                          Stream stream) const = 0;
   // Latent attention: the backend's choice for a checked config, or kUnsupported naming
-  // config.device where it has no kernel (the CUDA backend until the Hopper kernel exists).
+  // config.device where it has no kernel (a CUDA device without the Hopper kernel: CudaBackend).
   virtual LatentChoice choose_latent(const LatentConfig& config) const;
   // Runs a published latent plan (contract/latent_layout.h) with these arguments.
   virtual void latent_attention(const latent::LatentArgs& args, Stream stream) const;
