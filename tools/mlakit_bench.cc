@@ -19,6 +19,7 @@
 
 #include "bench_check.h"
 #include "bench_json.h"
+#include "bench_latent_plan.h"
 #include "bench_seed.h"
 #include "bench_source_digest.h"
 #include "bench_timer.h"
@@ -73,7 +74,8 @@ Timing and checks:
   --seed N            input seed (default 1234)
   --peak-tflops X     peak for "% peak" (default 774 = cuBLAS bf16 8192^3 measured on H200)
 Modes and output:
-  --plan-only         only host costs of plan() and run() at batch 1, 8, 100 (999 tokens each)
+  --plan-only         only host costs of plan() and run() at batch 1, 8, 100 (999 tokens each),
+                      and LatentAttention::plan() at batch 128 (decode, ragged, MTP; 16/128 heads)
   --json PATH         write all results as JSON
   --list              list the named workloads and exit
   --list-json         the same with every length, as JSON (bench/workloads.py reads bench/workloads.txt alike)
@@ -745,8 +747,10 @@ int main(int argc, char** argv) {
 
   std::vector<Result> results;
   std::vector<PlanOnlyRow> plan_rows;
+  std::vector<mb::LatentPlanRow> latent_plan_rows;
   if (a.plan_only) {
     plan_rows = run_plan_only(dev, a);
+    latent_plan_rows = mb::run_latent_plan_cost(dev, std::max(a.plan_iters, 1000));
   } else {
     const std::vector<mb::Workload> list = build_workloads(a, dev.is_cpu());
     bool any_scaled = false;
@@ -764,6 +768,7 @@ int main(int argc, char** argv) {
   bool all_ok = true;
   for (const Result& r : results) all_ok &= result_passed(r);
   for (const PlanOnlyRow& p : plan_rows) all_ok &= p.error.empty();
+  for (const mb::LatentPlanRow& p : latent_plan_rows) all_ok &= p.error.empty();
 
   if (!a.json_path.empty()) {
     std::vector<std::string> rs;
@@ -784,7 +789,8 @@ int main(int argc, char** argv) {
         .str("git_commit", git_commit()).str("source_digest", mlakit_bench::source_digest())
         .str("command_line", a.command_line).str("time_utc", when)
         .num("peak_tflops", a.peak_tflops).boolean("all_passed", all_ok)
-        .raw("results", mb::json_list(rs, 2)).raw("plan_only", mb::json_list(ps, 2));
+        .raw("results", mb::json_list(rs, 2)).raw("plan_only", mb::json_list(ps, 2))
+        .raw("latent_plan", mb::json_list(mb::latent_plan_json(latent_plan_rows, 4), 2));
     std::ofstream f(a.json_path);
     f << top.dump() << "\n";
     if (!f) {

@@ -2,7 +2,8 @@
 // it: one block, the same bytes in the host staging buffer and in the device workspace, written
 // by src/plan/latent_schedule.cc. Everything that changes between plans lives here, so a
 // captured run() replays after re-planning; a persistent kernel reads the header, pulls items
-// from `items` (longest first) and, once every split of a merge is written, combines them.
+// from `items` (the costliest requests' first) and, once every split of a merge is written,
+// combines them.
 //
 // Work item: up to block_rows rows of one request, a row being (new token, head) packed as
 // token * H + head (consecutive tokens of a request, all heads of each), over one key range.

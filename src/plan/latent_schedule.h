@@ -1,6 +1,7 @@
 // The planner of latent attention: a validated batch -> the plan block of
-// contract/latent_layout.h (header, lengths, each request's pages, work items longest first,
-// split merges). Linear in the batch and its pages, allocation-free after construction.
+// contract/latent_layout.h (header, lengths, each request's pages, work items with the costliest
+// requests' first, split merges). Linear in the batch and its pages, allocation-free after
+// construction.
 #pragma once
 
 #include <cstddef>
@@ -35,8 +36,8 @@ class LatentScheduler {
   LatentConfig config_;
   latent::LatentLayout layout_;
   int block_rows_, split_size_;
-  std::vector<latent::LatentItem> items_;  // generation order, before sorting
-  std::vector<int32_t> cost_;              // per item (clamped): the sort key
+  std::vector<int32_t> order_;             // requests, costliest first
+  std::vector<int32_t> cost_;              // per request (clamped): the sort key
   std::vector<int32_t> bucket_;            // counts, then start offsets, per cost
   std::vector<latent::LatentMerge> merges_;  // in generation order
 };
