@@ -262,14 +262,17 @@ __global__ void __launch_bounds__(kThreads, 1) latent_kernel(const LatentArgs ar
     for (int tile = 0; tile < tiles; ++tile) {
       const int stage = tile & 1;
       const int64_t k0 = it.key_begin + static_cast<int64_t>(tile) * kKeys;
+      cp_async_wait<0>();        // q and this tile have landed (the only copies in flight)
+      fence_proxy_async_smem();  // cp.async wrote through the generic proxy; wgmma reads async
+      // One barrier a tile for the stages: past it, this tile is visible to every thread, and
+      // every thread is done with the last tile (its P V waited, its exchanges read), so the
+      // other stage, its key_ok and the exchange buffers are free.
+      __syncthreads();
       if (tile + 1 < tiles) {
         load_keys(ks, next, sbase + kOffK + (stage ^ 1) * kTileBytes, key_ok + (stage ^ 1) * kKeys, tid);
         next = tile_rows(ks, k0 + 2 * kKeys, tid);
       }
       cp_async_commit();
-      cp_async_wait<1>();        // q and this tile have landed (the next may still fly)
-      fence_proxy_async_smem();  // cp.async wrote through the generic proxy; wgmma reads async
-      __syncthreads();
 
       // S: this warpgroup's 32 keys over the 576 columns.
       const uint32_t sk = sbase + kOffK + stage * kTileBytes;
@@ -374,7 +377,6 @@ __global__ void __launch_bounds__(kThreads, 1) latent_kernel(const LatentArgs ar
         fence_regs(o[0]);
         fence_regs(o[1]);
       }
-      __syncthreads();  // this stage, key_ok and the exchanges are free again
     }
     cp_async_wait<0>();
 
