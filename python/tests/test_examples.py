@@ -1,13 +1,15 @@
-"""The Python example an engine author reads first, examples/mla_prefill_vllm_style.py, runs on the
-CPU and matches naive attention over the expanded cache (the example asserts its own error bound;
-a failure shows as a non-zero exit)."""
+"""The Python examples an engine author reads first, examples/mla_prefill_vllm_style.py (prefill)
+and examples/mla_decode_absorbed.py (decode, MTP and V3.2 sparse in the latent space), run on the
+CPU and match attention over the expanded cache (each example asserts its own error bound; a
+failure shows as a non-zero exit)."""
 import os
 import subprocess
 import sys
 
 import pytest
 
-EXAMPLE = os.path.join(os.path.dirname(__file__), "..", "..", "examples", "mla_prefill_vllm_style.py")
+EXAMPLES = os.path.join(os.path.dirname(__file__), "..", "..", "examples")
+EXAMPLE = os.path.join(EXAMPLES, "mla_prefill_vllm_style.py")
 
 
 def test_mla_prefill_vllm_style_runs_on_cpu():
@@ -16,3 +18,12 @@ def test_mla_prefill_vllm_style_runs_on_cpu():
                           text=True, timeout=600, env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "device=cpu" in proc.stdout
+
+
+def test_mla_decode_absorbed_runs_on_cpu():
+    pytest.importorskip("torch")
+    proc = subprocess.run([sys.executable, os.path.join(EXAMPLES, "mla_decode_absorbed.py"), "--device", "cpu",
+                           "--heads", "4"], capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "decode/MTP: device=cpu" in proc.stdout and "DSA sparse: device=cpu" in proc.stdout

@@ -1,0 +1,126 @@
+"""A DeepSeek engine's decode / MTP / DeepSeek-V3.2 sparse step, written against mlakit.LatentAttention.
+
+Decode, speculative (MTP) verification and short extends run MLA in its *absorbed* form: instead of
+expanding the cached latents into per-head K and V (what prefill does), each head's ``q_nope`` is
+multiplied into the latent space by that head's slice of ``kv_b_proj`` (W_UK), every head attends
+over the same cached rows ``[kv_c | k_pe]`` (576 wide; V = their first 512 columns), and the
+512-wide result is brought back to ``v_head_dim`` by the head's other slice (W_UV):
+
+    q_lat[t, h] = q_nope[t, h] @ W_UK[h]            [512]
+    o_lat[t, h] = softmax(scale * [q_lat | q_pe] . cache_rows) @ kv_c_rows
+    out[t, h]   = o_lat[t, h] @ W_UV[h].T           [v_head_dim]
+
+The scale is the model's (``qk_head_dim ** -0.5``, times YaRN's mscale^2 in DeepSeek-V2/V3):
+absorption changes no logit. DeepSeek-V3.2 attends each token to the ``topk`` cached positions its
+indexer picks (``-1`` padded): the same call with ``topk`` and ``indices``.
+
+The plan is built before the layers (host lengths and block table, microseconds, no device sync);
+each layer then only launches, and a captured CUDA graph of the layers replays after re-planning.
+
+Run:  python examples/mla_decode_absorbed.py [--device cuda] [--heads 16]
+It checks every step against attention over the expanded cache (the non-absorbed form) and prints
+the error.
+"""
+
+import argparse
+import math
+
+import torch
+
+import mlakit
+
+KV_LORA_RANK, ROPE, NOPE, V_DIM = 512, 64, 128, 128
+
+
+def expanded_reference(q_nope, q_pe, rows, kv_b_proj, scale, visible):
+    """The non-absorbed form for one token: K = [kv_c W_UK^T | k_pe], V = kv_c W_UV^T, per head."""
+    heads = q_nope.shape[0]
+    w = kv_b_proj.double().view(heads, NOPE + V_DIM, KV_LORA_RANK)
+    kv_c, k_pe = rows[visible, :KV_LORA_RANK].double(), rows[visible, KV_LORA_RANK:].double()
+    k_nope = torch.einsum("kl,hdl->hkd", kv_c, w[:, :NOPE])          # [H, keys, 128]
+    v = torch.einsum("kl,hdl->hkd", kv_c, w[:, NOPE:])                # [H, keys, 128]
+    s = (torch.einsum("hd,hkd->hk", q_nope.double(), k_nope) + q_pe.double() @ k_pe.T) * scale
+    return torch.einsum("hk,hkd->hd", torch.softmax(s, dim=-1), v)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--heads", type=int, default=16)
+    args = ap.parse_args()
+    dev, H, dt = torch.device(args.device), args.heads, torch.bfloat16
+    gen = torch.Generator().manual_seed(0)
+    rnd = lambda *shape, s=1.0: (torch.randn(*shape, generator=gen) * s).to(dt).to(dev)
+
+    # One layer's weights and its paged latent cache (an engine's MlaStep / cache write fills it).
+    block_size, num_blocks = 64, 64
+    kv_b_proj = rnd(H * (NOPE + V_DIM), KV_LORA_RANK, s=KV_LORA_RANK ** -0.5)
+    w = kv_b_proj.view(H, NOPE + V_DIM, KV_LORA_RANK)
+    w_uk, w_uv = w[:, :NOPE], w[:, NOPE:]                             # [H, 128, 512] each
+    cache = rnd(num_blocks, block_size, KV_LORA_RANK + ROPE)
+    scale = (NOPE + ROPE) ** -0.5                                     # the model's, not 576**-0.5
+
+    # Four requests: decode (1 new token) and MTP (3 new tokens: causal among them), their
+    # contexts (the new tokens' latents already in the cache) and their blocks.
+    query_lens, kv_lens = [1, 3, 1, 3], [700, 129, 1, 2000]
+    table = torch.randperm(num_blocks, generator=gen).to(torch.int32)
+    cols = max(math.ceil(k / block_size) for k in kv_lens)
+    block_table, used = torch.zeros(len(kv_lens), cols, dtype=torch.int32), 0
+    for r, k in enumerate(kv_lens):
+        n = math.ceil(k / block_size)
+        block_table[r, :n] = table[used:used + n]
+        used += n
+
+    attn = mlakit.LatentAttention(H, dtype=dt, device=args.device, block_size=block_size, num_blocks=num_blocks,
+                                  max_batch=8, max_q_tokens=64, max_kv_tokens=8192, max_topk=256)
+    T = sum(query_lens)
+    q_nope, q_pe = rnd(T, H, NOPE), rnd(T, H, ROPE)
+
+    def layer_forward():
+        q_lat = torch.einsum("thd,hdl->thl", q_nope, w_uk)          # absorb: [T, H, 512]
+        o_lat = attn.run(q_lat, cache, q_pe=q_pe)                    # [T, H, 512]
+        return torch.einsum("thl,hdl->thd", o_lat, w_uv)             # [T, H, 128]
+
+    def check(out, visible_of, what):
+        worst, t = 0.0, 0
+        for r, (ql, kl) in enumerate(zip(query_lens, kv_lens)):
+            slots = torch.stack([block_table[r, p // block_size] * block_size + p % block_size for p in range(kl)])
+            rows = cache.view(-1, KV_LORA_RANK + ROPE)[slots.to(dev)].cpu()
+            for i in range(ql):
+                ref = expanded_reference(q_nope[t].cpu(), q_pe[t].cpu(), rows, kv_b_proj.cpu(), scale,
+                                         visible_of(r, t, i, kl))
+                err = ((out[t].cpu().double() - ref).norm() / ref.norm()).item()
+                worst, t = max(worst, err), t + 1
+        print(f"{what}: device={args.device} heads={H} max relative error {worst:.2e}")
+        assert worst < 2e-2, f"{what}: error {worst}"
+
+    # Dense decode / MTP: new token i of a request sees positions <= kv_len - query_len + i.
+    attn.plan(query_lens, kv_lens, block_table, sm_scale=scale)
+    out = layer_forward()
+    check(out, lambda r, t, i, kl: torch.arange(kl) <= kl - query_lens[r] + i, "decode/MTP")
+
+    # DeepSeek-V3.2 sparse: each token's top-k request positions from the indexer, -1 padded.
+    topk = 256
+    indices = torch.full((T, topk), -1, dtype=torch.int32)
+    picked = []
+    for r, (ql, kl) in enumerate(zip(query_lens, kv_lens)):
+        for i in range(ql):
+            vis = kl - ql + i + 1
+            sel = torch.randperm(vis, generator=gen)[:min(topk, vis)].to(torch.int32)
+            indices[len(picked), :len(sel)] = sel
+            picked.append(sel)
+    attn.plan(query_lens, kv_lens, block_table, sm_scale=scale, topk=topk)
+    q_lat = torch.einsum("thd,hdl->thl", q_nope, w_uk)
+    o_lat = attn.run(q_lat, cache, q_pe=q_pe, indices=indices.to(dev))
+    out = torch.einsum("thl,hdl->thd", o_lat, w_uv)
+
+    def chosen(r, t, i, kl):
+        mask = torch.zeros(kl, dtype=torch.bool)
+        mask[picked[t].long()] = True
+        return mask
+
+    check(out, chosen, "DSA sparse")
+
+
+if __name__ == "__main__":
+    main()
