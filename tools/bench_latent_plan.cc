@@ -19,7 +19,8 @@ struct Shape {
   const char* name;
   int heads;
   int new_tokens;
-  bool ragged;  // contexts uniform in [512, 8192) (fixed seed), else 4096
+  bool ragged;        // contexts uniform in [512, 8192) (fixed seed), else 4096
+  bool device_table;  // the table in the device's memory (LatentBatch::device_block_table)
 };
 
 constexpr int kBatch = 128;
@@ -57,6 +58,25 @@ LatentPlanRow time_shape(const Shape& s, mlakit::Device dev, int iters) {
   b.kv_lens = kv.data();
   b.block_table = table.data();
   b.block_table_cols = cols;
+  void* dtable = nullptr;
+  if (s.device_table) {
+    const size_t bytes = sizeof(int32_t) * table.size();
+    dtable = mlakit::device_alloc(bytes, dev);
+    mlakit::copy_bytes(dtable, dev, table.data(), mlakit::Device::cpu(), bytes);
+    mlakit::synchronize(dev);
+    b.block_table = nullptr;
+    b.device_block_table = static_cast<const int32_t*>(dtable);
+  }
+  struct Free {
+    void* p;
+    mlakit::Device d;
+    ~Free() {
+      if (p) {
+        mlakit::synchronize(d);
+        mlakit::device_free(p, d);
+      }
+    }
+  } free_table{dtable, dev};
   for (int i = 0; i < 20; ++i) attn.plan(b);  // warm-up
   mlakit::synchronize(dev);
   row.median_us = median_host_us(iters, [&] { attn.plan(b); }, [&] { mlakit::synchronize(dev); });
@@ -69,23 +89,25 @@ LatentPlanRow time_shape(const Shape& s, mlakit::Device dev, int iters) {
 }  // namespace
 
 std::vector<LatentPlanRow> run_latent_plan_cost(mlakit::Device dev, int iters) {
-  const Shape shapes[] = {{"decode_h16", 16, 1, false},  {"decode_h128", 128, 1, false},
-                          {"ragged_h16", 16, 1, true},   {"ragged_h128", 128, 1, true},
-                          {"mtp2_h16", 16, 2, false},    {"mtp2_h128", 128, 2, false}};
+  const Shape shapes[] = {{"decode_h16", 16, 1, false, false},       {"decode_h128", 128, 1, false, false},
+                          {"ragged_h16", 16, 1, true, false},        {"ragged_h128", 128, 1, true, false},
+                          {"mtp2_h16", 16, 2, false, false},         {"mtp2_h128", 128, 2, false, false},
+                          {"decode_h16_dtable", 16, 1, false, true}, {"decode_h128_dtable", 128, 1, false, true},
+                          {"ragged_h16_dtable", 16, 1, true, true}};
   std::printf("\nLatentAttention plan() host cost, batch %d, page %d, shuffled block table, %s, median of %d "
               "calls\n", kBatch, kPage, mlakit::to_string(dev).c_str(), iters);
-  std::printf("%-12s %6s %6s %8s %8s %10s\n", "shape", "heads", "new", "items", "merges", "plan us");
+  std::printf("%-18s %6s %6s %8s %8s %10s\n", "shape", "heads", "new", "items", "merges", "plan us");
   std::vector<LatentPlanRow> rows;
   for (const Shape& s : shapes) {
     LatentPlanRow row;
     try {
       row = time_shape(s, dev, iters);
-      std::printf("%-12s %6d %6d %8d %8d %10.2f\n", row.name.c_str(), row.heads, row.new_tokens, row.items,
+      std::printf("%-18s %6d %6d %8d %8d %10.2f\n", row.name.c_str(), row.heads, row.new_tokens, row.items,
                   row.merges, row.median_us);
     } catch (const std::exception& e) {
       row.name = s.name;
       row.error = e.what();
-      std::printf("%-12s ERROR %s\n", s.name, row.error.c_str());
+      std::printf("%-18s ERROR %s\n", s.name, row.error.c_str());
     }
     rows.push_back(row);
   }

@@ -99,7 +99,15 @@ struct LatentBatch {
   const int32_t* kv_lens = nullptr;      // [batch_size] cached tokens per request, new ones included
   const int32_t* block_table = nullptr;  // [batch_size, block_table_cols], row-major
   int block_table_cols = 0;
-  // kSlots sparse plans read neither kv_lens nor the block table: both may be null there.
+  // Instead of block_table: the same table in memory of the config's device (an engine's own
+  // device block table, as FlashMLA and FlashInfer take it), row stride block_table_cols.
+  // plan() then neither reads nor copies it: run() reads the pages from it, so the table must
+  // hold the step's values whenever a run of the plan (or a graph replaying one) executes. Its
+  // entries are not checked (an entry outside [0, num_blocks) reads outside the cache, as in
+  // FlashMLA and FlashInfer); the rest of plan() is the same (kv_lens are host values). Saves
+  // the check and the copy of every entry: what plan() costs most at large batches.
+  const int32_t* device_block_table = nullptr;
+  // kSlots sparse plans read neither kv_lens nor a block table: all may be null there.
 };
 
 // How a sparse plan's indices name keys (see the top of this file).

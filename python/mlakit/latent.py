@@ -100,6 +100,10 @@ class LatentAttention:
         ``kv_lens``: tokens in the cache per request, the new ones included; ``block_table``:
         ``[batch_size, cols]`` cache block of every ``block_size`` positions of each request. Host
         arrays: lists, NumPy, CPU tensors (int32 or int64; a 2-D table is read through its strides).
+        ``block_table`` may instead be the engine's own table on the object's GPU (an int32 CUDA
+        array with contiguous rows): plan() then neither reads nor copies it and :meth:`run`
+        reads it, so it must hold the step's values whenever a run (or a graph replaying one)
+        executes, and its entries are not checked (as in FlashMLA and FlashInfer).
 
         ``sm_scale`` None = ``1/sqrt(kv_lora_rank + qk_rope_head_dim)`` (FlashMLA's default);
         DeepSeek checkpoints need their non-absorbed scale, ``qk_head_dim**-0.5`` times YaRN's

@@ -17,6 +17,15 @@
 namespace mlakit_py {
 namespace {
 
+// Whether an array lives in CUDA device memory (DLPack device type 2), as an engine's device
+// block table does.
+bool on_cuda_device(nb::handle obj) {
+  if (!nb::hasattr(obj, "__dlpack_device__")) return false;
+  const nb::object d = obj.attr("__dlpack_device__")();
+  return nb::cast<int>(d[0]) == 2;
+}
+
+
 using mlakit::Error;
 using mlakit::ErrorKind;
 
@@ -111,7 +120,26 @@ void bind_latent(nb::module_& m) {
                                 str(static_cast<int64_t>(q.size())));
               b.kv_lens = kv.data();
             }
-            if (!block_table.is_none()) {
+            std::optional<TensorArg> device_table;  // keeps a device table's producer alive for the call
+            if (!block_table.is_none() && on_cuda_device(block_table)) {
+              // The engine's device block table: run() reads it where it is (LatentBatch::
+              // device_block_table), through its row stride.
+              device_table = tensor_arg(block_table, "block_table", false);
+              const mlakit::TensorView& v = device_table->view;
+              if (v.ndim != 2 || v.dtype != mlakit::DType::kInt32 || v.strides[1] != 1 || v.strides[0] <= 0)
+                throw Error(ErrorKind::kInvalidArgument, "block_table",
+                            "on a GPU must be a 2-D int32 array [batch_size, cols] with contiguous rows");
+              if (v.device != self.config().device)
+                throw Error(ErrorKind::kInvalidArgument, "block_table",
+                            "is on " + mlakit::to_string(v.device) + " but the object is on " +
+                                mlakit::to_string(self.config().device));
+              if (v.shape[0] != static_cast<int64_t>(q.size()))
+                throw Error(ErrorKind::kInvalidArgument, "block_table",
+                            "has " + str(v.shape[0]) + " rows but query_lens has " +
+                                str(static_cast<int64_t>(q.size())) + " entries");
+              b.device_block_table = static_cast<const int32_t*>(v.data);
+              b.block_table_cols = static_cast<int>(v.strides[0]);
+            } else if (!block_table.is_none()) {
               int64_t table_cols = -1;  // set when block_table comes as a 2-D array
               bt = host_indptr(block_table, "block_table", &table_cols);
               if (block_table_cols == 0 && table_cols > 0) block_table_cols = static_cast<int>(table_cols);

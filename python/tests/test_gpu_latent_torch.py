@@ -248,6 +248,28 @@ def test_repeatable_and_batch_invariant():
         t0 += nq
 
 
+def test_device_block_table_gives_the_same_bits():
+    """The engine's block table on the GPU (a slice of a wider one): run() reads it, the same bits
+    as the host table plan() copies; a table on another device or not int32 is refused."""
+    gen = torch.Generator().manual_seed(12)
+    q_lens, kv_lens, bs, heads = [1, 3, 64, 2], [1800, 40, 300, 2], 16, 16
+    num_blocks = blocks_for(kv_lens, bs)
+    cache = randn(gen, num_blocks, bs, L + R)
+    table = make_table(kv_lens, bs, num_blocks, gen)
+    q = randn(gen, sum(q_lens), heads, L + R)
+    attn = latent(heads, bs, num_blocks)
+    attn.plan(q_lens, kv_lens, table)
+    host_out, host_lse = attn.run(q, cache, return_lse=True)
+    wide = torch.full((len(q_lens), table.shape[1] + 5), -1, dtype=torch.int32, device=DEV)
+    wide[:, :table.shape[1]] = table.to(DEV)
+    attn.plan(q_lens, kv_lens, wide[:, :table.shape[1]])  # rows at the wider stride
+    dev_out, dev_lse = attn.run(q, cache, return_lse=True)
+    torch.cuda.synchronize()
+    assert torch.equal(dev_out, host_out) and torch.equal(dev_lse, host_lse)
+    with pytest.raises(ValueError, match="^mlakit: block_table: on a GPU must be a 2-D int32"):
+        attn.plan(q_lens, kv_lens, wide.to(torch.int64))
+
+
 def test_torch_ops_match_run():
     gen = torch.Generator().manual_seed(5)
     q_lens, kv_lens, bs, heads = [1, 2], [1300, 40], 64, 16

@@ -53,8 +53,22 @@ struct LatentHeader {
   int32_t items_offset;
   int32_t merges_offset;
   int32_t pages_offset;
+  // A plan on the engine's device block table (LatentBatch::device_block_table): its address and
+  // row stride; request b's blocks are then device_table[b * table_cols ..], and `pages` is
+  // empty. 0: the pages are in the block.
+  int32_t table_cols;
+  int32_t reserved;
+  int64_t device_table;
 };
-static_assert(sizeof(LatentHeader) == 80, "header size is part of the layout");
+static_assert(sizeof(LatentHeader) == 96, "header size is part of the layout");
+
+// Request r's cache blocks in position order: the engine's device table's row, or the block's
+// pages (host and device code alike).
+MLAKIT_HD const int32_t* request_pages(const LatentHeader& h, const int32_t* page_ptr, const int32_t* pages, int r) {
+  if (h.device_table != 0)
+    return reinterpret_cast<const int32_t*>(static_cast<uintptr_t>(h.device_table)) + static_cast<int64_t>(r) * h.table_cols;
+  return pages + page_ptr[r];
+}
 
 struct LatentItem {
   int32_t request;

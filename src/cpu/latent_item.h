@@ -50,7 +50,8 @@ struct Run {
   }
   // Key position p of request r, through its pages.
   const uint16_t* key_row(int r, int64_t p) const {
-    return cache_row(pages[page_ptr[r] + (p >> block_shift)], p & ((int64_t{1} << block_shift) - 1));
+    return cache_row(latent::request_pages(*h, page_ptr, pages, r)[p >> block_shift],
+                     p & ((int64_t{1} << block_shift) - 1));
   }
   // Sparse: entry e of token t's index row as a cache row, null when it names no key.
   const uint16_t* entry_row(int r, int64_t t, int64_t e) const {

@@ -116,8 +116,12 @@ LatentTotals check_latent_plan(const LatentConfig& c, const LatentBatch& b, cons
   if (!t.reads_table || b.batch_size == 0) return t;
 
   if (b.kv_lens == nullptr) invalid("kv_lens", "is null");
-  if (b.block_table == nullptr) invalid("block_table", "is null");
+  if (b.block_table == nullptr && b.device_block_table == nullptr)
+    invalid("block_table", "is null (give block_table or device_block_table)");
+  if (b.block_table != nullptr && b.device_block_table != nullptr)
+    invalid("block_table", "and device_block_table are both given: take one");
   if (b.block_table_cols <= 0) invalid("block_table_cols", "must be > 0");
+  t.device_table = b.device_block_table != nullptr;
   for (int r = 0; r < b.batch_size; ++r) {
     const int64_t kv = b.kv_lens[r];
     if (kv < 0) invalid("kv_lens", "kv_lens[" + str(r) + "] = " + str(kv) + " is negative");
@@ -126,6 +130,7 @@ LatentTotals check_latent_plan(const LatentConfig& c, const LatentBatch& b, cons
     if (blocks > b.block_table_cols)
       invalid("block_table", "request " + str(r) + " needs " + str(blocks) + " blocks for " + str(kv) +
                                  " tokens but the table has " + str(b.block_table_cols) + " columns");
+    if (t.device_table) continue;  // its entries live on the device: run() reads them unchecked
     // The row's smallest and largest block first (a loop the compiler vectorizes: plan() is
     // timed in microseconds at batch 128), the offending entry only when one is out of range.
     const int32_t* row = b.block_table + static_cast<int64_t>(r) * b.block_table_cols;

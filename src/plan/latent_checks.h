@@ -18,6 +18,7 @@ struct LatentTotals {
   int64_t total_q = 0;
   int64_t total_kv = 0;     // 0 when kv_lens are not read (kSlots sparse plans)
   bool reads_table = false; // dense and kPositions plans read kv_lens and the block table
+  bool device_table = false; // ... the one on the device (LatentBatch::device_block_table)
 };
 
 // batch and options against the config (lengths, capacities, every block table entry a

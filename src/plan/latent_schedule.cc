@@ -172,7 +172,7 @@ LatentScheduleResult LatentScheduler::build(const LatentBatch& b, const LatentPl
   std::memcpy(block + merges_off, merges_.data(), sizeof(LatentMerge) * static_cast<size_t>(num_merges));
   const size_t pages_off = merges_off + sizeof(LatentMerge) * static_cast<size_t>(num_merges);
   auto* pages = reinterpret_cast<int32_t*>(block + pages_off);
-  if (t.reads_table) {
+  if (t.reads_table && !t.device_table) {
     for (int r = 0; r < b.batch_size; ++r) {
       const int32_t n = page_ptr[r + 1] - page_ptr[r];
       std::memcpy(pages + page_ptr[r], b.block_table + static_cast<int64_t>(r) * b.block_table_cols,
@@ -203,12 +203,16 @@ LatentScheduleResult LatentScheduler::build(const LatentBatch& b, const LatentPl
   h.items_offset = static_cast<int32_t>(l.arrays_offset);
   h.merges_offset = static_cast<int32_t>(merges_off);
   h.pages_offset = static_cast<int32_t>(pages_off);
+  if (t.reads_table && t.device_table) {
+    h.device_table = static_cast<int64_t>(reinterpret_cast<uintptr_t>(b.device_block_table));
+    h.table_cols = b.block_table_cols;
+  }
   std::memcpy(block, &h, sizeof(h));
 
   res.num_items = num_items;
   res.num_merges = num_merges;
   res.partial_rows = partial;
-  res.used_bytes = pages_off + sizeof(int32_t) * static_cast<size_t>(page_ptr[b.batch_size]);
+  res.used_bytes = pages_off + (h.device_table != 0 ? 0 : sizeof(int32_t) * static_cast<size_t>(page_ptr[b.batch_size]));
   return res;
 }
 

@@ -187,6 +187,50 @@ TEST(CpuLatentDense, BatchInvariance) {
   }
 }
 
+TEST(CpuLatentDense, DeviceBlockTableGivesTheSameBits) {
+  // The engine's own table in the device's memory (the host's, for a CPU object), read by run()
+  // through its row stride: the same bits as the table plan() copies; a wider
+  // stride (a slice of a bigger table) too; re-planning on it keeps its bits.
+  LatentCase m = make_latent_case(config(16, 16), {1, 3, 64, 1}, {900, 40, 130, 2}, 57);
+  const LatentResult host = run_latent(m);
+  LatentAttention attn(m.cfg);
+  LatentBatch b = m.batch();
+  b.device_block_table = b.block_table;
+  b.block_table = nullptr;
+  const LatentResult dev = run_latent(m, &attn, false, &b);
+  EXPECT_TRUE(same_bits(host.out, dev.out) && same_bits(host.lse, dev.lse) && same_bits(host.max, dev.max));
+  // A stride of cols + 5: the rows of a wider table.
+  const int wide = m.cols + 5;
+  std::vector<int32_t> table(m.q_lens.size() * static_cast<size_t>(wide), -7);
+  for (size_t r = 0; r < m.q_lens.size(); ++r)
+    for (int c = 0; c < m.cols; ++c) table[r * wide + c] = m.block_table[r * m.cols + c];
+  b.device_block_table = table.data();
+  b.block_table_cols = wide;
+  const LatentResult strided = run_latent(m, &attn, false, &b);
+  EXPECT_TRUE(same_bits(host.out, strided.out) && same_bits(host.lse, strided.lse));
+  const LatentResult again = run_latent(m, &attn);  // back on a host table
+  EXPECT_TRUE(same_bits(host.out, again.out));
+}
+
+TEST(CpuLatentDense, DeviceBlockTableIsOneOfTwo) {
+  const LatentCase m = make_latent_case(config(16, 16), {1, 2}, {300, 20}, 58);
+  LatentAttention attn(m.cfg);
+  attn.plan(m.batch(), m.opts);
+  LatentBatch both = m.batch();
+  both.device_block_table = both.block_table;
+  EXPECT_TRUE(throws_error([&] { attn.plan(both, m.opts); }, ErrorKind::kInvalidArgument, "block_table"));
+  LatentBatch none = m.batch();
+  none.block_table = nullptr;
+  EXPECT_TRUE(throws_error([&] { attn.plan(none, m.opts); }, ErrorKind::kInvalidArgument, "block_table"));
+  // Its columns are still checked against the lengths (its entries cannot be).
+  LatentBatch narrow = m.batch();
+  narrow.device_block_table = narrow.block_table;
+  narrow.block_table = nullptr;
+  narrow.block_table_cols = 1;
+  EXPECT_TRUE(throws_error([&] { attn.plan(narrow, m.opts); }, ErrorKind::kInvalidArgument, "block_table"));
+  EXPECT_TRUE(attn.planned());  // the first plan is still in force
+}
+
 TEST(CpuLatentDense, UploadInRunMatches) {
   LatentCase m = make_latent_case(config(16, 16), {1, 2}, {700, 30}, 54);
   const LatentResult a = run_latent(m);

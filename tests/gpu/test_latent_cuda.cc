@@ -390,6 +390,37 @@ TEST_F(CudaLatentTest, RepeatedRunsAreBitwiseEqual) {
   EXPECT_TRUE(same_results(s1, s3));
 }
 
+TEST_F(CudaLatentTest, DeviceBlockTableGivesTheSameBits) {
+  // The engine's block table in device memory (LatentBatch::device_block_table), read by run():
+  // the same bits as the host table plan() copies, with the table's rows at a wider stride too
+  // (a slice of a bigger table), and sparse position plans alike.
+  LatentCase m = make_latent_case(config(16, 16), {1, 3, 64, 1, 2}, {900, 40, 130, 2, 2000}, 660);
+  const LatentResult host = run_latent_cuda(m);
+  const int wide = m.cols + 3;
+  HostTensor table(DType::kInt32, {static_cast<int64_t>(m.q_lens.size()), wide});
+  for (size_t r = 0; r < m.q_lens.size(); ++r)
+    for (int c = 0; c < wide; ++c)
+      table.set(static_cast<int64_t>(r) * wide + c, c < m.cols ? m.block_table[r * m.cols + c] : -1);
+  const DeviceTensor dtable(table, Device::cuda(0));
+  LatentBatch b = m.batch();
+  b.block_table = nullptr;
+  b.device_block_table = static_cast<const int32_t*>(dtable.view().data);
+  b.block_table_cols = wide;
+  LatentAttention attn(on_cuda(m.cfg));
+  LatentCudaRun how;
+  how.batch = &b;
+  const LatentResult dev = run_latent_cuda(m, &attn, how);
+  EXPECT_TRUE(same_results(host, dev));
+  expect_matches(dev, m, latent_reference(m));
+  // Sparse, indices naming request positions: the pages come from the device table too.
+  m.cfg.max_topk = 256;
+  add_sparse(m, 256, LatentIndices::kPositions, 661, true);
+  const LatentResult shost = run_latent_cuda(m);
+  LatentAttention sattn(on_cuda(m.cfg));
+  const LatentResult sdev = run_latent_cuda(m, &sattn, how);
+  EXPECT_TRUE(same_results(shost, sdev));
+}
+
 class CudaLatentBatchInvariance : public CudaLatentParamTest<int> {};  // heads
 
 TEST_P(CudaLatentBatchInvariance, RequestAloneEqualsRequestInBatch) {

@@ -226,7 +226,7 @@ __global__ void __launch_bounds__(kThreads, 1) latent_kernel(const LatentArgs ar
 
     // Each row's end of visible keys (dense), and the item's: its last row sees the most.
     int64_t row_hi[2];
-    KeySource ks{&plan, &a, &it, plan.pages + plan.page_ptr[it.request], block_shift, it.key_end, h.sparse != 0};
+    KeySource ks{&plan, &a, &it, latent::request_pages(h, plan.page_ptr, plan.pages, it.request), block_shift, it.key_end, h.sparse != 0};
     if (!ks.sparse) {
       auto visible_end = [&](int i) -> int64_t {
         if (i >= it.rows) return it.key_begin;
