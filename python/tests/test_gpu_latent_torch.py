@@ -250,7 +250,8 @@ def test_repeatable_and_batch_invariant():
 
 def test_device_block_table_gives_the_same_bits():
     """The engine's block table on the GPU (a slice of a wider one): run() reads it, the same bits
-    as the host table plan() copies; a table on another device or not int32 is refused."""
+    as the host table plan() copies; a table whose rows are not contiguous, or not int32, is
+    refused."""
     gen = torch.Generator().manual_seed(12)
     q_lens, kv_lens, bs, heads = [1, 3, 64, 2], [1800, 40, 300, 2], 16, 16
     num_blocks = blocks_for(kv_lens, bs)
@@ -267,6 +268,8 @@ def test_device_block_table_gives_the_same_bits():
     torch.cuda.synchronize()
     assert torch.equal(dev_out, host_out) and torch.equal(dev_lse, host_lse)
     with pytest.raises(ValueError, match="^mlakit: block_table: on a GPU must be a 2-D int32"):
+        attn.plan(q_lens, kv_lens, wide[:, ::2])  # rows not contiguous
+    with pytest.raises(TypeError, match="^mlakit: block_table: unsupported dtype int64"):
         attn.plan(q_lens, kv_lens, wide.to(torch.int64))
 
 
