@@ -91,6 +91,19 @@ TEST(CpuLatentSparseApi, AllPositionsInOrderEqualDense) {
   EXPECT_TRUE(same_bits(a.out, c.out));
 }
 
+TEST(CpuLatentSparseApi, PositionPlansOnADeviceBlockTable) {
+  // Indices naming request positions go through the engine's table where it lives (the host's,
+  // for a CPU object): the same bits as through the table plan() copies.
+  LatentCase m = make_latent_case(config(16, 16), {1, 3, 2}, {700, 90, 300}, 86);
+  add_sparse(m, 128, LatentIndices::kPositions, 87, true);
+  const LatentResult host = run_latent(m);
+  LatentBatch b = m.batch();
+  b.device_block_table = b.block_table;
+  b.block_table = nullptr;
+  const LatentResult dev = run_latent(m, nullptr, false, &b);
+  EXPECT_TRUE(same_bits(host.out, dev.out) && same_bits(host.lse, dev.lse) && same_bits(host.max, dev.max));
+}
+
 TEST(CpuLatentSparseApi, SlotPlansNeedNoTable) {
   // kSlots plans read neither kv_lens nor the block table.
   LatentCase m = make_latent_case(config(8, 64), {1, 2}, {300, 40}, 83);
