@@ -39,9 +39,10 @@
 // out = 0, lse = -inf and max_logits = -inf (mlakit's convention, as RaggedPrefill; FlashMLA
 // writes lse = +inf there).
 //
-// plan() runs on the host from host lengths and the host block table (microseconds, no device
-// sync) and publishes the plan (lengths, the pages of every request, the work items and split
-// merges) into a fixed-capacity workspace; run() reads what varies per plan from there, so a
+// plan() runs on the host from host lengths and the host block table, or the engine's device
+// block table (LatentBatch::device_block_table), in microseconds with no device sync, and
+// publishes the plan (lengths, the pages of every request unless the table is the device's, the
+// work items and split merges) into a fixed-capacity workspace; run() reads what varies per plan from there, so a
 // captured run() replays correctly after re-planning (as RaggedPrefill; MlaStep's upload_in_run
 // is offered too). Work: rows of (new token x head) in blocks of up to 64, so every cache row
 // is read once for all the heads (and tokens) of a block; requests with at most 128 such rows
