@@ -42,9 +42,9 @@
 // plan() runs on the host from host lengths and the host block table, or the engine's device
 // block table (LatentBatch::device_block_table), in microseconds with no device sync, and
 // publishes the plan (lengths, the pages of every request unless the table is the device's, the
-// work items and split merges) into a fixed-capacity workspace; run() reads what varies per plan from there, so a
-// captured run() replays correctly after re-planning (as RaggedPrefill; MlaStep's upload_in_run
-// is offered too). Work: rows of (new token x head) in blocks of up to 64, so every cache row
+// work items and split merges) into a fixed-capacity workspace; run() reads what varies per
+// plan from there, so a captured run() replays correctly after re-planning (as RaggedPrefill;
+// MlaStep's upload_in_run is offered too). Work: rows of (new token x head) in blocks of up to 64, so every cache row
 // is read once for all the heads (and tokens) of a block; requests with at most 128 such rows
 // split their keys into ranges merged by LSE in a fixed order. A request's splits depend only on
 // its own lengths: its result is the same bits alone or in any batch, run after run.
