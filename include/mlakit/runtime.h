@@ -55,6 +55,15 @@ struct LibraryInfo {
   };
   std::vector<Products> cpu_products;
   std::vector<BackendInfo> backends;
+  // LatentAttention's backends (mlakit/latent.h): the CPU takes any kv_lora_rank and
+  // qk_rope_head_dim that are multiples of 32 (up to 512 and 128); the Hopper kernel ("cuda sm90",
+  // in builds with 90a) takes (512, 64) only. widths = {0, 0}: any of the CPU's.
+  struct LatentBackend {
+    std::string name;
+    std::vector<DType> dtypes;
+    int kv_lora_rank = 0, qk_rope_head_dim = 0;
+  };
+  std::vector<LatentBackend> latent_backends;
 };
 // Throws mlakit::Error (kInvalidArgument, "MLAKIT_CPU_ISA") when MLAKIT_CPU_ISA names no path.
 LibraryInfo library_info();

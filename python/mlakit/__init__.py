@@ -692,7 +692,9 @@ def info() -> dict:
     (``{"bf16": cpu_isa, "fp16": "fp32", "e4m3": cpu_isa}``: e4m3 with its default bf16 output is decoded exactly into bf16; with an fp16 output it takes fp32 products); ``backends``: one dict per backend with ``name``
     (``"cpu"``, ``"cuda sm80"``, ``"cuda sm90"``), ``dtypes``, ``max_head_dim`` (the CPU
     backend: every head dim up to it) and ``shapes`` (the CUDA kernels: the
-    ``(dtype, head_dim_qk, head_dim_vo)`` they are built for).
+    ``(dtype, head_dim_qk, head_dim_vo)`` they are built for); ``latent_backends``: the same for
+    :class:`LatentAttention`, with ``name`` (``"cpu"``, ``"cuda sm90"``), ``dtypes`` and the
+    ``kv_lora_rank`` / ``qk_rope_head_dim`` it takes (None: any multiple of 32 up to 512 / 128).
     """
     return _C.library_info()
 

@@ -43,6 +43,19 @@ nb::dict library_info_dict() {
     backends.append(e);
   }
   d["backends"] = backends;
+  nb::list latent;
+  for (const mlakit::LibraryInfo::LatentBackend& b : info.latent_backends) {
+    nb::dict e;
+    e["name"] = b.name;
+    nb::list dtypes;
+    for (mlakit::DType t : b.dtypes) dtypes.append(mlakit::dtype_name(t));
+    e["dtypes"] = dtypes;
+    // None: any width the CPU takes (multiples of 32 up to 512 and 128).
+    e["kv_lora_rank"] = b.kv_lora_rank > 0 ? nb::cast(b.kv_lora_rank) : nb::none();
+    e["qk_rope_head_dim"] = b.qk_rope_head_dim > 0 ? nb::cast(b.qk_rope_head_dim) : nb::none();
+    latent.append(e);
+  }
+  d["latent_backends"] = latent;
   return d;
 }
 

@@ -120,6 +120,10 @@ LibraryInfo library_info() {
 #endif
 #undef MLAKIT_SHAPE_OF
 #endif
+  info.latent_backends.push_back({"cpu", {DType::kBF16, DType::kFP16}, 0, 0});
+#ifdef MLAKIT_WITH_SM90
+  info.latent_backends.push_back({"cuda sm90", {DType::kBF16, DType::kFP16}, 512, 64});
+#endif
   return info;
 }
 
