@@ -13,6 +13,7 @@
 #include "contract/latent_layout.h"
 #include "cuda/common/cuda_check.h"
 #include "cuda/common/device_guard.h"
+#include "cuda/common/ptx.cuh"
 #include "mlakit/error.h"
 #if MLAKIT_WITH_SM90
 #include "cuda/sm90/latent_launch_sm90.h"
@@ -30,17 +31,10 @@ using latent::LatentMerge;
 constexpr int kMergeWarps = 8;  // rows of a merge in parallel; a warp takes a row
 static_assert(latent::kMaxSplits <= 32, "a lane holds one split's weight");
 
+// Four floats x mul as four 16-bit values (8 bytes) at dst.
 template <typename T>
-__device__ __forceinline__ void store4(T* dst, float4 v, float mul);
-template <>
-__device__ __forceinline__ void store4<__nv_bfloat16>(__nv_bfloat16* dst, float4 v, float mul) {
-  reinterpret_cast<__nv_bfloat162*>(dst)[0] = __floats2bfloat162_rn(v.x * mul, v.y * mul);
-  reinterpret_cast<__nv_bfloat162*>(dst)[1] = __floats2bfloat162_rn(v.z * mul, v.w * mul);
-}
-template <>
-__device__ __forceinline__ void store4<__half>(__half* dst, float4 v, float mul) {
-  reinterpret_cast<__half2*>(dst)[0] = __floats2half2_rn(v.x * mul, v.y * mul);
-  reinterpret_cast<__half2*>(dst)[1] = __floats2half2_rn(v.z * mul, v.w * mul);
+__device__ __forceinline__ void store4(T* dst, float4 v, float mul) {
+  *reinterpret_cast<uint2*>(dst) = make_uint2(pack2<T>(v.x * mul, v.y * mul), pack2<T>(v.z * mul, v.w * mul));
 }
 
 __device__ __forceinline__ float warp_max(float x) {

@@ -182,17 +182,6 @@ __device__ __forceinline__ void load_q(const LatentArgs& a, const LatentItem& it
 __device__ __forceinline__ void sync_both() { named_barrier_sync<1, kThreads>(); }
 
 template <typename T>
-__device__ __forceinline__ void store_pair(T* dst, float x, float y);
-template <>
-__device__ __forceinline__ void store_pair<__nv_bfloat16>(__nv_bfloat16* dst, float x, float y) {
-  *reinterpret_cast<__nv_bfloat162*>(dst) = __floats2bfloat162_rn(x, y);
-}
-template <>
-__device__ __forceinline__ void store_pair<__half>(__half* dst, float x, float y) {
-  *reinterpret_cast<__half2*>(dst) = __floats2half2_rn(x, y);
-}
-
-template <typename T>
 __global__ void __launch_bounds__(kThreads, 1) latent_kernel(const LatentArgs args) {
   extern __shared__ unsigned char smem_raw[];
   unsigned char* smem = reinterpret_cast<unsigned char*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t{1023});
@@ -424,7 +413,8 @@ __global__ void __launch_bounds__(kThreads, 1) latent_kernel(const LatentArgs ar
         for (int j = 0; j < 2; ++j)
 #pragma unroll
           for (int n = 0; n < 16; ++n) {
-            store_pair<T>(dst + 128 * j + 8 * n, o[j][4 * n + 2 * r] * mul, o[j][4 * n + 2 * r + 1] * mul);
+            *reinterpret_cast<uint32_t*>(dst + 128 * j + 8 * n) =
+                pack2<T>(o[j][4 * n + 2 * r] * mul, o[j][4 * n + 2 * r + 1] * mul);
           }
         if (wg == 0 && quad == 0) {
           if (a.lse) a.lse[t * a.lse_stride_tok + hd * a.lse_stride_head] = lse;
