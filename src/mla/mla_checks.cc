@@ -6,11 +6,14 @@
 #include "mla/kv_cache_codec.h"
 #include "mla/kv_cache_format.h"
 #include "mlakit/error.h"
+#include "plan/tensor_checks.h"
 
 namespace mlakit {
 namespace mla {
 
 namespace {
+
+using plan::shape_str;
 
 [[noreturn]] void invalid(const std::string& name, const std::string& msg) {
   throw Error(ErrorKind::kInvalidArgument, name, msg);
@@ -19,12 +22,6 @@ namespace {
   throw Error(ErrorKind::kTypeMismatch, name, msg);
 }
 std::string str(int64_t x) { return std::to_string(x); }
-
-std::string shape_str(const TensorView& t) {
-  std::string s = "[";
-  for (int d = 0; d < t.ndim; ++d) s += (d ? ", " : "") + str(t.shape[d]);
-  return s + "]";
-}
 
 // ndim, dtype, device, exact sizes (-1: any, -2: >= min_rows), contiguous last dim (unless
 // `any_strides`), no negative strides, and for CUDA 16-byte aligned data and row strides.

@@ -20,12 +20,6 @@ namespace {
 }
 std::string str(int64_t x) { return std::to_string(x); }
 
-std::string shape_str(const TensorView& t) {
-  std::string s = "[";
-  for (int d = 0; d < t.ndim; ++d) s += (d ? ", " : "") + str(t.shape[d]);
-  return s + "]";
-}
-
 bool is_float(DType t) {
   return t == DType::kBF16 || t == DType::kFP16 || t == DType::kFP32 || t == DType::kFP64;
 }

@@ -2,6 +2,8 @@
 // objects' validators. Each throws mlakit::Error (kInvalidArgument) naming `name`.
 #pragma once
 
+#include <string>
+
 #include "mlakit/tensor.h"
 
 namespace mlakit {
@@ -14,6 +16,8 @@ void check_layout(const TensorView& t, const char* name, int ndim, bool any_last
 void check_no_overlap(const TensorView& t, const char* name);
 // 16-byte aligned data and row steps (CUDA's vector loads).
 void check_16B(const TensorView& t, const char* name);
+// A tensor's sizes as "[a, b, c]", for the validators' messages.
+std::string shape_str(const TensorView& t);
 
 }  // namespace plan
 }  // namespace mlakit

@@ -22,12 +22,6 @@ namespace {
   throw Error(ErrorKind::kTypeMismatch, name, msg);
 }
 
-std::string shape_str(const TensorView& t) {
-  std::string s = "[";
-  for (int d = 0; d < t.ndim; ++d) s += (d ? ", " : "") + std::to_string(t.shape[d]);
-  return s + "]";
-}
-
 bool is_half(DType t) { return t == DType::kBF16 || t == DType::kFP16; }
 bool is_wide(DType t) { return t == DType::kFP32 || t == DType::kFP64; }
 bool is_fp8(DType t) { return t == DType::kE4M3; }
@@ -39,6 +33,12 @@ std::string supported_inputs(bool wide) {
 }
 
 }  // namespace
+
+std::string shape_str(const TensorView& t) {
+  std::string s = "[";
+  for (int d = 0; d < t.ndim; ++d) s += (d ? ", " : "") + std::to_string(t.shape[d]);
+  return s + "]";
+}
 
 // Rank, null data, non-negative sizes/strides, natural element alignment and, unless
 // `any_last_stride` (a scalar-per-row tensor such as lse), a unit last stride.
