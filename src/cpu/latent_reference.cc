@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "cpu/half_convert.h"
+#include "cpu/reference_values.h"
 #include "cpu/thread_pool.h"
 #include "mlakit/error.h"
 #include "mlakit/latent.h"
@@ -22,19 +23,6 @@ namespace {
 
 constexpr double kNegInf = -std::numeric_limits<double>::infinity();
 
-double load(const void* p, DType t) {
-  switch (t) {
-    case DType::kBF16: return cpu::bf16_to_float(*static_cast<const uint16_t*>(p));
-    case DType::kFP16: return cpu::fp16_to_float(*static_cast<const uint16_t*>(p));
-    case DType::kFP32: return *static_cast<const float*>(p);
-    case DType::kFP64: return *static_cast<const double*>(p);
-    default: throw Error(ErrorKind::kTypeMismatch, "", "reference: not a floating dtype");
-  }
-}
-void store(void* p, DType t, double x) {
-  if (t == DType::kFP32) *static_cast<float*>(p) = static_cast<float>(x);
-  else *static_cast<double*>(p) = x;
-}
 int64_t load_i32(const TensorView& t, int64_t i0, int64_t i1 = 0) {
   return *static_cast<const int32_t*>(t.ptr_at(i0, i1));
 }
@@ -92,14 +80,14 @@ void latent_attention(const LatentConfig& config, const LatentBatch& batch, cons
     std::vector<double> k(static_cast<size_t>(nk * D));
     for (int64_t j = 0; j < nk; ++j)
       for (int64_t d = 0; d < D; ++d)
-        k[static_cast<size_t>(j * D + d)] = load(cache.ptr_at(keys[static_cast<size_t>(j)].first,
+        k[static_cast<size_t>(j * D + d)] = load_real(cache.ptr_at(keys[static_cast<size_t>(j)].first,
                                                              keys[static_cast<size_t>(j)].second, d), c.dtype);
     std::vector<double> qv(static_cast<size_t>(D)), s(static_cast<size_t>(nk)), o(static_cast<size_t>(L));
     for (int64_t h = 0; h < H; ++h) {
-      for (int64_t d = 0; d < L; ++d) qv[static_cast<size_t>(d)] = load(layer.q.ptr_at(t, h, d), layer.q.dtype);
+      for (int64_t d = 0; d < L; ++d) qv[static_cast<size_t>(d)] = load_real(layer.q.ptr_at(t, h, d), layer.q.dtype);
       for (int64_t d = 0; d < R; ++d) {
-        qv[static_cast<size_t>(L + d)] = layer.q_pe ? load(layer.q_pe->ptr_at(t, h, d), layer.q_pe->dtype)
-                                                    : load(layer.q.ptr_at(t, h, L + d), layer.q.dtype);
+        qv[static_cast<size_t>(L + d)] = layer.q_pe ? load_real(layer.q_pe->ptr_at(t, h, d), layer.q_pe->dtype)
+                                                    : load_real(layer.q.ptr_at(t, h, L + d), layer.q.dtype);
       }
       double mx = kNegInf;
       for (int64_t j = 0; j < nk; ++j) {
@@ -121,9 +109,9 @@ void latent_attention(const LatentConfig& config, const LatentBatch& batch, cons
         const double sink = *static_cast<const float*>(layer.attn_sink->ptr_at(h));
         mul /= 1.0 + std::exp(sink - l);  // exp(lse) / (exp(lse) + exp(sink)), without overflow
       }
-      for (int64_t d = 0; d < L; ++d) store(out.ptr_at(t, h, d), out.dtype, o[static_cast<size_t>(d)] * mul);
-      if (lse) store(lse->ptr_at(t, h), lse->dtype, l);
-      if (layer.max_logits) store(layer.max_logits->ptr_at(t, h), layer.max_logits->dtype, nk > 0 ? mx : kNegInf);
+      for (int64_t d = 0; d < L; ++d) store_wide(out.ptr_at(t, h, d), out.dtype, o[static_cast<size_t>(d)] * mul);
+      if (lse) store_wide(lse->ptr_at(t, h), lse->dtype, l);
+      if (layer.max_logits) store_wide(layer.max_logits->ptr_at(t, h), layer.max_logits->dtype, nk > 0 ? mx : kNegInf);
     }
   });
 }

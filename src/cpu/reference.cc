@@ -15,6 +15,7 @@
 
 #include "cpu/e4m3_convert.h"
 #include "cpu/half_convert.h"
+#include "cpu/reference_values.h"
 #include "mlakit/error.h"
 #include "plan/validate.h"
 
@@ -25,14 +26,8 @@ namespace {
 constexpr double kNegInf = -std::numeric_limits<double>::infinity();
 
 double load(const void* p, DType t) {
-  switch (t) {
-    case DType::kBF16: return cpu::bf16_to_float(*static_cast<const uint16_t*>(p));
-    case DType::kFP16: return cpu::fp16_to_float(*static_cast<const uint16_t*>(p));
-    case DType::kFP32: return *static_cast<const float*>(p);
-    case DType::kFP64: return *static_cast<const double*>(p);
-    case DType::kE4M3: return cpu::e4m3_to_float(*static_cast<const uint8_t*>(p));
-    default: throw Error(ErrorKind::kTypeMismatch, "", "reference: not a floating dtype");
-  }
+  if (t == DType::kE4M3) return cpu::e4m3_to_float(*static_cast<const uint8_t*>(p));
+  return load_real(p, t);
 }
 
 // Descale factor [b, h] (1 when absent), in double.

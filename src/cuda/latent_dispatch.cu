@@ -1,7 +1,8 @@
 // Latent attention on CUDA: whether the device has the kernel, and one run = the Hopper kernel
 // over the plan's work items (sm90/latent_kernel_sm90.cuh), then the merge of split rows
-// (below; L = 512: a warp's 32 lanes x 16 columns). Both grids are fixed per device, and every count they loop over is read from the plan
-// block on the device, so a captured run replays after re-planning.
+// (below; L = 512: a warp's 32 lanes x 16 columns). Both grids are fixed per device, and every
+// count they loop over is read from the plan block on the device, so a captured run replays
+// after re-planning.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "cpu/half_convert.h"
+#include "cpu/reference_values.h"
 #include "mla/kv_cache_codec.h"
 #include "mla/mla_checks.h"
 #include "mla/mla_layout.h"
@@ -19,21 +20,8 @@ namespace mlakit {
 namespace reference {
 namespace {
 
-double load(const void* p, DType t) {
-  switch (t) {
-    case DType::kBF16: return cpu::bf16_to_float(*static_cast<const uint16_t*>(p));
-    case DType::kFP16: return cpu::fp16_to_float(*static_cast<const uint16_t*>(p));
-    case DType::kFP32: return *static_cast<const float*>(p);
-    case DType::kFP64: return *static_cast<const double*>(p);
-    default: throw Error(ErrorKind::kTypeMismatch, "", "reference: not a floating dtype");
-  }
-}
-void store(void* p, DType t, double x) {
-  if (t == DType::kFP32) *static_cast<float*>(p) = static_cast<float>(x);
-  else *static_cast<double*>(p) = x;
-}
 double at(const TensorView& t, int64_t i0, int64_t i1 = 0, int64_t i2 = 0) {
-  return load(t.ptr_at(i0, i1, i2), t.dtype);
+  return load_real(t.ptr_at(i0, i1, i2), t.dtype);
 }
 
 void check_out(const TensorView& t, const char* name, int nd, int64_t d0, int64_t d1, int64_t d2) {
@@ -150,8 +138,8 @@ void mla_step(const MlaConfig& config, const MlaBatch& batch, const MlaLayer& la
           sum += e;
           for (int64_t d = 0; d < Dv; ++d) o[static_cast<size_t>(d)] += e * v[static_cast<size_t>((j * H + h) * Dv + d)];
         }
-        for (int64_t d = 0; d < Dv; ++d) store(out.ptr_at(t, h, d), out.dtype, o[static_cast<size_t>(d)] / sum);
-        if (lse) store(lse->ptr_at(t, h), lse->dtype, mx + std::log(sum));
+        for (int64_t d = 0; d < Dv; ++d) store_wide(out.ptr_at(t, h, d), out.dtype, o[static_cast<size_t>(d)] / sum);
+        if (lse) store_wide(lse->ptr_at(t, h), lse->dtype, mx + std::log(sum));
       }
     }
     q0 += nq;
