@@ -18,9 +18,12 @@ struct LatentArgs {
   int64_t q_stride_tok, q_stride_head;
   const void* q_pe;
   int64_t qpe_stride_tok, qpe_stride_head;
-  // The paged cache [num_blocks, block_size, L + R].
+  // The paged cache [num_blocks, block_size, L + R] of the dtype, or of fp8_ds_mla's 656-byte rows
+  // (cache_format 1: e4m3 codes of the latent, four float32 scales, the rope part in bf16;
+  // mla/kv_cache_format.h). Strides in elements of the cache tensor (bytes for fp8_ds_mla).
   const void* cache;
   int64_t cache_stride_block, cache_stride_row;
+  int32_t cache_format;  // 0: 16-bit rows; 1: fp8_ds_mla rows
   int64_t num_slots;  // num_blocks * block_size: the bound of kSlots indices
   // Outputs: out [T, H, L] (dtype), lse and max_logits [T, H] float32 (null: not asked for).
   void* out;

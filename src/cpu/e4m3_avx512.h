@@ -6,7 +6,9 @@
 #pragma once
 
 #if defined(__GNUC__) && defined(__x86_64__)
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // GCC 12's AVX-512 headers
+// GCC 12's AVX-512 headers pass _mm512_undefined_* values, which trip both warnings where inlined.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 #include <immintrin.h>
 #define MLAKIT_CPU_HAVE_E4M3_AVX512 1
 #endif

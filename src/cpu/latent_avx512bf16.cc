@@ -44,6 +44,7 @@ struct Scratch {
   AlignedScratch<uint32_t> vpack;  // [kChunk / 2][L]: V as bf16 pairs of keys
   AlignedScratch<float> o;         // [kRows][L]
   AlignedScratch<uint16_t> zero;   // a zero cache row: the keys past a chunk's end
+  AlignedScratch<uint16_t> dec;    // fp8_ds_mla: [kChunk][D], the chunk's rows decoded
   RowState rs;
   const uint32_t* keys[kChunk + kWideKeys];
   const uint32_t* next[kChunk];  // the next chunk's keys, prefetched while this one runs
@@ -160,7 +161,7 @@ MLAKIT_BF16_TARGET void chunk(const Run& run, const Problem& sp, const LatentIte
   const uint32_t* zero = reinterpret_cast<const uint32_t*>(w.zero.data);
   for (int j = n; j < round_up(n, kWideKeys); ++j) w.keys[j] = zero;
   float* st = w.st.data;
-  const int row_bytes = 2 * run.D;
+  const int row_bytes = run.row_bytes;
   // Spread the next chunk's prefetches over this chunk's key blocks.
   auto prefetch_next = [&](int j, int step) {
     prefetch_rows(w.next, std::min(j, w.n_next), std::min(j + step, w.n_next), row_bytes);
@@ -261,6 +262,13 @@ MLAKIT_BF16_TARGET void item_impl(const Run& run, const LatentItem& it, Scratch&
   auto advance = [&](int n_next) {
     std::copy(w.next, w.next + n_next, w.keys);
     n = n_next;
+    if (run.fp8_rows && n > 0) {
+      uint16_t* dec = w.dec.ensure(static_cast<size_t>(kChunk) * D);
+      for (int j = 0; j < n; ++j) {
+        decode_ds_mla_row(w.keys[j], dec + j * D);
+        w.keys[j] = reinterpret_cast<const uint32_t*>(dec + j * D);
+      }
+    }
   };
   if (run.h->sparse) {
     for (int r = 0; r < rows; ++r) rs.row_hi[r] = kChunk;  // every row sees the whole chunk
@@ -270,7 +278,7 @@ MLAKIT_BF16_TARGET void item_impl(const Run& run, const LatentItem& it, Scratch&
     auto gather = [&] {
       int k = 0;
       for (; e < end && k < kChunk; ++e) {
-        const uint16_t* row = run.entry_row(it.request, it.token, e);
+        const void* row = run.entry_row(it.request, it.token, e);
         if (row != nullptr) w.next[k++] = reinterpret_cast<const uint32_t*>(row);
       }
       return k;

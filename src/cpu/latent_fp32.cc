@@ -27,7 +27,8 @@ struct Scratch {
   std::vector<float> q, kt, v, s, o, m, l;
   std::vector<int32_t> lo, hi;  // each row's visible keys in the current chunk
   std::vector<int64_t> row_lo, row_hi;
-  const uint16_t* keys[kChunk];
+  std::vector<uint16_t> dec;  // fp8_ds_mla: the key's row decoded
+  const void* keys[kChunk];
 };
 
 // One chunk of n keys (w.keys), each row seeing [w.lo[r], w.hi[r]) of them.
@@ -37,8 +38,13 @@ void chunk(const Run& run, int rows, int mp, int n, Scratch& w) {
   const int Dm = run.D, L = run.L, np = round_up(n, 8);
   float* kt = w.kt.data();
   float* vf = w.v.data();
+  if (run.fp8_rows) w.dec.resize(static_cast<size_t>(Dm));
   for (int j = 0; j < n; ++j) {
-    const uint16_t* row = w.keys[j];
+    const uint16_t* row = static_cast<const uint16_t*>(w.keys[j]);
+    if (run.fp8_rows) {
+      decode_ds_mla_row(row, w.dec.data());
+      row = w.dec.data();
+    }
     for (int d = 0; d < Dm; ++d) kt[static_cast<size_t>(d) * kChunk + j] = E::load(row[d]);
     float* vd = vf + static_cast<size_t>(j) * L;
     for (int d = 0; d < L; ++d) vd[d] = E::load(row[d]);
@@ -93,7 +99,7 @@ void item_fp32(const Run& run, const LatentItem& it) {
     const int64_t end = run.entry_end(it);
     int n = 0;
     for (int64_t e = it.key_begin; e <= end; ++e) {
-      const uint16_t* row = e < end ? run.entry_row(it.request, it.token, e) : nullptr;
+      const void* row = e < end ? run.entry_row(it.request, it.token, e) : nullptr;
       if (row != nullptr) w.keys[n++] = row;
       if (n == kChunk || (e == end && n > 0)) {
         for (int r = 0; r < rows; ++r) {

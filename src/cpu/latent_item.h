@@ -44,17 +44,21 @@ struct Run {
   int block_shift = 0;                // log2(block_size)
   StoreRow store = nullptr;
 
-  // Element size 2 (bf16 / fp16) for every input and the output.
-  const uint16_t* cache_row(int64_t block, int64_t offset) const {
-    return static_cast<const uint16_t*>(a->cache) + block * a->cache_stride_block + offset * a->cache_stride_row;
+  // The cache's rows: D 16-bit values, or (fp8_rows) fp8_ds_mla's 656 bytes, which the item
+  // functions decode into 16-bit rows (decode_keys) before their products.
+  bool fp8_rows = false;
+  int row_bytes = 0;  // of one cache row, as the prefetches read it
+  const void* cache_row(int64_t block, int64_t offset) const {
+    const int64_t elem = fp8_rows ? 1 : 2;
+    return static_cast<const uint8_t*>(a->cache) + (block * a->cache_stride_block + offset * a->cache_stride_row) * elem;
   }
   // Key position p of request r, through its pages.
-  const uint16_t* key_row(int r, int64_t p) const {
+  const void* key_row(int r, int64_t p) const {
     return cache_row(latent::request_pages(*h, page_ptr, pages, r)[p >> block_shift],
                      p & ((int64_t{1} << block_shift) - 1));
   }
   // Sparse: entry e of token t's index row as a cache row, null when it names no key.
-  const uint16_t* entry_row(int r, int64_t t, int64_t e) const {
+  const void* entry_row(int r, int64_t t, int64_t e) const {
     const int64_t x = a->indices[t * a->indices_stride_tok + e];
     if (h->index_kind == 0) return x >= 0 && x < kv[r] ? key_row(r, x) : nullptr;
     return x >= 0 && x < a->num_slots ? cache_row(x >> block_shift, x & ((int64_t{1} << block_shift) - 1)) : nullptr;
@@ -83,6 +87,11 @@ struct Run {
 };
 
 Run make_run(const LatentArgs& a, StoreRow store);
+
+// fp8_ds_mla: one raw cache row decoded into a bf16 row of L + R values, as the MLA step's gather
+// hands it to its up-projection (code x scale in float32, rounded to nearest even; the rope part
+// copied). AVX-512 where present.
+void decode_ds_mla_row(const void* raw, uint16_t* dst);
 
 // Whether max_logits are asked for (then partial rows carry theirs too).
 inline bool wants_max(const Run& run) { return run.a->max_logits != nullptr; }

@@ -1,7 +1,7 @@
 // The float64 reference of latent attention, deliberately plain: for each query token, the
 // cache rows it attends (dense: every visible position through the block table; sparse: each
-// valid entry of its index row, repeats included) read into double, then per head a two-pass
-// softmax and the sink. It shares the argument checks with the backends but none of their
+// valid entry of its index row, repeats included) read into double (fp8_ds_mla rows decoded
+// exactly: code x scale), then per head a two-pass softmax and the sink. It shares the argument checks with the backends but none of their
 // planning or kernels: positions, slots and masks are worked out here again. Tokens are
 // independent and spread over threads; each one's arithmetic is one sequential loop, so the
 // result does not depend on the thread count.
@@ -13,6 +13,7 @@
 #include "cpu/half_convert.h"
 #include "cpu/reference_values.h"
 #include "cpu/thread_pool.h"
+#include "mla/kv_cache_codec.h"
 #include "mlakit/error.h"
 #include "mlakit/latent.h"
 #include "plan/latent_checks.h"
@@ -43,6 +44,12 @@ void latent_attention(const LatentConfig& config, const LatentBatch& batch, cons
   const double scale = options.sm_scale > 0.0f ? options.sm_scale : 1.0 / std::sqrt(static_cast<double>(D));
   const bool sparse = options.topk > 0;
   const TensorView& cache = layer.kv_cache;
+  const bool fp8_rows = c.kv_cache_dtype == KvCacheDtype::kFp8DsMla;
+  mla::CacheCodec codec;
+  codec.format = c.kv_cache_dtype;
+  codec.latent = static_cast<int>(L);
+  codec.rope = static_cast<int>(R);
+  codec.dtype = c.dtype;
 
   // Token t's request and its index within it.
   std::vector<int> req_of(static_cast<size_t>(tot.total_q));
@@ -78,10 +85,16 @@ void latent_attention(const LatentConfig& config, const LatentBatch& batch, cons
     }
     const int64_t nk = static_cast<int64_t>(keys.size());
     std::vector<double> k(static_cast<size_t>(nk * D));
-    for (int64_t j = 0; j < nk; ++j)
+    for (int64_t j = 0; j < nk; ++j) {
+      const auto& key = keys[static_cast<size_t>(j)];
+      if (fp8_rows) {  // code x scale, exactly
+        mla::decode_row_exact(codec, static_cast<const uint8_t*>(cache.ptr_at(key.first, key.second)), 0.0f,
+                              &k[static_cast<size_t>(j * D)]);
+        continue;
+      }
       for (int64_t d = 0; d < D; ++d)
-        k[static_cast<size_t>(j * D + d)] = load_real(cache.ptr_at(keys[static_cast<size_t>(j)].first,
-                                                             keys[static_cast<size_t>(j)].second, d), c.dtype);
+        k[static_cast<size_t>(j * D + d)] = load_real(cache.ptr_at(key.first, key.second, d), c.dtype);
+    }
     std::vector<double> qv(static_cast<size_t>(D)), s(static_cast<size_t>(nk)), o(static_cast<size_t>(L));
     for (int64_t h = 0; h < H; ++h) {
       for (int64_t d = 0; d < L; ++d) qv[static_cast<size_t>(d)] = load_real(layer.q.ptr_at(t, h, d), layer.q.dtype);

@@ -13,6 +13,7 @@
 #include "cpu/latent_cpu.h"
 #include "cpu/latent_item.h"
 #include "cpu/thread_pool.h"
+#include "mla/kv_cache_format.h"
 
 namespace mlakit {
 namespace cpu {
@@ -34,6 +35,8 @@ Run make_run(const LatentArgs& a, StoreRow store) {
   r.R = a.rope_dim;
   r.D = r.L + r.R;
   while ((1 << r.block_shift) < r.h->block_size) ++r.block_shift;
+  r.fp8_rows = a.cache_format == 1;
+  r.row_bytes = r.fp8_rows ? mla::kDsMlaRowBytes : 2 * r.D;
   r.store = store;
   return r;
 }

@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <string>
 
+#include "mla/kv_cache_format.h"
 #include "mlakit/error.h"
 #include "plan/tensor_checks.h"
 
@@ -59,10 +61,16 @@ void check_latent_config(const LatentConfig& c) {
     mismatch("config.dtype", std::string("must be bf16 or fp16, got ") + dtype_name(c.dtype));
   switch (c.kv_cache_dtype) {
     case KvCacheDtype::kAuto: break;
-    case KvCacheDtype::kFp8:
     case KvCacheDtype::kFp8DsMla:
+      // The format is DeepSeek-V3.2's: its row layout fixes the widths, its rope part is bf16.
+      if (c.kv_lora_rank != 512 || c.qk_rope_head_dim != 64 || c.dtype != DType::kBF16)
+        invalid("config.kv_cache_dtype", "fp8_ds_mla rows need kv_lora_rank 512, qk_rope_head_dim 64 and dtype bf16, got (" +
+                                             str(c.kv_lora_rank) + ", " + str(c.qk_rope_head_dim) + ", " +
+                                             dtype_name(c.dtype) + ")");
+      break;
+    case KvCacheDtype::kFp8:
       throw Error(ErrorKind::kUnsupported, "config.kv_cache_dtype",
-                  "latent attention reads 16-bit caches (kAuto) only; FP8 caches are not read yet");
+                  "latent attention reads 16-bit (auto) and fp8_ds_mla caches; vLLM's per-layer-scale fp8 is not read");
     default:
       invalid("config.kv_cache_dtype", "must be kAuto, kFp8 or kFp8DsMla, got " +
                                            str(static_cast<int>(c.kv_cache_dtype)));
@@ -161,8 +169,18 @@ void check_latent_tensors(const LatentConfig& c, const LatentPlanOptions& o, con
   if (split_q) {
     check(*y.q_pe, "q_pe", {-2, H, R}, T, y.q_pe->dtype == y.q.dtype, "q's dtype", dev, cuda);
   }
-  check(y.kv_cache, "kv_cache", {c.num_blocks, c.block_size, L + R}, 0, y.kv_cache.dtype == c.dtype,
-        dtype_name(c.dtype), dev, cuda);
+  if (c.kv_cache_dtype == KvCacheDtype::kFp8DsMla) {
+    const bool bytes = y.kv_cache.dtype == DType::kUInt8 || y.kv_cache.dtype == DType::kE4M3;
+    check(y.kv_cache, "kv_cache", {c.num_blocks, c.block_size, mla::kDsMlaRowBytes}, 0, bytes,
+          "uint8 or e4m3 (fp8_ds_mla: 656-byte rows)", dev, cuda);
+    // The scales are read as float32.
+    if ((y.kv_cache.strides[0] | y.kv_cache.strides[1]) % 4 != 0 ||
+        reinterpret_cast<uintptr_t>(y.kv_cache.data) % 4 != 0)
+      invalid("kv_cache", "fp8_ds_mla rows must start at multiples of 4 bytes (their scales are float32)");
+  } else {
+    check(y.kv_cache, "kv_cache", {c.num_blocks, c.block_size, L + R}, 0, y.kv_cache.dtype == c.dtype,
+          dtype_name(c.dtype), dev, cuda);
+  }
 
   const bool out_ok = rules.reference ? (out.dtype == DType::kFP32 || out.dtype == DType::kFP64) : out.dtype == c.dtype;
   const char* out_want = rules.reference ? "fp32 or fp64" : dtype_name(c.dtype);

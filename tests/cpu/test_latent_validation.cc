@@ -49,8 +49,17 @@ TEST(LatentValidation, Config) {
   expect_config_error([](LatentConfig& c) { c.dtype = DType::kFP32; }, ErrorKind::kTypeMismatch, "config.dtype");
   expect_config_error([](LatentConfig& c) { c.kv_cache_dtype = KvCacheDtype::kFp8; }, ErrorKind::kUnsupported,
                       "config.kv_cache_dtype");
-  expect_config_error([](LatentConfig& c) { c.kv_cache_dtype = KvCacheDtype::kFp8DsMla; },
-                      ErrorKind::kUnsupported, "config.kv_cache_dtype");
+  // fp8_ds_mla's rows fix the widths (512, 64) and the dtype (bf16): small_config's are refused.
+  expect_config_error([](LatentConfig& c) { c.kv_cache_dtype = KvCacheDtype::kFp8DsMla; }, inv,
+                      "config.kv_cache_dtype");
+  expect_config_error(
+      [](LatentConfig& c) {
+        c.kv_cache_dtype = KvCacheDtype::kFp8DsMla;
+        c.kv_lora_rank = 512;
+        c.qk_rope_head_dim = 64;
+        c.dtype = DType::kFP16;
+      },
+      inv, "config.kv_cache_dtype");
   expect_config_error([](LatentConfig& c) { c.block_size = 3; }, inv, "config.block_size");
   expect_config_error([](LatentConfig& c) { c.block_size = 512; }, inv, "config.block_size");
   expect_config_error([](LatentConfig& c) { c.num_blocks = 0; }, inv, "config.num_blocks");

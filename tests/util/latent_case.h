@@ -7,11 +7,13 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <numeric>
 #include <random>
 #include <vector>
 
 #include "mlakit/latent.h"
+#include "mlakit/runtime.h"
 #include "util/test_util.h"
 
 namespace mlakit {
@@ -67,7 +69,43 @@ struct LatentCase {
   }
 };
 
+// An fp8_ds_mla cache of `rows` 656-byte rows [rows, 656] (uint8): every code but NaN at random
+// (all magnitudes, both signs, subnormals), per 128 codes a power-of-two scale as FlashMLA's
+// quantizer writes them (with `any_scales`, a quarter of them any float, as vLLM's writer stores
+// amax / 448: code x scale is then rounded to bf16 before the products, which the float64
+// reference does not do), and normal bf16 rope values. Values of about a normal latent's size.
+inline void fill_ds_mla_cache(HostTensor& cache, int64_t rows, std::mt19937_64& rng, bool any_scales = false) {
+  cache = HostTensor(DType::kUInt8, {rows, 656});
+  auto* b = static_cast<uint8_t*>(cache.data());
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (int64_t r = 0; r < rows; ++r) {
+    uint8_t* row = b + r * 656;
+    for (int i = 0; i < 512; ++i) {
+      uint8_t c = static_cast<uint8_t>(rng() & 0xff);
+      if ((c & 0x7f) == 0x7f) c ^= 1;  // not NaN
+      row[i] = c;
+    }
+    for (int t = 0; t < 4; ++t) {
+      float s = std::ldexp(1.0f, -9 + static_cast<int>(rng() % 3));
+      if (any_scales && rng() % 4 == 0) s *= 1.0f + 0.37f * static_cast<float>(rng() % 1000) / 1000.0f;
+      std::memcpy(row + 512 + 4 * t, &s, 4);
+    }
+    for (int i = 0; i < 64; ++i) {
+      const uint16_t h = float_to_bf16(normal(rng));
+      std::memcpy(row + 528 + 2 * i, &h, 2);
+    }
+  }
+}
+
+// [rows, 656] bytes as the paged cache [num_blocks, block_size, 656].
+inline HostTensor reshape_ds_mla(const HostTensor& flat, int64_t num_blocks, int block_size) {
+  HostTensor t(DType::kUInt8, {num_blocks, block_size, 656});
+  std::memcpy(t.data(), flat.data(), t.nbytes());
+  return t;
+}
+
 // cfg gives heads, dims, dtype, block size and kv_split_size; capacities are raised to fit.
+// An fp8_ds_mla cfg.kv_cache_dtype gets a cache of that format (fill_ds_mla_cache).
 // `extra_rows`: q rows past the plan's tokens (a capacity-sized buffer).
 inline LatentCase make_latent_case(LatentConfig cfg, const std::vector<int32_t>& q_lens,
                                    const std::vector<int32_t>& kv_lens, uint64_t seed, bool split_q = false,
@@ -109,8 +147,13 @@ inline LatentCase make_latent_case(LatentConfig cfg, const std::vector<int32_t>&
     m.q_pe = HostTensor(cfg.dtype, {rows, H, R});
     m.q_pe.fill_normal(rng);
   }
-  m.cache = HostTensor(cfg.dtype, {cfg.num_blocks, bs, L + R});
-  m.cache.fill_normal(rng);
+  if (cfg.kv_cache_dtype == KvCacheDtype::kFp8DsMla) {
+    fill_ds_mla_cache(m.cache, cfg.num_blocks * bs, rng);
+    m.cache = reshape_ds_mla(m.cache, cfg.num_blocks, bs);
+  } else {
+    m.cache = HostTensor(cfg.dtype, {cfg.num_blocks, bs, L + R});
+    m.cache.fill_normal(rng);
+  }
   m.sink = HostTensor(DType::kFP32, {H});
   m.sink.fill_normal(rng, 2.0);
   return m;

@@ -1,0 +1,142 @@
+// Latent attention over DeepSeek-V3.2's fp8_ds_mla cache (656-byte rows: e4m3 codes of the latent,
+// four float32 scales, the rope part in bf16) on the CPU backend, against the float64 reference
+// (which decodes each row exactly): dense decode at 1, 16 and 128 heads on page sizes 1 and 64
+// (empty, 1-token and split contexts), MTP causal, sparse by positions and slots with
+// topk_length and sinks. Then what a row decodes to: the same bits as a bf16 cache holding
+// code x scale rounded once to bf16 (what the MLA step's gather hands its up-projection), and
+// what the format refuses: other cache dtypes and row widths.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "mlakit/latent.h"
+#include "mlakit/runtime.h"
+#include "util/kv_cache_spec.h"
+#include "util/latent_case.h"
+#include "util/latent_check.h"
+
+namespace mlakit {
+namespace test {
+namespace {
+
+LatentConfig fp8_config(int heads, int block_size) {
+  LatentConfig c;
+  c.num_heads = heads;
+  c.block_size = block_size;
+  c.kv_split_size = 512;
+  c.kv_cache_dtype = KvCacheDtype::kFp8DsMla;
+  return c;
+}
+
+void check_case(const LatentCase& m) { expect_matches(run_latent(m), m, latent_reference(m)); }
+
+TEST(CpuLatentFp8, DecodeMatchesReference) {
+  for (int heads : {1, 16, 128}) {
+    for (int bs : {1, 64}) {
+      SCOPED_TRACE("heads " + std::to_string(heads) + " page " + std::to_string(bs));
+      const std::vector<int32_t> kv = heads == 128 ? std::vector<int32_t>{1, 0, 700} : std::vector<int32_t>{1, 2, 37, 0, 1100};
+      check_case(make_latent_case(fp8_config(heads, bs), std::vector<int32_t>(kv.size(), 1), kv, 200 + heads + bs));
+    }
+  }
+}
+
+TEST(CpuLatentFp8, MtpCausal) {
+  for (int heads : {16, 128}) {
+    check_case(make_latent_case(fp8_config(heads, 64), {2, 4, 3}, {2, 700, 90}, 210 + heads, /*split_q=*/heads == 16));
+  }
+}
+
+TEST(CpuLatentFp8, SparseMatchesReference) {
+  for (LatentIndices kind : {LatentIndices::kPositions, LatentIndices::kSlots}) {
+    LatentCase m = make_latent_case(fp8_config(16, 64), {1, 2, 40}, {900, 100, 3000}, 220);
+    add_sparse(m, 600, kind, 221, /*with_topk_length=*/kind == LatentIndices::kSlots);
+    m.use_sink = true;
+    check_case(m);
+  }
+  LatentCase m = make_latent_case(fp8_config(128, 16), {1, 2}, {500, 80}, 222);
+  add_sparse(m, 128, LatentIndices::kPositions, 223, true);
+  check_case(m);
+}
+
+// The bf16 cache an fp8_ds_mla cache decodes to, written from the format's definition
+// (util/kv_cache_spec.h's e4m3 values): code x scale in float32, rounded once to bf16.
+HostTensor decoded_bf16(const HostTensor& fp8) {
+  const int64_t blocks = fp8.shape()[0], bs = fp8.shape()[1];
+  HostTensor out(DType::kBF16, {blocks, bs, 576});
+  const auto* src = static_cast<const uint8_t*>(fp8.data());
+  auto* dst = static_cast<uint16_t*>(out.data());
+  for (int64_t r = 0; r < blocks * bs; ++r) {
+    const uint8_t* row = src + r * 656;
+    for (int i = 0; i < 512; ++i) {
+      float s;
+      std::memcpy(&s, row + 512 + 4 * (i / 128), 4);
+      dst[r * 576 + i] = float_to_bf16(static_cast<float>(spec::e4m3_value(row[i])) * s);
+    }
+    std::memcpy(dst + r * 576 + 512, row + 528, 128);
+  }
+  return out;
+}
+
+TEST(CpuLatentFp8, SameBitsAsTheDecodedBf16Cache) {
+  // Dense and sparse, one and many row vectors: the FP8 path attends exactly the decoded rows,
+  // whatever the scales (vLLM's unrounded amax / 448 among them).
+  LatentCase fp8 = make_latent_case(fp8_config(16, 16), {1, 4, 1}, {700, 60, 2}, 230);
+  std::mt19937_64 rng(234);
+  fill_ds_mla_cache(fp8.cache, fp8.cfg.num_blocks * 16, rng, /*any_scales=*/true);
+  fp8.cache = reshape_ds_mla(fp8.cache, fp8.cfg.num_blocks, 16);
+  for (int topk : {0, 200}) {
+    if (topk > 0) add_sparse(fp8, topk, LatentIndices::kPositions, 231, true);
+    LatentCase bf16 = fp8;
+    bf16.cfg.kv_cache_dtype = KvCacheDtype::kAuto;
+    bf16.cache = decoded_bf16(fp8.cache);
+    const LatentResult a = run_latent(fp8), b = run_latent(bf16);
+    EXPECT_TRUE(same_bits(a.out, b.out)) << "topk " << topk;
+    EXPECT_TRUE(same_bits(a.lse, b.lse)) << "topk " << topk;
+  }
+}
+
+TEST(CpuLatentFp8, NanCodesReachTheirRowsOnly) {
+  // A NaN code (0x7f) in a key row a request sees makes its rows NaN; the other request's rows
+  // stay right (a NaN is never swallowed, nor spread across requests).
+  LatentCase m = make_latent_case(fp8_config(16, 16), {1, 1}, {40, 40}, 232);
+  const int64_t slot = m.slot(0, 7);
+  static_cast<uint8_t*>(m.cache.data())[slot * 656 + 3] = 0x7f;
+  const LatentResult r = run_latent(m);
+  const LatentRef ref = latent_reference(m);
+  for (int64_t h = 0; h < 16; ++h) EXPECT_TRUE(std::isnan(r.out.get(h * 512 + 3))) << h;
+  for (int64_t i = 16 * 512; i < 32 * 512; ++i) ASSERT_NEAR(r.out.get(i), ref.out.get(i), 2e-2 + 1e-2 * std::fabs(ref.out.get(i)));
+}
+
+TEST(CpuLatentFp8, CacheTensorRules) {
+  LatentCase m = make_latent_case(fp8_config(4, 16), {1}, {20}, 233);
+  LatentAttention attn(m.cfg);
+  attn.plan(m.batch(), m.opts);
+  HostTensor out(DType::kBF16, {1, 4, 512});
+  auto run_with = [&](const TensorView& cache) {
+    TensorView keep[4];
+    LatentLayer y = m.layer(keep);
+    y.kv_cache = cache;
+    attn.run(y, out.view());
+  };
+  const int64_t nb = m.cfg.num_blocks;
+  HostTensor bf16(DType::kBF16, {nb, 16, 576}), wide(DType::kUInt8, {nb, 16, 576}), e4m3(DType::kE4M3, {nb, 16, 656});
+  EXPECT_TRUE(throws_error([&] { run_with(bf16.view()); }, ErrorKind::kTypeMismatch, "kv_cache"));
+  EXPECT_TRUE(throws_error([&] { run_with(wide.view()); }, ErrorKind::kInvalidArgument, "kv_cache"));
+  // Rows that do not start at a multiple of 4 bytes (the scales are float32).
+  TensorView odd = m.cache.view();
+  odd.strides[1] = 657;
+  odd.strides[0] = 657 * 16;
+  HostTensor big(DType::kUInt8, {nb * 16 * 657 + 1});
+  odd.data = big.data();
+  EXPECT_TRUE(throws_error([&] { run_with(odd); }, ErrorKind::kInvalidArgument, "kv_cache"));
+  // e4m3 is the same bytes as uint8.
+  std::memcpy(e4m3.data(), m.cache.data(), e4m3.nbytes());
+  out.fill_bytes(0xFF);
+  EXPECT_NO_THROW(run_with(e4m3.view()));
+}
+
+}  // namespace
+}  // namespace test
+}  // namespace mlakit
