@@ -37,8 +37,9 @@ class LatentAttention:
 
     Static config (fixed at construction): ``num_heads`` (1 to 128), ``kv_lora_rank`` (512),
     ``qk_rope_head_dim`` (64), ``dtype`` (bf16 / fp16), the paged cache's ``block_size`` (a power
-    of two up to 256) and ``num_blocks``, ``kv_cache_dtype`` (``"auto"``: the 16-bit cache; vLLM's
-    ``"fp8"`` and ``"fp8_ds_mla"`` are not read yet), and capacities: ``max_batch`` requests,
+    of two up to 256) and ``num_blocks``, ``kv_cache_dtype`` (``"auto"``: the 16-bit cache;
+    ``"fp8_ds_mla"``: DeepSeek-V3.2's 656-byte rows, a uint8 or float8_e4m3fn ``[num_blocks,
+    block_size, 656]`` cache, with bf16 and (512, 64); vLLM's ``"fp8"`` is not read), and capacities: ``max_batch`` requests,
     ``max_q_tokens`` new tokens, ``max_kv_tokens`` cached tokens (sum of ``kv_lens``) and
     ``max_topk`` (0: dense plans only). ``kv_split_size`` (0: the backend's, 1024 keys on the CPU,
     512 on CUDA): keys per split of a short request's range, merged by LSE. ``upload_in_run``: as

@@ -39,10 +39,6 @@ class CudaBackend final : public Backend {
                       std::to_string(c.kv_lora_rank) + ", " + std::to_string(c.qk_rope_head_dim) +
                       "); other widths run on Device::cpu()");
     }
-    if (c.kv_cache_dtype != KvCacheDtype::kAuto) {
-      throw Error(ErrorKind::kUnsupported, "config.kv_cache_dtype",
-                  "latent attention on CUDA reads 16-bit caches; fp8_ds_mla runs on Device::cpu()");
-    }
     std::string why;
     if (!cuda::latent_kernel_available(index_, &why)) {
       throw Error(ErrorKind::kUnsupported, "config.device", "no latent-attention kernel for " + to_string(device()) +

@@ -126,8 +126,13 @@ void launch_latent(const LatentArgs& a, int device, Stream stream) {
   int sms = 0;
   MLAKIT_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
 #if MLAKIT_WITH_SM90
-  const bool bf16 = a.dtype == DType::kBF16;
-  MLAKIT_CUDA_CHECK(bf16 ? sm90::launch_latent_bf16(a, device, sms, s) : sm90::launch_latent_fp16(a, device, sms, s));
+  if (a.cache_format == 1) {  // fp8_ds_mla rows (bf16 only)
+    MLAKIT_CUDA_CHECK(sm90::launch_latent_bf16_fp8(a, device, sms, s));
+  } else if (a.dtype == DType::kBF16) {
+    MLAKIT_CUDA_CHECK(sm90::launch_latent_bf16(a, device, sms, s));
+  } else {
+    MLAKIT_CUDA_CHECK(sm90::launch_latent_fp16(a, device, sms, s));
+  }
 #else
   throw Error(ErrorKind::kUnsupported, "config.device", "this build has no Hopper kernels");
 #endif

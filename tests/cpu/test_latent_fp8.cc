@@ -13,7 +13,6 @@
 
 #include "mlakit/latent.h"
 #include "mlakit/runtime.h"
-#include "util/kv_cache_spec.h"
 #include "util/latent_case.h"
 #include "util/latent_check.h"
 
@@ -60,25 +59,6 @@ TEST(CpuLatentFp8, SparseMatchesReference) {
   check_case(m);
 }
 
-// The bf16 cache an fp8_ds_mla cache decodes to, written from the format's definition
-// (util/kv_cache_spec.h's e4m3 values): code x scale in float32, rounded once to bf16.
-HostTensor decoded_bf16(const HostTensor& fp8) {
-  const int64_t blocks = fp8.shape()[0], bs = fp8.shape()[1];
-  HostTensor out(DType::kBF16, {blocks, bs, 576});
-  const auto* src = static_cast<const uint8_t*>(fp8.data());
-  auto* dst = static_cast<uint16_t*>(out.data());
-  for (int64_t r = 0; r < blocks * bs; ++r) {
-    const uint8_t* row = src + r * 656;
-    for (int i = 0; i < 512; ++i) {
-      float s;
-      std::memcpy(&s, row + 512 + 4 * (i / 128), 4);
-      dst[r * 576 + i] = float_to_bf16(static_cast<float>(spec::e4m3_value(row[i])) * s);
-    }
-    std::memcpy(dst + r * 576 + 512, row + 528, 128);
-  }
-  return out;
-}
-
 TEST(CpuLatentFp8, SameBitsAsTheDecodedBf16Cache) {
   // Dense and sparse, one and many row vectors: the FP8 path attends exactly the decoded rows,
   // whatever the scales (vLLM's unrounded amax / 448 among them).
@@ -90,7 +70,7 @@ TEST(CpuLatentFp8, SameBitsAsTheDecodedBf16Cache) {
     if (topk > 0) add_sparse(fp8, topk, LatentIndices::kPositions, 231, true);
     LatentCase bf16 = fp8;
     bf16.cfg.kv_cache_dtype = KvCacheDtype::kAuto;
-    bf16.cache = decoded_bf16(fp8.cache);
+    bf16.cache = ds_mla_decoded_bf16(fp8.cache);
     const LatentResult a = run_latent(fp8), b = run_latent(bf16);
     EXPECT_TRUE(same_bits(a.out, b.out)) << "topk " << topk;
     EXPECT_TRUE(same_bits(a.lse, b.lse)) << "topk " << topk;

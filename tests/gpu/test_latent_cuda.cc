@@ -574,7 +574,8 @@ INSTANTIATE_TEST_SUITE_P(Upload, CudaLatentGraph, ::testing::Bool(), [](const ::
 // ---- refusals -------------------------------------------------------------------------------
 
 TEST_F(CudaLatentTest, UnsupportedConfigsAreRefused) {
-  // The kernel runs kv_lora_rank 512 with qk_rope_head_dim 64 and the 16-bit cache only.
+  // The kernel runs kv_lora_rank 512 with qk_rope_head_dim 64, on the 16-bit or fp8_ds_mla cache
+  // (test_latent_cuda_fp8.cc); vLLM's per-layer-scale fp8 cache is refused.
   LatentConfig c = config(16, 64);
   c.num_blocks = 4;
   c.max_batch = 1;

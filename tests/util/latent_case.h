@@ -14,6 +14,7 @@
 
 #include "mlakit/latent.h"
 #include "mlakit/runtime.h"
+#include "util/kv_cache_spec.h"
 #include "util/test_util.h"
 
 namespace mlakit {
@@ -102,6 +103,26 @@ inline HostTensor reshape_ds_mla(const HostTensor& flat, int64_t num_blocks, int
   HostTensor t(DType::kUInt8, {num_blocks, block_size, 656});
   std::memcpy(t.data(), flat.data(), t.nbytes());
   return t;
+}
+
+// The bf16 cache [blocks, block_size, 576] an fp8_ds_mla cache decodes to, from the format's
+// definition (util/kv_cache_spec.h's e4m3 values): code x scale in float32, rounded once to bf16,
+// what the MLA step's gather hands its up-projection; the rope part as it is.
+inline HostTensor ds_mla_decoded_bf16(const HostTensor& fp8) {
+  const int64_t blocks = fp8.shape()[0], bs = fp8.shape()[1];
+  HostTensor out(DType::kBF16, {blocks, bs, 576});
+  const auto* src = static_cast<const uint8_t*>(fp8.data());
+  auto* dst = static_cast<uint16_t*>(out.data());
+  for (int64_t r = 0; r < blocks * bs; ++r) {
+    const uint8_t* row = src + r * 656;
+    for (int i = 0; i < 512; ++i) {
+      float s;
+      std::memcpy(&s, row + 512 + 4 * (i / 128), 4);
+      dst[r * 576 + i] = float_to_bf16(static_cast<float>(spec::e4m3_value(row[i])) * s);
+    }
+    std::memcpy(dst + r * 576 + 512, row + 528, 128);
+  }
+  return out;
 }
 
 // cfg gives heads, dims, dtype, block size and kv_split_size; capacities are raised to fit.

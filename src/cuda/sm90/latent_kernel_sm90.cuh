@@ -31,6 +31,7 @@
 
 #include "contract/latent_launch.h"
 #include "contract/latent_layout.h"
+#include "mla/kv_cache_format.h"
 #include "cuda/common/ptx.cuh"
 #include "cuda/sm90/ptx_sm90.cuh"
 #include "cuda/sm90/smem_desc.h"
@@ -107,15 +108,17 @@ struct KeySource {
   int64_t key_end;  // dense: the last row's visible end (cut at the item's); sparse: entries used
   bool sparse;
 
-  __device__ __forceinline__ const uint16_t* slot_row(int64_t blk, int64_t off) const {
-    return static_cast<const uint16_t*>(a->cache) + blk * a->cache_stride_block + off * a->cache_stride_row;
+  int elem_bytes;  // of the cache tensor: 2, or 1 for fp8_ds_mla rows
+
+  __device__ __forceinline__ const unsigned char* slot_row(int64_t blk, int64_t off) const {
+    return static_cast<const unsigned char*>(a->cache) + (blk * a->cache_stride_block + off * a->cache_stride_row) * elem_bytes;
   }
   // Cache row of position `pos` of the item's request (dense and kPositions).
-  __device__ __forceinline__ const uint16_t* position_row(int64_t pos) const {
+  __device__ __forceinline__ const unsigned char* position_row(int64_t pos) const {
     return slot_row(req_pages[pos >> block_shift], pos & ((int64_t{1} << block_shift) - 1));
   }
   // Key `k` (absolute: position or entry) -> its row, or null when it names none.
-  __device__ __forceinline__ const uint16_t* row(int64_t k) const {
+  __device__ __forceinline__ const unsigned char* row(int64_t k) const {
     if (k >= key_end) return nullptr;
     if (!sparse) return position_row(k);
     const int64_t x = a->indices[static_cast<int64_t>(it->token) * a->indices_stride_tok + k];
@@ -129,7 +132,7 @@ struct KeySource {
 // atom and warp instruction). Their rows are looked up a tile ahead of the copies (the page
 // and index reads are dependent global loads), so the lookups' latency hides behind a tile.
 struct TileRows {
-  const uint16_t* src[2];
+  const unsigned char* src[2];
 };
 
 __device__ __forceinline__ TileRows tile_rows(const KeySource& ks, int64_t k0, int tid) {
@@ -148,13 +151,93 @@ __device__ __forceinline__ void load_keys(const KeySource& ks, const TileRows& r
   for (int half = 0; half < 2; ++half) {
     const int j = (tid >> 3) + 32 * half;
     const bool ok = rows.src[half] != nullptr;
-    const uint16_t* src = ok ? rows.src[half] : static_cast<const uint16_t*>(ks.a->cache);
+    const unsigned char* src = ok ? rows.src[half] : static_cast<const unsigned char*>(ks.a->cache);
 #pragma unroll
     for (int atom = 0; atom < kAtoms; ++atom) {
       const int chunk = atom * 8 + part;
-      cp_async_16(stage + swz(j, chunk), src + chunk * 8, ok);
+      cp_async_16(stage + swz(j, chunk), src + chunk * 16, ok);
     }
     if (part == 0) key_ok[j] = ok ? 1 : 0;
+  }
+}
+
+// fp8_ds_mla rows (mla/kv_cache_format.h: 512 e4m3 codes, four float32 scales, 64 bf16 rope
+// values) become the same bf16 stage as 16-bit rows, in two steps around a tile's products:
+//  - at the top of the tile before, the rope part goes by cp.async (it is bf16 already) and each
+//    thread loads its share of the codes and the row's scales into registers (Fp8Keys);
+//  - while that tile's P V runs on the tensor cores, the codes are decoded (code x scale in
+//    float32, rounded to bf16: what the MLA step's gather and the CPU paths give) and stored.
+// A thread's share of key j: code chunks c = part + 8i (i = 0..3, 16 codes each, scale i), which
+// become bf16 chunks 2c and 2c + 1 of the swizzled row.
+struct Fp8Keys {
+  uint4 codes[2][4];
+  float4 scales[2];
+};
+
+__device__ __forceinline__ void load_rope_fp8(const KeySource& ks, const TileRows& rows, uint32_t stage, int* key_ok,
+                                              int tid) {
+  const int part = tid & 7;
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const int j = (tid >> 3) + 32 * half;
+    const bool ok = rows.src[half] != nullptr;
+    const unsigned char* src = ok ? rows.src[half] : static_cast<const unsigned char*>(ks.a->cache);
+    cp_async_16(stage + swz(j, (kAtoms - 1) * 8 + part), src + mla::kDsMlaRopeOffset + part * 16, ok);
+    if (part == 0) key_ok[j] = ok ? 1 : 0;
+  }
+}
+
+__device__ __forceinline__ Fp8Keys fetch_codes(const TileRows& rows, int tid) {
+  const int part = tid & 7;
+  Fp8Keys f;
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const unsigned char* src = rows.src[half];
+    if (src != nullptr) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) f.codes[half][i] = __ldg(reinterpret_cast<const uint4*>(src + (part + 8 * i) * 16));
+      f.scales[half] = __ldg(reinterpret_cast<const float4*>(src + mla::kDsMlaScalesOffset));
+    } else {  // a key that names no row: zeros (key_ok masks it too)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) f.codes[half][i] = make_uint4(0, 0, 0, 0);
+      f.scales[half] = make_float4(0.f, 0.f, 0.f, 0.f);
+    }
+  }
+  return f;
+}
+
+// Two e4m3 codes (low byte first) -> two bf16 values x scale, as one register.
+__device__ __forceinline__ uint32_t decode2(uint32_t two, float scale) {
+  uint32_t h2;
+  asm("{\n .reg .b16 c;\n cvt.u16.u32 c, %1;\n cvt.rn.f16x2.e4m3x2 %0, c;\n}\n" : "=r"(h2) : "r"(two));
+  const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&h2));
+  return pack2<__nv_bfloat16>(f.x * scale, f.y * scale);
+}
+
+// 16 codes -> 16 bf16 values (two 16-byte chunks).
+__device__ __forceinline__ void decode16(const uint4& c, float scale, uint4& lo, uint4& hi) {
+  lo = make_uint4(decode2(c.x, scale), decode2(c.x >> 16, scale), decode2(c.y, scale), decode2(c.y >> 16, scale));
+  hi = make_uint4(decode2(c.z, scale), decode2(c.z >> 16, scale), decode2(c.w, scale), decode2(c.w >> 16, scale));
+}
+
+__device__ __forceinline__ void store_codes(const Fp8Keys& f, uint32_t stage, int tid) {
+  const int part = tid & 7;
+  // The 8 threads of a quarter warp write one row: bf16 chunk 2c lands at in-atom place 2 x part
+  // mod 8, the same for part and part + 4. Those with part >= 4 store their odd chunk first, so
+  // each store instruction's 8 chunks fall in 8 different bank groups.
+  const bool swap = (part & 4) != 0;
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const int j = (tid >> 3) + 32 * half;
+    const float sc[4] = {f.scales[half].x, f.scales[half].y, f.scales[half].z, f.scales[half].w};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      uint4 lo, hi;
+      decode16(f.codes[half][i], sc[i], lo, hi);
+      const int chunk = 2 * (part + 8 * i);
+      st_shared_v4(stage + swz(j, chunk + (swap ? 1 : 0)), swap ? hi : lo);
+      st_shared_v4(stage + swz(j, chunk + (swap ? 0 : 1)), swap ? lo : hi);
+    }
   }
 }
 
@@ -181,7 +264,8 @@ __device__ __forceinline__ void load_q(const LatentArgs& a, const LatentItem& it
 
 __device__ __forceinline__ void sync_both() { named_barrier_sync<1, kThreads>(); }
 
-template <typename T>
+// kFp8: the cache holds fp8_ds_mla rows (T is bf16), decoded into the stages (Fp8Keys).
+template <typename T, bool kFp8>
 __global__ void __launch_bounds__(kThreads, 1) latent_kernel(const LatentArgs args) {
   extern __shared__ unsigned char smem_raw[];
   unsigned char* smem = reinterpret_cast<unsigned char*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t{1023});
@@ -215,7 +299,8 @@ __global__ void __launch_bounds__(kThreads, 1) latent_kernel(const LatentArgs ar
 
     // Each row's end of visible keys (dense), and the item's: its last row sees the most.
     int64_t row_hi[2];
-    KeySource ks{&plan, &a, &it, latent::request_pages(h, plan.page_ptr, plan.pages, it.request), block_shift, it.key_end, h.sparse != 0};
+    KeySource ks{&plan, &a, &it, latent::request_pages(h, plan.page_ptr, plan.pages, it.request), block_shift, it.key_end,
+                 h.sparse != 0, kFp8 ? 1 : 2};
     if (!ks.sparse) {
       auto visible_end = [&](int i) -> int64_t {
         if (i >= it.rows) return it.key_begin;
@@ -236,7 +321,16 @@ __global__ void __launch_bounds__(kThreads, 1) latent_kernel(const LatentArgs ar
     const int tiles = ks.key_end > it.key_begin ? static_cast<int>((ks.key_end - it.key_begin + kKeys - 1) / kKeys) : 0;
 
     load_q(a, it, H, sq, tid);
-    if (tiles > 0) load_keys(ks, tile_rows(ks, it.key_begin, tid), sbase + kOffK, key_ok, tid);
+    Fp8Keys fk;  // kFp8: the next tile's codes, decoded while this tile's P V runs
+    if (tiles > 0) {
+      const TileRows first = tile_rows(ks, it.key_begin, tid);
+      if constexpr (kFp8) {
+        load_rope_fp8(ks, first, sbase + kOffK, key_ok, tid);
+        store_codes(fetch_codes(first, tid), sbase + kOffK, tid);
+      } else {
+        load_keys(ks, first, sbase + kOffK, key_ok, tid);
+      }
+    }
     cp_async_commit();
     TileRows next = tile_rows(ks, it.key_begin + kKeys, tid);  // null past the keys
 
@@ -257,8 +351,14 @@ __global__ void __launch_bounds__(kThreads, 1) latent_kernel(const LatentArgs ar
       // every thread is done with the last tile (its P V waited, its exchanges read), so the
       // other stage, its key_ok and the exchange buffers are free.
       __syncthreads();
+      const uint32_t other = sbase + kOffK + (stage ^ 1) * kTileBytes;
       if (tile + 1 < tiles) {
-        load_keys(ks, next, sbase + kOffK + (stage ^ 1) * kTileBytes, key_ok + (stage ^ 1) * kKeys, tid);
+        if constexpr (kFp8) {
+          load_rope_fp8(ks, next, other, key_ok + (stage ^ 1) * kKeys, tid);
+          fk = fetch_codes(next, tid);
+        } else {
+          load_keys(ks, next, other, key_ok + (stage ^ 1) * kKeys, tid);
+        }
         next = tile_rows(ks, k0 + 2 * kKeys, tid);
       }
       cp_async_commit();
@@ -362,6 +462,9 @@ __global__ void __launch_bounds__(kThreads, 1) latent_kernel(const LatentArgs ar
           }
         }
         wgmma_commit();
+        if constexpr (kFp8) {
+          if (tile + 1 < tiles) store_codes(fk, other, tid);  // the next stage, while P V runs
+        }
         wgmma_wait<0>();
         fence_regs(o[0]);
         fence_regs(o[1]);
@@ -428,17 +531,17 @@ __global__ void __launch_bounds__(kThreads, 1) latent_kernel(const LatentArgs ar
 
 // Launches the kernel over `grid` persistent CTAs (one per SM) on the current device, whose
 // shared-memory limit for it is raised once (the attribute is per device).
-template <typename T>
+template <typename T, bool kFp8>
 cudaError_t launch(const LatentArgs& args, int device, int grid, cudaStream_t stream) {
   static std::atomic<uint64_t> configured{0};  // bit d: device d
   const uint64_t bit = device < 64 ? uint64_t{1} << device : 0;
   if (bit == 0 || (configured.load(std::memory_order_relaxed) & bit) == 0) {
     const cudaError_t e =
-        cudaFuncSetAttribute(latent_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes);
+        cudaFuncSetAttribute(latent_kernel<T, kFp8>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes);
     if (e != cudaSuccess) return e;
     configured.fetch_or(bit, std::memory_order_relaxed);
   }
-  latent_kernel<T><<<grid, kThreads, kSmemBytes, stream>>>(args);
+  latent_kernel<T, kFp8><<<grid, kThreads, kSmemBytes, stream>>>(args);
   return cudaGetLastError();
 }
 
