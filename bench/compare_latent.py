@@ -10,12 +10,19 @@ through a shuffled block table, sm_scale 192^-0.5):
             among them; 16 and 128 heads
   sparse    sparse_h128/h64/h32/h16: one request of 4096 query tokens over 32768 cached tokens,
             each naming 2048 of its causal-visible positions (DSA)
+  fp8       on DeepSeek-V3.2's fp8_ds_mla cache (656-byte rows): fp8_decode_h128/h64/h16, 128
+            requests x 2 new tokens over 8192 cached tokens, top-k 2048 (FlashMLA's FP8 sparse
+            decode figure); fp8_sparse_h128/h64, the sparse prefill above
 Methods (bench/latent_peers.py says how each peer is called; a method that cannot run or fails is
 reported as skipped with its reason and the run goes on):
   mlakit              LatentAttention planned once per workload, run() timed (sparse: positions)
   mlakit_slots        sparse workloads: the same with global cache slots (FlashMLA's indices)
+  mlakit_bf16         fp8 workloads: mlakit on the bf16 cache the FP8 rows decode to (what the FP8
+                      cache costs against the bf16 one)
   flashmla            flash_mla_with_kvcache (dense), schedule computed before timing
-  flashmla_sparse     flash_mla_sparse_fwd (16 / 32 heads padded to 64, as vLLM pads)
+  flashmla_sparse     flash_mla_sparse_fwd (16 / 32 heads padded to 64, as vLLM pads; fp8 workloads:
+                      on the decoded bf16 cache, vLLM's path after it up-converts the rows)
+  flashmla_fp8        fp8 workloads: FlashMLA's FP8 sparse decode kernel on the fp8_ds_mla cache
   flashinfer_fa3_p16, flashinfer_fa3_p1, flashinfer_fa2_p16, flashinfer_fa2_p1
                       BatchMLAPagedAttentionWrapper, backend and page size (any flashinfer_<b>_p<P>
                       with P dividing 64 is accepted); planned before timing
@@ -54,18 +61,19 @@ import latent_workloads as LW  # noqa: E402
 import run_record as R  # noqa: E402
 from latent_workloads import BS, L, SCALE  # noqa: E402
 
-DEFAULT_METHODS = ["mlakit", "mlakit_slots", "flashmla", "flashmla_sparse", "flashinfer_fa3_p16",
-                   "flashinfer_fa3_p1", "flashinfer_fa2_p16", "flashinfer_fa2_p1", "torch_sdpa", "torch_matmul"]
+DEFAULT_METHODS = ["mlakit", "mlakit_slots", "mlakit_bf16", "flashmla", "flashmla_sparse", "flashmla_fp8",
+                   "flashinfer_fa3_p16", "flashinfer_fa3_p1", "flashinfer_fa2_p16", "flashinfer_fa2_p1", "torch_sdpa",
+                   "torch_matmul"]
 ALIASES = {"torch": ["torch_sdpa", "torch_matmul"],
            "flashinfer": ["flashinfer_fa3_p16", "flashinfer_fa3_p1", "flashinfer_fa2_p16", "flashinfer_fa2_p1"],
-           "peers": DEFAULT_METHODS[2:], "all": DEFAULT_METHODS}
+           "peers": DEFAULT_METHODS[3:], "all": DEFAULT_METHODS}
 # Tolerances of the max-element error over the row's largest |value|. bf16 outputs with P rounded
 # to bf16 before P V (every kernel here does) land at 4-6e-3 on these random inputs (the CPU
 # backend, torch_sdpa); a masking or indexing bug is off by O(1). torch_matmul's scores are rounded
 # to bf16 before the softmax (a raw logit of ~50 off by ~0.1), which costs it 1-2e-2.
 TOL = {"torch_matmul": 5e-2}
 TOL_DEFAULT = 2e-2
-MLAKIT_METHODS = ("mlakit", "mlakit_slots")
+MLAKIT_METHODS = ("mlakit", "mlakit_slots", "mlakit_bf16")
 
 
 def log(msg=""):
@@ -164,15 +172,20 @@ def bw_ceiling(ceil):
 INFO_FIELDS = ("num_items", "num_merges", "partial_rows", "block_rows", "kv_split_size", "visible_pairs", "cpu_isa")
 
 
-def build_mlakit(torch, mlakit, w, inp, dev, kv_split_size, slots):
+def build_mlakit(torch, mlakit, w, inp, dev, kv_split_size, slots, bf16_cache=False):
     if slots and not w.sparse:
         raise LP.NotApplicable("sparse workloads only")
+    if bf16_cache and not w.fp8:
+        raise LP.NotApplicable("fp8 workloads only")
+    fp8 = w.fp8 and not bf16_cache
     if mlakit is None:
         raise LP.Skip(MLAKIT_STATE["why"])
     device = f"cuda:{dev.index or 0}" if dev.type == "cuda" else "cpu"
     attn = mlakit.LatentAttention(w.heads, dtype=torch.bfloat16, device=device, block_size=BS,
                                   num_blocks=inp.num_blocks, max_batch=w.batch, max_q_tokens=w.total_q,
-                                  max_kv_tokens=sum(w.kv_lens), max_topk=w.topk, kv_split_size=kv_split_size)
+                                  max_kv_tokens=sum(w.kv_lens), max_topk=w.topk, kv_split_size=kv_split_size,
+                                  kv_cache_dtype="fp8_ds_mla" if fp8 else "auto")
+    cache = inp.cache_fp8 if fp8 else inp.cache
     kind = "slots" if slots else "positions"
 
     def plan():
@@ -183,7 +196,7 @@ def build_mlakit(torch, mlakit, w, inp, dev, kv_split_size, slots):
     out = torch.empty(w.total_q, w.heads, L, device=inp.q.device, dtype=inp.q.dtype)
 
     def run():
-        return attn.run(inp.q, inp.cache, indices=idx, out=out)
+        return attn.run(inp.q, cache, indices=idx, out=out)
 
     built = LP.Built(run, plan=plan)
     built.info = {k: getattr(attn.info, k) for k in INFO_FIELDS if hasattr(attn.info, k)}
@@ -224,7 +237,8 @@ def run_workload(torch, dev, w, methods, st, args, ceil):
         res = {}
         try:
             if m in MLAKIT_METHODS:
-                built = build_mlakit(torch, MLAKIT_STATE["mod"], w, inp, dev, args.kv_split_size, m == "mlakit_slots")
+                built = build_mlakit(torch, MLAKIT_STATE["mod"], w, inp, dev, args.kv_split_size, m == "mlakit_slots",
+                                     bf16_cache=m == "mlakit_bf16")
             else:
                 built = LP.build(torch, st, m, w, inp)
             out = built.view(built.run())

@@ -11,6 +11,10 @@ planning a step does once for all layers, timed apart.
                       indices as global slots); heads other than 64 / 128 padded to the next of
                       them as vLLM does (q copied into a zeroed padded buffer inside the timed call,
                       out sliced back as a view)
+  flashmla_fp8        FlashMLA flash_mla_with_kvcache(is_fp8_kvcache=True, indices=...): its sparse
+                      decode kernel on the fp8_ds_mla cache (fp8 workloads; the one FP8 path
+                      FlashMLA has on Hopper, which SGLang also runs for FP8 prefill), indices as
+                      global slots [b, s_q, topk]; heads padded to 64 / 128 as vLLM pads them
   flashinfer_<b>_p<P> FlashInfer BatchMLAPagedAttentionWrapper, backend b (fa3, fa2), page size P
                       (the 64-row blocks viewed as 64/P pages); planned once, run() timed
   torch_sdpa          PyTorch floor: the latent rows gathered through the block table
@@ -164,6 +168,34 @@ def build_flashmla_sparse(torch, st, w, inp):
     return Built(run_padded, lambda o: o[0][:, :w.heads], note=f"heads padded {w.heads} -> {hp}")
 
 
+def build_flashmla_fp8(torch, st, w, inp):
+    if not w.fp8:
+        raise NotApplicable("fp8 workloads only")
+    if st.fmla is None:
+        raise Skip(st.fmla_why)
+    if w.topk % 64:
+        raise Skip(f"topk {w.topk}: FlashMLA's FP8 sparse decode needs a multiple of 64")
+    fm = st.fmla
+    hp = 64 if w.heads <= 64 else 128
+    k4 = inp.cache_fp8.view(inp.num_blocks, BS, 1, inp.cache_fp8.shape[-1])
+    idx = inp.slots.view(w.batch, w.q_len, w.topk)
+    sched, _ = fm.get_mla_metadata()
+    q4 = inp.q.view(w.batch, w.q_len, w.heads, D)
+    if hp != w.heads:
+        qp = torch.zeros(w.batch, w.q_len, hp, D, device=inp.q.device, dtype=inp.q.dtype)
+
+    def run():
+        q = q4
+        if hp != w.heads:
+            qp[:, :, :w.heads].copy_(q4)
+            q = qp
+        return fm.flash_mla_with_kvcache(q, k4, None, None, L, sched, None, softmax_scale=SCALE, causal=False,
+                                         is_fp8_kvcache=True, indices=idx)
+
+    note = f"heads padded {w.heads} -> {hp}" if hp != w.heads else ""
+    return Built(run, lambda o: o[0][:, :, :w.heads].reshape(w.total_q, w.heads, L), note=note)
+
+
 # ----------------------------------------------------------------------------------------------
 # FlashInfer.
 
@@ -277,6 +309,8 @@ def build(torch, st, method, w, inp):
         return build_flashmla(torch, st, w, inp)
     if method == "flashmla_sparse":
         return build_flashmla_sparse(torch, st, w, inp)
+    if method == "flashmla_fp8":
+        return build_flashmla_fp8(torch, st, w, inp)
     if method.startswith("flashinfer_"):
         _, backend, page = method.split("_")
         return build_flashinfer(torch, st, w, inp, backend, int(page[1:]))

@@ -12,7 +12,13 @@ Counting, as the peers count (shared/design/absorbed-mla.md section 1):
          entries counted too, as FlashMLA counts them; these workloads have none)
   bytes  latent rows read from the cache, 576 * 2 B per distinct row per request (dense: kv_len
          rows; sparse: the distinct positions a request's indices name). FlashMLA's sparse count
-         (every index gathered, s_q * topk rows) is kept beside it as gathered_bytes.
+         (every index gathered, s_q * topk rows) is kept beside it as gathered_bytes. FP8 workloads
+         count their 656-byte rows.
+
+FP8 workloads (family fp8) read DeepSeek-V3.2's fp8_ds_mla cache [num_blocks, 64, 656] (e4m3 codes
+of kv_c with a power-of-two scale per 128 values, k_pe in bf16), quantized from the random bf16
+cache as FlashMLA's quantizer does; the bf16 cache is then replaced by the rows the FP8 cache
+decodes to (exactly representable in bf16), so bf16 methods and the reference see the same values.
 """
 from __future__ import annotations
 
@@ -24,6 +30,7 @@ from typing import List
 L, R, BS = 512, 64, 64       # kv_lora_rank, qk_rope_head_dim, the cache's block (FlashMLA's page)
 D = L + R
 ROW_BYTES = D * 2            # one bf16 latent row
+FP8_ROW_BYTES = 656          # one fp8_ds_mla row
 SCALE = 192 ** -0.5          # DeepSeek's qk_head_dim^-0.5 (no YaRN factor: random data)
 RAGGED_SEED = 1234
 
@@ -37,6 +44,11 @@ class LatentWorkload:
     kv_lens: List[int]       # cached tokens per request, the new ones included
     topk: int = 0            # > 0: sparse (DSA); each query token names topk of its visible positions
     smoke: bool = False
+    fp8: bool = False        # the cache is fp8_ds_mla (bf16 methods read the rows it decodes to)
+
+    @property
+    def row_bytes(self) -> int:
+        return FP8_ROW_BYTES if self.fp8 else ROW_BYTES
 
     @property
     def batch(self) -> int:
@@ -63,13 +75,14 @@ class LatentWorkload:
         return 2 * (D + L) * self.heads * self.visible_pairs()
 
     def dense_bytes(self) -> int:
-        return sum(self.kv_lens) * ROW_BYTES
+        return sum(self.kv_lens) * self.row_bytes
 
     def describe(self) -> str:
         ctx = (f"ctx {self.kv_lens[0]}" if len(set(self.kv_lens)) == 1 else
                f"ctx {min(self.kv_lens)}-{max(self.kv_lens)} (mean {sum(self.kv_lens) / self.batch:.0f})")
         kind = f"top-{self.topk}" if self.sparse else ("causal" if self.causal else "")
-        return f"B={self.batch} x {self.q_len} new, {ctx}, H={self.heads} {kind}".rstrip()
+        fp8 = ", fp8_ds_mla cache" if self.fp8 else ""
+        return f"B={self.batch} x {self.q_len} new, {ctx}, H={self.heads} {kind}".rstrip() + fp8
 
 
 def ragged_lens(n, lo, hi, seed=RAGGED_SEED):
@@ -82,11 +95,13 @@ def all_workloads(smoke=False) -> List[LatentWorkload]:
     if smoke:
         dec_b, ctx, lo, hi, mtp_b = 4, 256, 64, 512, {2: 3, 4: 3, 64: 2, 128: 2}
         sp_q, sp_topk, sp_ctx = 64, 128, 1024
+        fd_b, fd_ctx = 4, 512
     else:
         # MTP batches: one launch of a few ms at most at 128 heads (extend-128 x 8 requests:
         # 2.3 TFLOP), wide enough to fill 132 SMs at 16 heads.
         dec_b, ctx, lo, hi, mtp_b = 128, 4096, 512, 8192, {2: 64, 4: 64, 64: 16, 128: 8}
         sp_q, sp_topk, sp_ctx = 4096, 2048, 32768
+        fd_b, fd_ctx = 128, 8192   # FlashMLA's FP8 sparse decode figure: b 128, s_q 2, top-k 2048
     out = []
     for h in (16, 128):
         out.append(LatentWorkload(f"decode_h{h}", "decode", h, 1, [ctx] * dec_b, smoke=smoke))
@@ -98,12 +113,17 @@ def all_workloads(smoke=False) -> List[LatentWorkload]:
             out.append(LatentWorkload(name, "mtp", h, q, [ctx] * mtp_b[q], smoke=smoke))
     for h in (128, 64, 32, 16):
         out.append(LatentWorkload(f"sparse_h{h}", "sparse", h, sp_q, [sp_ctx], topk=sp_topk, smoke=smoke))
+    for h in (128, 64, 16):
+        out.append(LatentWorkload(f"fp8_decode_h{h}", "fp8", h, 2, [fd_ctx] * fd_b, topk=sp_topk, smoke=smoke, fp8=True))
+    for h in (128, 64):
+        out.append(LatentWorkload(f"fp8_sparse_h{h}", "fp8", h, sp_q, [sp_ctx], topk=sp_topk, smoke=smoke, fp8=True))
     return out
 
 
 FAMILIES = {"decode": "decode: 1 new token per request (uniform and ragged contexts)",
             "mtp": "MTP / extend: new tokens per request, causal among them",
-            "sparse": "sparse prefill (DSA): one request, every query token its own top-k"}
+            "sparse": "sparse prefill (DSA): one request, every query token its own top-k",
+            "fp8": "on the fp8_ds_mla cache (DSA): sparse decode (2 new tokens) and sparse prefill"}
 
 
 def select(names, smoke=False):
@@ -146,6 +166,10 @@ class Inputs:
         self.q_lens_h = torch.full((w.batch,), w.q_len, dtype=torch.int32)
         self.kv_lens_h = torch.tensor(w.kv_lens, dtype=torch.int32)
         self.cache = torch.randn(self.num_blocks, BS, D, device=dev, dtype=torch.bfloat16, generator=gd)
+        self.cache_fp8 = None
+        if w.fp8:
+            self.cache_fp8 = ds_mla_quantize(torch, self.cache)
+            self.cache = ds_mla_decode(torch, self.cache_fp8)
         self.q = torch.randn(w.total_q, w.heads, D, device=dev, dtype=torch.bfloat16, generator=gd)
         self.positions = self.slots = None
         self.bytes = w.dense_bytes()
@@ -172,14 +196,35 @@ class Inputs:
             distinct += int(torch.unique(p).numel())
         self.positions = torch.cat(pos).contiguous()
         self.slots = torch.cat(slots).contiguous()
-        self.bytes = distinct * ROW_BYTES
-        self.gathered_bytes = w.total_q * w.topk * ROW_BYTES
+        self.bytes = distinct * w.row_bytes
+        self.gathered_bytes = w.total_q * w.topk * w.row_bytes
 
     def request_slots(self, torch, b):
         """Cache slots of request b's positions 0 .. kv_len - 1 (int64, on the device)."""
         n = self.w.kv_lens[b]
         t = self.table[b, :self.pages[b]].long()
         return (t.view(-1, 1) * BS + torch.arange(BS, device=t.device).view(1, -1)).view(-1)[:n]
+
+
+def ds_mla_quantize(torch, cache):
+    """bf16 [blocks, bs, 576] -> fp8_ds_mla uint8 [blocks, bs, 656], as FlashMLA's quantizer: per 128
+    latent values the scale 2^ceil(log2(max(amax / 448, 1e-4))), codes e4m3(x / scale), the four
+    scales as float32, then k_pe's bf16 bytes."""
+    nb, bs, _ = cache.shape
+    x = cache[..., :L].float().view(nb, bs, 4, 128)
+    s = torch.exp2(torch.ceil(torch.log2(torch.clamp(x.abs().amax(-1, keepdim=True) / 448, min=1e-4))))
+    codes = (x / s).to(torch.float8_e4m3fn).view(torch.uint8).view(nb, bs, L)
+    return torch.cat([codes, s.view(nb, bs, 4).contiguous().view(torch.uint8),
+                      cache[..., L:].contiguous().view(torch.uint8)], dim=-1).contiguous()
+
+
+def ds_mla_decode(torch, c8):
+    """fp8_ds_mla rows -> the bf16 rows they hold (code x scale, exact for power-of-two scales)."""
+    nb, bs, _ = c8.shape
+    codes = c8[..., :L].contiguous().view(torch.float8_e4m3fn).float().view(nb, bs, 4, 128)
+    scales = c8[..., L:L + 16].contiguous().view(torch.float32).view(nb, bs, 4, 1)
+    rope = c8[..., L + 16:].contiguous().view(torch.bfloat16)
+    return torch.cat([(codes * scales).view(nb, bs, L).to(torch.bfloat16), rope], dim=-1).contiguous()
 
 
 def sample_tokens(w: LatentWorkload, n_random=8, seed=0):

@@ -21,6 +21,7 @@ struct Shape {
   int new_tokens;
   bool ragged;        // contexts uniform in [512, 8192) (fixed seed), else 4096
   bool device_table;  // the table in the device's memory (LatentBatch::device_block_table)
+  bool upload_in_run = false;  // LatentConfig::upload_in_run: plan() writes host memory only
 };
 
 constexpr int kBatch = 128;
@@ -51,6 +52,7 @@ LatentPlanRow time_shape(const Shape& s, mlakit::Device dev, int iters) {
   c.max_q_tokens = static_cast<int64_t>(kBatch) * s.new_tokens;
   c.max_kv_tokens = std::accumulate(kv.begin(), kv.end(), int64_t{0});
   c.device = dev;
+  c.upload_in_run = s.upload_in_run;
   mlakit::LatentAttention attn(c);
   mlakit::LatentBatch b;
   b.batch_size = kBatch;
@@ -93,21 +95,25 @@ std::vector<LatentPlanRow> run_latent_plan_cost(mlakit::Device dev, int iters) {
                           {"ragged_h16", 16, 1, true, false},        {"ragged_h128", 128, 1, true, false},
                           {"mtp2_h16", 16, 2, false, false},         {"mtp2_h128", 128, 2, false, false},
                           {"decode_h16_dtable", 16, 1, false, true}, {"decode_h128_dtable", 128, 1, false, true},
-                          {"ragged_h16_dtable", 16, 1, true, true}};
+                          {"ragged_h16_dtable", 16, 1, true, true},
+                          {"decode_h16_upload_in_run", 16, 1, false, false, true},
+                          {"decode_h128_upload_in_run", 128, 1, false, false, true},
+                          {"decode_h16_dtable_upload_in_run", 16, 1, false, true, true},
+                          {"decode_h128_dtable_upload_in_run", 128, 1, false, true, true}};
   std::printf("\nLatentAttention plan() host cost, batch %d, page %d, shuffled block table, %s, median of %d "
               "calls\n", kBatch, kPage, mlakit::to_string(dev).c_str(), iters);
-  std::printf("%-18s %6s %6s %8s %8s %10s\n", "shape", "heads", "new", "items", "merges", "plan us");
+  std::printf("%-33s %6s %6s %8s %8s %10s\n", "shape", "heads", "new", "items", "merges", "plan us");
   std::vector<LatentPlanRow> rows;
   for (const Shape& s : shapes) {
     LatentPlanRow row;
     try {
       row = time_shape(s, dev, iters);
-      std::printf("%-18s %6d %6d %8d %8d %10.2f\n", row.name.c_str(), row.heads, row.new_tokens, row.items,
+      std::printf("%-33s %6d %6d %8d %8d %10.2f\n", row.name.c_str(), row.heads, row.new_tokens, row.items,
                   row.merges, row.median_us);
     } catch (const std::exception& e) {
       row.name = s.name;
       row.error = e.what();
-      std::printf("%-18s ERROR %s\n", s.name, row.error.c_str());
+      std::printf("%-33s ERROR %s\n", s.name, row.error.c_str());
     }
     rows.push_back(row);
   }

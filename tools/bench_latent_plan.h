@@ -1,7 +1,8 @@
 // `mlakit-bench --plan-only`'s latent-attention part: LatentAttention::plan()'s host cost at batch
 // 128 (decode over 4,096 keys and over ragged contexts, MTP, 16 and 128 heads, page 64, a
-// shuffled block table, on the host or, `_dtable`, in the device's memory), the shapes
-// docs/latent-attention.md and bench/compare_latent.py use.
+// shuffled block table, on the host or, `_dtable`, in the device's memory; `_upload_in_run`: the
+// plan copied to the device by the next run() instead of by plan(), as a CUDA-graph step does), the
+// shapes docs/latent-attention.md and bench/compare_latent.py use.
 #pragma once
 
 #include <string>
