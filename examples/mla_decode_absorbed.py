@@ -12,7 +12,8 @@ over the same cached rows ``[kv_c | k_pe]`` (576 wide; V = their first 512 colum
 
 The scale is the model's (``qk_head_dim ** -0.5``, times YaRN's mscale^2 in DeepSeek-V2/V3):
 absorption changes no logit. DeepSeek-V3.2 attends each token to the ``topk`` cached positions its
-indexer picks (``-1`` padded): the same call with ``topk`` and ``indices``.
+indexer picks (``-1`` padded): the same call with ``topk`` and ``indices``, on the bf16 cache or on
+V3.2's FP8 cache (``kv_cache_dtype="fp8_ds_mla"``: 656-byte rows, decoded as they are read).
 
 The plan is built before the layers (host lengths and block table, microseconds, no device sync);
 each layer then only launches, and a captured CUDA graph of the layers replays after re-planning.
@@ -41,6 +42,22 @@ def expanded_reference(q_nope, q_pe, rows, kv_b_proj, scale, visible):
     v = torch.einsum("kl,hdl->hkd", kv_c, w[:, NOPE:])                # [H, keys, 128]
     s = (torch.einsum("hd,hkd->hk", q_nope.double(), k_nope) + q_pe.double() @ k_pe.T) * scale
     return torch.einsum("hk,hkd->hd", torch.softmax(s, dim=-1), v)
+
+
+def to_fp8_ds_mla(cache):
+    """A bf16 latent cache [blocks, page, 576] in DeepSeek-V3.2's fp8_ds_mla rows [blocks, page, 656]
+    (uint8), as FlashMLA's quantizer (and MlaStep(kv_cache_dtype="fp8_ds_mla")) writes them: per 128
+    values of kv_c the scale 2^ceil(log2(amax / 448)), the e4m3 codes, the four float32 scales, then
+    k_pe in bf16. Returns the rows and the bf16 cache they decode to."""
+    nb, bs, _ = cache.shape
+    x = cache[..., :KV_LORA_RANK].float().reshape(nb, bs, 4, 128)
+    s = torch.exp2(torch.ceil(torch.log2(torch.clamp(x.abs().amax(-1, keepdim=True) / 448, min=1e-4))))
+    codes = (x / s).to(torch.float8_e4m3fn)
+    rows = torch.cat([codes.view(torch.uint8).reshape(nb, bs, KV_LORA_RANK), s.reshape(nb, bs, 4).view(torch.uint8),
+                      cache[..., KV_LORA_RANK:].contiguous().view(torch.uint8)], dim=-1)
+    decoded = torch.cat([(codes.float() * s).reshape(nb, bs, KV_LORA_RANK).to(cache.dtype),
+                         cache[..., KV_LORA_RANK:]], dim=-1)
+    return rows.contiguous(), decoded
 
 
 def main():
@@ -81,11 +98,11 @@ def main():
         o_lat = attn.run(q_lat, cache, q_pe=q_pe)                    # [T, H, 512]
         return torch.einsum("thl,hdl->thd", o_lat, w_uv)             # [T, H, 128]
 
-    def check(out, visible_of, what):
+    def check(out, visible_of, what, cache_rows=cache):
         worst, t = 0.0, 0
         for r, (ql, kl) in enumerate(zip(query_lens, kv_lens)):
             slots = torch.stack([block_table[r, p // block_size] * block_size + p % block_size for p in range(kl)])
-            rows = cache.view(-1, KV_LORA_RANK + ROPE)[slots.to(dev)].cpu()
+            rows = cache_rows.view(-1, KV_LORA_RANK + ROPE)[slots.to(dev)].cpu()
             for i in range(ql):
                 ref = expanded_reference(q_nope[t].cpu(), q_pe[t].cpu(), rows, kv_b_proj.cpu(), scale,
                                          visible_of(r, t, i, kl))
@@ -120,6 +137,16 @@ def main():
         return mask
 
     check(out, chosen, "DSA sparse")
+
+    # The same sparse step on V3.2's FP8 cache: the object is told the format; the call is the same.
+    cache8, decoded = to_fp8_ds_mla(cache)
+    attn8 = mlakit.LatentAttention(H, dtype=dt, device=args.device, block_size=block_size, num_blocks=num_blocks,
+                                   max_batch=8, max_q_tokens=64, max_kv_tokens=8192, max_topk=256,
+                                   kv_cache_dtype="fp8_ds_mla")
+    attn8.plan(query_lens, kv_lens, block_table, sm_scale=scale, topk=topk)
+    o_lat = attn8.run(q_lat, cache8, q_pe=q_pe, indices=indices.to(dev))
+    out = torch.einsum("thl,hdl->thd", o_lat, w_uv)
+    check(out, chosen, "DSA sparse, fp8_ds_mla cache", cache_rows=decoded)
 
 
 if __name__ == "__main__":

@@ -27,3 +27,4 @@ def test_mla_decode_absorbed_runs_on_cpu():
                           env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "decode/MTP: device=cpu" in proc.stdout and "DSA sparse: device=cpu" in proc.stdout
+    assert "DSA sparse, fp8_ds_mla cache: device=cpu" in proc.stdout
