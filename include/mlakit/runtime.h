@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "mlakit/kv_cache.h"
 #include "mlakit/tensor.h"
 
 namespace mlakit {
@@ -57,11 +58,14 @@ struct LibraryInfo {
   std::vector<BackendInfo> backends;
   // LatentAttention's backends (mlakit/latent.h): the CPU takes any kv_lora_rank and
   // qk_rope_head_dim that are multiples of 32 (up to 512 and 128); the Hopper kernel ("cuda sm90",
-  // in builds with 90a) takes (512, 64) only. widths = {0, 0}: any of the CPU's.
+  // in builds with 90a) takes (512, 64) only. widths = {0, 0}: any of the CPU's. Both read the
+  // 16-bit cache and DeepSeek-V3.2's fp8_ds_mla rows (kv_cache_dtypes; the latter with bf16 at
+  // (512, 64)).
   struct LatentBackend {
     std::string name;
     std::vector<DType> dtypes;
     int kv_lora_rank = 0, qk_rope_head_dim = 0;
+    std::vector<KvCacheDtype> kv_cache_dtypes;
   };
   std::vector<LatentBackend> latent_backends;
 };

@@ -53,6 +53,9 @@ nb::dict library_info_dict() {
     // None: any width the CPU takes (multiples of 32 up to 512 and 128).
     e["kv_lora_rank"] = b.kv_lora_rank > 0 ? nb::cast(b.kv_lora_rank) : nb::none();
     e["qk_rope_head_dim"] = b.qk_rope_head_dim > 0 ? nb::cast(b.qk_rope_head_dim) : nb::none();
+    nb::list caches;
+    for (mlakit::KvCacheDtype c : b.kv_cache_dtypes) caches.append(mlakit::kv_cache_dtype_name(c));
+    e["kv_cache_dtypes"] = caches;
     latent.append(e);
   }
   d["latent_backends"] = latent;
