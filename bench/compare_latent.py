@@ -12,7 +12,8 @@ through a shuffled block table, sm_scale 192^-0.5):
             each naming 2048 of its causal-visible positions (DSA)
   fp8       on DeepSeek-V3.2's fp8_ds_mla cache (656-byte rows): fp8_decode_h128/h64/h16, 128
             requests x 2 new tokens over 8192 cached tokens, top-k 2048 (FlashMLA's FP8 sparse
-            decode figure); fp8_sparse_h128/h64, the sparse prefill above
+            decode figure); fp8_sparse_h128/h64, the sparse prefill above; on vLLM's fp8 cache (one
+            scale a layer): fp8_dense_decode_h16/h128, decode_h16/h128's batch
 Methods (bench/latent_peers.py says how each peer is called; a method that cannot run or fails is
 reported as skipped with its reason and the run goes on):
   mlakit              LatentAttention planned once per workload, run() timed (sparse: positions)
@@ -184,8 +185,9 @@ def build_mlakit(torch, mlakit, w, inp, dev, kv_split_size, slots, bf16_cache=Fa
     attn = mlakit.LatentAttention(w.heads, dtype=torch.bfloat16, device=device, block_size=BS,
                                   num_blocks=inp.num_blocks, max_batch=w.batch, max_q_tokens=w.total_q,
                                   max_kv_tokens=sum(w.kv_lens), max_topk=w.topk, kv_split_size=kv_split_size,
-                                  kv_cache_dtype="fp8_ds_mla" if fp8 else "auto")
+                                  kv_cache_dtype={"ds_mla": "fp8_ds_mla", "layer": "fp8"}[w.fp8] if fp8 else "auto")
     cache = inp.cache_fp8 if fp8 else inp.cache
+    k_scale = inp.k_scale if fp8 and w.fp8 == "layer" else None
     kind = "slots" if slots else "positions"
 
     def plan():
@@ -196,7 +198,7 @@ def build_mlakit(torch, mlakit, w, inp, dev, kv_split_size, slots, bf16_cache=Fa
     out = torch.empty(w.total_q, w.heads, L, device=inp.q.device, dtype=inp.q.dtype)
 
     def run():
-        return attn.run(inp.q, cache, indices=idx, out=out)
+        return attn.run(inp.q, cache, indices=idx, k_scale=k_scale, out=out)
 
     built = LP.Built(run, plan=plan)
     built.info = {k: getattr(attn.info, k) for k in INFO_FIELDS if hasattr(attn.info, k)}

@@ -169,8 +169,8 @@ def build_flashmla_sparse(torch, st, w, inp):
 
 
 def build_flashmla_fp8(torch, st, w, inp):
-    if not w.fp8:
-        raise NotApplicable("fp8 workloads only")
+    if w.fp8 != "ds_mla":
+        raise NotApplicable("fp8_ds_mla workloads only")
     if st.fmla is None:
         raise Skip(st.fmla_why)
     if w.topk % 64:

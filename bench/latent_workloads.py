@@ -17,8 +17,10 @@ Counting, as the peers count (shared/design/absorbed-mla.md section 1):
 
 FP8 workloads (family fp8) read DeepSeek-V3.2's fp8_ds_mla cache [num_blocks, 64, 656] (e4m3 codes
 of kv_c with a power-of-two scale per 128 values, k_pe in bf16), quantized from the random bf16
-cache as FlashMLA's quantizer does; the bf16 cache is then replaced by the rows the FP8 cache
-decodes to (exactly representable in bf16), so bf16 methods and the reference see the same values.
+cache as FlashMLA's quantizer does, or (fp8_dense_*) vLLM's fp8 cache [num_blocks, 64, 576], one
+code a value and one scale for the layer (a power of two >= amax / 448); the bf16 cache is then
+replaced by the rows the FP8 cache decodes to (exactly representable in bf16), so bf16 methods and
+the reference see the same values.
 """
 from __future__ import annotations
 
@@ -30,7 +32,7 @@ from typing import List
 L, R, BS = 512, 64, 64       # kv_lora_rank, qk_rope_head_dim, the cache's block (FlashMLA's page)
 D = L + R
 ROW_BYTES = D * 2            # one bf16 latent row
-FP8_ROW_BYTES = 656          # one fp8_ds_mla row
+FP8_ROW_BYTES = {"ds_mla": 656, "layer": D}  # one fp8_ds_mla / fp8 row
 SCALE = 192 ** -0.5          # DeepSeek's qk_head_dim^-0.5 (no YaRN factor: random data)
 RAGGED_SEED = 1234
 
@@ -44,11 +46,11 @@ class LatentWorkload:
     kv_lens: List[int]       # cached tokens per request, the new ones included
     topk: int = 0            # > 0: sparse (DSA); each query token names topk of its visible positions
     smoke: bool = False
-    fp8: bool = False        # the cache is fp8_ds_mla (bf16 methods read the rows it decodes to)
+    fp8: str = ""            # "ds_mla" / "layer": the cache's FP8 format (bf16 methods read the rows it decodes to)
 
     @property
     def row_bytes(self) -> int:
-        return FP8_ROW_BYTES if self.fp8 else ROW_BYTES
+        return FP8_ROW_BYTES[self.fp8] if self.fp8 else ROW_BYTES
 
     @property
     def batch(self) -> int:
@@ -81,7 +83,7 @@ class LatentWorkload:
         ctx = (f"ctx {self.kv_lens[0]}" if len(set(self.kv_lens)) == 1 else
                f"ctx {min(self.kv_lens)}-{max(self.kv_lens)} (mean {sum(self.kv_lens) / self.batch:.0f})")
         kind = f"top-{self.topk}" if self.sparse else ("causal" if self.causal else "")
-        fp8 = ", fp8_ds_mla cache" if self.fp8 else ""
+        fp8 = {"": "", "ds_mla": ", fp8_ds_mla cache", "layer": ", fp8 cache (a scale a layer)"}[self.fp8]
         return f"B={self.batch} x {self.q_len} new, {ctx}, H={self.heads} {kind}".rstrip() + fp8
 
 
@@ -114,16 +116,20 @@ def all_workloads(smoke=False) -> List[LatentWorkload]:
     for h in (128, 64, 32, 16):
         out.append(LatentWorkload(f"sparse_h{h}", "sparse", h, sp_q, [sp_ctx], topk=sp_topk, smoke=smoke))
     for h in (128, 64, 16):
-        out.append(LatentWorkload(f"fp8_decode_h{h}", "fp8", h, 2, [fd_ctx] * fd_b, topk=sp_topk, smoke=smoke, fp8=True))
+        out.append(LatentWorkload(f"fp8_decode_h{h}", "fp8", h, 2, [fd_ctx] * fd_b, topk=sp_topk, smoke=smoke,
+                                  fp8="ds_mla"))
     for h in (128, 64):
-        out.append(LatentWorkload(f"fp8_sparse_h{h}", "fp8", h, sp_q, [sp_ctx], topk=sp_topk, smoke=smoke, fp8=True))
+        out.append(LatentWorkload(f"fp8_sparse_h{h}", "fp8", h, sp_q, [sp_ctx], topk=sp_topk, smoke=smoke,
+                                  fp8="ds_mla"))
+    for h in (16, 128):
+        out.append(LatentWorkload(f"fp8_dense_decode_h{h}", "fp8", h, 1, [ctx] * dec_b, smoke=smoke, fp8="layer"))
     return out
 
 
 FAMILIES = {"decode": "decode: 1 new token per request (uniform and ragged contexts)",
             "mtp": "MTP / extend: new tokens per request, causal among them",
             "sparse": "sparse prefill (DSA): one request, every query token its own top-k",
-            "fp8": "on the fp8_ds_mla cache (DSA): sparse decode (2 new tokens) and sparse prefill"}
+            "fp8": "on FP8 caches: fp8_ds_mla (DSA sparse decode, 2 new tokens, and sparse prefill); fp8 (dense decode)"}
 
 
 def select(names, smoke=False):
@@ -166,10 +172,15 @@ class Inputs:
         self.q_lens_h = torch.full((w.batch,), w.q_len, dtype=torch.int32)
         self.kv_lens_h = torch.tensor(w.kv_lens, dtype=torch.int32)
         self.cache = torch.randn(self.num_blocks, BS, D, device=dev, dtype=torch.bfloat16, generator=gd)
-        self.cache_fp8 = None
-        if w.fp8:
+        self.cache_fp8 = self.k_scale = None
+        if w.fp8 == "ds_mla":
             self.cache_fp8 = ds_mla_quantize(torch, self.cache)
             self.cache = ds_mla_decode(torch, self.cache_fp8)
+        elif w.fp8 == "layer":
+            amax = self.cache.float().abs().amax()
+            self.k_scale = torch.exp2(torch.ceil(torch.log2(amax / 448))).reshape(1)
+            self.cache_fp8 = (self.cache.float() / self.k_scale).to(torch.float8_e4m3fn).view(torch.uint8)
+            self.cache = (self.cache_fp8.view(torch.float8_e4m3fn).float() * self.k_scale).to(torch.bfloat16)
         self.q = torch.randn(w.total_q, w.heads, D, device=dev, dtype=torch.bfloat16, generator=gd)
         self.positions = self.slots = None
         self.bytes = w.dense_bytes()

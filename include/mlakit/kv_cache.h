@@ -1,5 +1,5 @@
 // The paged latent cache's formats, one vocabulary for every object that reads or writes the cache
-// (MlaStep writes and reads all three; LatentAttention reads kAuto and kFp8DsMla), named as vLLM's kv_cache_dtype
+// (MlaStep writes and reads all three, LatentAttention reads them), named as vLLM's kv_cache_dtype
 // (docs/mla.md, docs/fp8.md).
 #pragma once
 
@@ -27,7 +27,7 @@ namespace mlakit {
 enum class KvCacheDtype : int32_t { kAuto = 0, kFp8 = 1, kFp8DsMla = 2 };
 // "auto", "fp8", "fp8_ds_mla".
 const char* kv_cache_dtype_name(KvCacheDtype t);
-// LatentAttention reads kAuto and kFp8DsMla caches (the latter decoded as MlaStep's gather decodes
-// it: code x scale in float32, rounded to bf16); it refuses kFp8 (kUnsupported).
+// LatentAttention reads all three (the FP8 ones decoded as MlaStep's gather decodes them: code x
+// scale in float32, rounded to bf16; with a bf16 dtype).
 
 }  // namespace mlakit

@@ -7,9 +7,10 @@
 //               or q_nope [T, H, L] and q_pe [T, H, R] as two tensors
 //   kv_cache    [num_blocks, block_size, L + R]   MlaStep's paged latent cache: kv_c | k_pe; or,
 //               with config.kv_cache_dtype = kFp8DsMla, DeepSeek-V3.2's [num_blocks, block_size,
-//               656] uint8 / e4m3 rows (mlakit/kv_cache.h), each decoded into bf16 as the keys
-//               are read (code x scale in float32, rounded once: the values MlaStep's gather and
-//               its up-projection see), with no copy of the cache
+//               656] uint8 / e4m3 rows (mlakit/kv_cache.h), or with kFp8 vLLM's [num_blocks,
+//               block_size, L + R] e4m3 codes and one scale a layer (layer.k_scale): each row
+//               decoded into bf16 as the keys are read (code x scale in float32, rounded once: the
+//               values MlaStep's gather and its up-projection see), with no copy of the cache
 //   out         [T, H, L]       softmax(sm_scale · q K^T) V with K = the cache rows (L + R wide)
 //               and V = their first L columns; the engine up-projects it with W_UV
 //   lse         [T, H]          optional, float32, natural log (any non-overlapping strides:
@@ -57,7 +58,7 @@
 // AVX-512 BF16 products where present, fp32 elsewhere and for fp16); and CUDA on Hopper (compute
 // capability 9.0, in builds whose MLAKIT_CUDA_ARCHS include 90a), one kernel for DeepSeek's
 // widths: kv_lora_rank 512 with qk_rope_head_dim 64, bf16 or fp16, any page size, dense and
-// sparse, on the 16-bit or the fp8_ds_mla cache. On CUDA, other widths are refused at construction (kUnsupported naming
+// sparse, on the 16-bit, fp8_ds_mla or fp8 cache. On CUDA, other widths are refused at construction (kUnsupported naming
 // config.kv_lora_rank), and so are other GPUs and builds without the kernel (kUnsupported naming
 // config.device), each message pointing to Device::cpu().
 #pragma once
@@ -76,8 +77,8 @@ struct LatentConfig {
   int kv_lora_rank = 512;     // L: latent, V and out width (multiple of 32, <= 512; CUDA: 512)
   int qk_rope_head_dim = 64;  // R (multiple of 32, <= 128; CUDA: 64)
   DType dtype = DType::kBF16; // of q, q_pe, out and a kAuto cache: bf16 or fp16
-  // kAuto (the cache in `dtype`) or kFp8DsMla (656-byte rows; needs L 512, R 64 and bf16);
-  // kFp8 (vLLM's per-layer scale) is refused (kUnsupported).
+  // kAuto (the cache in `dtype`); kFp8DsMla (656-byte rows; needs L 512, R 64 and bf16); kFp8
+  // (vLLM's: L + R e4m3 codes a row and one float32 scale a layer, LatentLayer::k_scale; bf16).
   KvCacheDtype kv_cache_dtype = KvCacheDtype::kAuto;
   // The paged cache [num_blocks, block_size, L + R]: block_size a power of two, 1 .. 256.
   int block_size = 64;
@@ -159,6 +160,10 @@ struct LatentLayer {
   const TensorView* topk_length = nullptr;   // sparse plans, optional: int32 [T]
   const TensorView* attn_sink = nullptr;     // optional: float32 [H]
   const TensorView* max_logits = nullptr;    // optional output: float32 [T, H], any strides
+  // kv_cache_dtype kFp8 only: the layer's cache scale, float32, one element ([] or [1]) on the
+  // config's device (vLLM's layer._k_scale, MlaLayer::k_scale). Read when run() executes, so a
+  // captured CUDA graph replays with the value the buffer holds then.
+  const TensorView* k_scale = nullptr;
 };
 
 class LatentAttention {

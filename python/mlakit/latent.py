@@ -39,7 +39,8 @@ class LatentAttention:
     ``qk_rope_head_dim`` (64), ``dtype`` (bf16 / fp16), the paged cache's ``block_size`` (a power
     of two up to 256) and ``num_blocks``, ``kv_cache_dtype`` (``"auto"``: the 16-bit cache;
     ``"fp8_ds_mla"``: DeepSeek-V3.2's 656-byte rows, a uint8 or float8_e4m3fn ``[num_blocks,
-    block_size, 656]`` cache, with bf16 and (512, 64); vLLM's ``"fp8"`` is not read), and capacities: ``max_batch`` requests,
+    block_size, 656]`` cache, with (512, 64); ``"fp8"``: vLLM's, one e4m3 code a value and the
+    layer's scale passed to ``run``; both with bf16), and capacities: ``max_batch`` requests,
     ``max_q_tokens`` new tokens, ``max_kv_tokens`` cached tokens (sum of ``kv_lens``) and
     ``max_topk`` (0: dense plans only). ``kv_split_size`` (0: the backend's, 1024 keys on the CPU,
     512 on CUDA): keys per split of a short request's range, merged by LSE. ``upload_in_run``: as
@@ -127,7 +128,7 @@ class LatentAttention:
         self._impl.plan(query_lens, kv_lens, flat, cols, scale, bool(causal), int(topk), str(indices), s)
 
     def run(self, q: Any, kv_cache: Any, *, q_pe: Any = None, indices: Any = None, topk_length: Any = None,
-            attn_sink: Any = None, out: Any = None, lse: Any = None, max_logits: Any = None,
+            attn_sink: Any = None, k_scale: Any = None, out: Any = None, lse: Any = None, max_logits: Any = None,
             return_lse: bool = False, return_max_logits: bool = False, lse_layout: str = "th",
             stream: Any = None) -> Any:
         """One layer of the current plan; only launches.
@@ -138,7 +139,10 @@ class LatentAttention:
         ``indices [T, topk]`` int32 (-1 = none; entries outside the bound are skipped),
         ``topk_length [T]`` int32 (optional: only the first ``topk_length[t]`` entries of row t).
         ``attn_sink [H]`` float32 (optional, FlashMLA's): ``out *= exp(lse) / (exp(lse) +
-        exp(sink))``, lse unchanged.
+        exp(sink))``, lse unchanged. FP8 caches: ``kv_cache`` uint8 or float8_e4m3fn,
+        ``[num_blocks, block_size, 656]`` (``"fp8_ds_mla"``) or ``[..., kv_lora_rank +
+        qk_rope_head_dim]`` (``"fp8"``, which needs ``k_scale``: the layer's float32 scale, one
+        element on the device, read when the run executes).
 
         Returns ``out [T, H, kv_lora_rank]``, or a tuple with ``lse`` and/or ``max_logits``
         (``[T, H]`` float32, natural log / the largest scaled logit; ``[H, T]`` with
@@ -169,7 +173,8 @@ class LatentAttention:
         self._impl.run(_native(q), None if q_pe is None else _native(q_pe), _native(kv_cache),
                        None if indices is None else _native(indices),
                        None if topk_length is None else _native(topk_length),
-                       None if attn_sink is None else _native(attn_sink), _native(out),
+                       None if attn_sink is None else _native(attn_sink),
+                       None if k_scale is None else _native(k_scale), _native(out),
                        None if lse is None else _native(lse), None if max_logits is None else _native(max_logits),
                        ht, _launch_stream(stream, q))
         if want_lse and want_max:

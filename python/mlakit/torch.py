@@ -27,10 +27,11 @@ Drop-in functions for engines written against FlashAttention / vLLM:
 :func:`merge_attn_states`.
 ``torch.ops.mlakit.mla_step_out(q, kv_c, k_pe, kv_b_proj, kv_cache, out, lse, handle, k_scale=None) -> ()``
     One layer of an :class:`mlakit.MlaStep`'s plan. **Mutates ``kv_cache``, ``out`` and ``lse``**.
-``torch.ops.mlakit.latent_attention(q, kv_cache, handle, q_pe, indices, topk_length, attn_sink) -> out``
-    One layer of a :class:`mlakit.LatentAttention`'s plan (``q_pe`` .. ``attn_sink`` optional).
-    Functional. ``latent_attention_with_lse(..., lse_head_major) -> (out, lse)`` likewise.
-``torch.ops.mlakit.latent_attention_out(q, kv_cache, out, lse, max_logits, handle, q_pe, indices, topk_length, attn_sink) -> ()``
+``torch.ops.mlakit.latent_attention(q, kv_cache, handle, q_pe, indices, topk_length, attn_sink, k_scale) -> out``
+    One layer of a :class:`mlakit.LatentAttention`'s plan (``q_pe`` .. ``k_scale`` optional;
+    ``k_scale``: an ``"fp8"`` cache's layer scale). Functional. ``latent_attention_with_lse(...,
+    lse_head_major, k_scale) -> (out, lse)`` likewise.
+``torch.ops.mlakit.latent_attention_out(q, kv_cache, out, lse, max_logits, handle, q_pe, indices, topk_length, attn_sink, k_scale) -> ()``
     The same into preallocated tensors: **mutates ``out``, ``lse`` and ``max_logits``** (the last
     two may be None).
 
@@ -256,8 +257,10 @@ def mla_step_out(step: "_mlakit.MlaStep", q: Tensor, kv_c: Tensor, k_pe: Tensor,
 
 def _latent_run(plan: "_mlakit.LatentAttention", q: Tensor, kv_cache: Tensor, out: Tensor, lse: Optional[Tensor],
                 max_logits: Optional[Tensor], q_pe: Optional[Tensor], indices: Optional[Tensor],
-                topk_length: Optional[Tensor], attn_sink: Optional[Tensor], lse_head_major: bool = False) -> None:
-    plan._impl.run(q, q_pe, kv_cache, indices, topk_length, attn_sink, out, lse, max_logits, lse_head_major, None)
+                topk_length: Optional[Tensor], attn_sink: Optional[Tensor], k_scale: Optional[Tensor],
+                lse_head_major: bool = False) -> None:
+    plan._impl.run(q, q_pe, kv_cache, indices, topk_length, attn_sink, k_scale, out, lse, max_logits, lse_head_major,
+                   None)
 
 
 def _latent_out(q: Tensor, handle: int) -> Tensor:
@@ -269,52 +272,57 @@ def _latent_out(q: Tensor, handle: int) -> Tensor:
 def _latent_attention_out(q: Tensor, kv_cache: Tensor, out: Tensor, lse: Optional[Tensor],
                           max_logits: Optional[Tensor], handle: int, q_pe: Optional[Tensor] = None,
                           indices: Optional[Tensor] = None, topk_length: Optional[Tensor] = None,
-                          attn_sink: Optional[Tensor] = None) -> None:
-    _latent_run(_mlakit._lookup(handle), q, kv_cache, out, lse, max_logits, q_pe, indices, topk_length, attn_sink)
+                          attn_sink: Optional[Tensor] = None, k_scale: Optional[Tensor] = None) -> None:
+    _latent_run(_mlakit._lookup(handle), q, kv_cache, out, lse, max_logits, q_pe, indices, topk_length, attn_sink,
+                k_scale)
 
 
 @_latent_attention_out.register_fake
-def _(q, kv_cache, out, lse, max_logits, handle, q_pe=None, indices=None, topk_length=None, attn_sink=None):
+def _(q, kv_cache, out, lse, max_logits, handle, q_pe=None, indices=None, topk_length=None, attn_sink=None,
+      k_scale=None):
     return None
 
 
 @torch.library.custom_op("mlakit::latent_attention", mutates_args=())
 def _latent_attention(q: Tensor, kv_cache: Tensor, handle: int, q_pe: Optional[Tensor] = None,
                       indices: Optional[Tensor] = None, topk_length: Optional[Tensor] = None,
-                      attn_sink: Optional[Tensor] = None) -> Tensor:
+                      attn_sink: Optional[Tensor] = None, k_scale: Optional[Tensor] = None) -> Tensor:
     out = _latent_out(q, handle)
-    _latent_run(_mlakit._lookup(handle), q, kv_cache, out, None, None, q_pe, indices, topk_length, attn_sink)
+    _latent_run(_mlakit._lookup(handle), q, kv_cache, out, None, None, q_pe, indices, topk_length, attn_sink, k_scale)
     return out
 
 
 @_latent_attention.register_fake
-def _(q, kv_cache, handle, q_pe=None, indices=None, topk_length=None, attn_sink=None):
+def _(q, kv_cache, handle, q_pe=None, indices=None, topk_length=None, attn_sink=None, k_scale=None):
     return _latent_out(q, handle)
 
 
 @torch.library.custom_op("mlakit::latent_attention_with_lse", mutates_args=())
 def _latent_attention_with_lse(q: Tensor, kv_cache: Tensor, handle: int, q_pe: Optional[Tensor] = None,
                                indices: Optional[Tensor] = None, topk_length: Optional[Tensor] = None,
-                               attn_sink: Optional[Tensor] = None, lse_head_major: bool = False) -> Tuple[Tensor, Tensor]:
+                               attn_sink: Optional[Tensor] = None, lse_head_major: bool = False,
+                               k_scale: Optional[Tensor] = None) -> Tuple[Tensor, Tensor]:
     return _latent_with_lse(_mlakit._lookup(handle), q, kv_cache, q_pe, indices, topk_length, attn_sink,
-                            lse_head_major)
+                            lse_head_major, k_scale)
 
 
-def _latent_with_lse(plan, q, kv_cache, q_pe, indices, topk_length, attn_sink, lse_head_major):
+def _latent_with_lse(plan, q, kv_cache, q_pe, indices, topk_length, attn_sink, lse_head_major, k_scale=None):
     out = _latent_out(q, plan.handle)
     lse = q.new_empty(*_lse_shape(q, lse_head_major), dtype=torch.float32)
-    _latent_run(plan, q, kv_cache, out, lse, None, q_pe, indices, topk_length, attn_sink, lse_head_major)
+    _latent_run(plan, q, kv_cache, out, lse, None, q_pe, indices, topk_length, attn_sink, k_scale, lse_head_major)
     return out, lse
 
 
 @_latent_attention_with_lse.register_fake
-def _(q, kv_cache, handle, q_pe=None, indices=None, topk_length=None, attn_sink=None, lse_head_major=False):
+def _(q, kv_cache, handle, q_pe=None, indices=None, topk_length=None, attn_sink=None, lse_head_major=False,
+      k_scale=None):
     return _latent_out(q, handle), q.new_empty(_lse_shape(q, lse_head_major), dtype=torch.float32)
 
 
 def latent_attention(plan: "_mlakit.LatentAttention", q: Tensor, kv_cache: Tensor, *, q_pe: Optional[Tensor] = None,
                      indices: Optional[Tensor] = None, topk_length: Optional[Tensor] = None,
-                     attn_sink: Optional[Tensor] = None, return_lse: bool = False, lse_layout: str = "th"):
+                     attn_sink: Optional[Tensor] = None, k_scale: Optional[Tensor] = None, return_lse: bool = False,
+                     lse_layout: str = "th"):
     """One layer of ``plan``'s current plan (functional; the custom op under ``torch.compile``):
     ``out [T, H, kv_lora_rank]``, or ``(out, lse)`` when ``return_lse`` (``lse [T, H]``, or
     ``[H, T]`` with ``lse_layout="ht"``). Arguments as :meth:`mlakit.LatentAttention.run`. The
@@ -322,27 +330,29 @@ def latent_attention(plan: "_mlakit.LatentAttention", q: Tensor, kv_cache: Tenso
     if return_lse:
         _mlakit._check_lse_layout(lse_layout)
         if _direct(q, kv_cache, q):
-            return _latent_with_lse(plan, q, kv_cache, q_pe, indices, topk_length, attn_sink, lse_layout == "ht")
+            return _latent_with_lse(plan, q, kv_cache, q_pe, indices, topk_length, attn_sink, lse_layout == "ht",
+                                    k_scale)
         return torch.ops.mlakit.latent_attention_with_lse(q, kv_cache, plan.handle, q_pe, indices, topk_length,
-                                                          attn_sink, lse_layout == "ht")
+                                                          attn_sink, lse_layout == "ht", k_scale)
     if _direct(q, kv_cache, q):
         out = _latent_out(q, plan.handle)
-        _latent_run(plan, q, kv_cache, out, None, None, q_pe, indices, topk_length, attn_sink)
+        _latent_run(plan, q, kv_cache, out, None, None, q_pe, indices, topk_length, attn_sink, k_scale)
         return out
-    return torch.ops.mlakit.latent_attention(q, kv_cache, plan.handle, q_pe, indices, topk_length, attn_sink)
+    return torch.ops.mlakit.latent_attention(q, kv_cache, plan.handle, q_pe, indices, topk_length, attn_sink, k_scale)
 
 
 def latent_attention_out(plan: "_mlakit.LatentAttention", q: Tensor, kv_cache: Tensor, out: Tensor,
                          lse: Optional[Tensor] = None, *, max_logits: Optional[Tensor] = None,
                          q_pe: Optional[Tensor] = None, indices: Optional[Tensor] = None,
-                         topk_length: Optional[Tensor] = None, attn_sink: Optional[Tensor] = None) -> None:
+                         topk_length: Optional[Tensor] = None, attn_sink: Optional[Tensor] = None,
+                         k_scale: Optional[Tensor] = None) -> None:
     """One layer into preallocated ``out`` (and ``lse``, ``max_logits`` ``[T, H]`` views, if given):
     **mutates them**; for CUDA graphs whose replays change the plan, as :func:`ragged_prefill_out`."""
     if _direct(q, kv_cache, q):
-        _latent_run(plan, q, kv_cache, out, lse, max_logits, q_pe, indices, topk_length, attn_sink)
+        _latent_run(plan, q, kv_cache, out, lse, max_logits, q_pe, indices, topk_length, attn_sink, k_scale)
     else:
         torch.ops.mlakit.latent_attention_out(q, kv_cache, out, lse, max_logits, plan.handle, q_pe, indices,
-                                              topk_length, attn_sink)
+                                              topk_length, attn_sink, k_scale)
 
 
 # -- Python-facing helpers ---------------------------------------------------------------------

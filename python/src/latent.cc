@@ -167,14 +167,15 @@ void bind_latent(nb::module_& m) {
       .def(
           "run",
           [](const mlakit::LatentAttention& self, nb::handle q, nb::handle q_pe, nb::handle kv_cache,
-             nb::handle indices, nb::handle topk_length, nb::handle attn_sink, nb::handle out, nb::handle lse,
-             nb::handle max_logits, bool lse_head_major, nb::handle stream) {
+             nb::handle indices, nb::handle topk_length, nb::handle attn_sink, nb::handle k_scale, nb::handle out,
+             nb::handle lse, nb::handle max_logits, bool lse_head_major, nb::handle stream) {
             TensorArg tq = tensor_arg(q, "q", false), tc = tensor_arg(kv_cache, "kv_cache", false),
                       to = tensor_arg(out, "out", true);
             std::optional<TensorArg> tp = optional_tensor_arg(q_pe, "q_pe", false),
                                      ti = optional_tensor_arg(indices, "indices", false),
                                      tk = optional_tensor_arg(topk_length, "topk_length", false),
                                      ts = optional_tensor_arg(attn_sink, "attn_sink", false),
+                                     tks = optional_tensor_arg(k_scale, "k_scale", false),
                                      tl = optional_tensor_arg(lse, "lse", true),
                                      tm = optional_tensor_arg(max_logits, "max_logits", true);
             // [H, rows] buffers (FlashAttention's layout) are read as the [rows, H] the library takes.
@@ -187,13 +188,15 @@ void bind_latent(nb::module_& m) {
             y.indices = ti ? &ti->view : nullptr;
             y.topk_length = tk ? &tk->view : nullptr;
             y.attn_sink = ts ? &ts->view : nullptr;
+            y.k_scale = tks ? &tks->view : nullptr;
             y.max_logits = tm ? &tm->view : nullptr;
             mlakit::Stream s = stream_arg(stream, tq);
             nb::gil_scoped_release release;
             self.run(y, to.view, tl ? &tl->view : nullptr, s);
           },
           nb::arg("q").none(), nb::arg("q_pe").none(), nb::arg("kv_cache").none(), nb::arg("indices").none(),
-          nb::arg("topk_length").none(), nb::arg("attn_sink").none(), nb::arg("out").none(), nb::arg("lse").none(),
+          nb::arg("topk_length").none(), nb::arg("attn_sink").none(), nb::arg("k_scale").none(), nb::arg("out").none(),
+          nb::arg("lse").none(),
           nb::arg("max_logits").none(), nb::arg("lse_head_major"), nb::arg("stream").none())
       .def_prop_ro("planned", &mlakit::LatentAttention::planned)
       .def("info", &mlakit::LatentAttention::info)

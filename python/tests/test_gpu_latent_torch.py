@@ -2,7 +2,7 @@
 device, on GPUs other than sm90, or in builds without the kernel): decode, MTP causal and not,
 sparse indices with -1 padding (positions and slots, topk_length), q split in two, sinks, LSE and
 max_logits in both layouts, against a float64 PyTorch reference written here; bitwise repeatable
-runs and batch invariance; the fp8_ds_mla cache; the torch custom ops; torch.cuda.CUDAGraph capture
+runs and batch invariance; the fp8_ds_mla and fp8 caches; the torch custom ops; torch.cuda.CUDAGraph capture
 replayed after re-planning (the plan uploaded by plan() and by run()); and the widths the kernel
 refuses."""
 import math
@@ -384,6 +384,29 @@ def test_fp8_ds_mla_cache(heads):
         assert torch.equal(out, out2) and torch.equal(lse, lse2)
         check(out, lse, None, reference(q, ds_mla_decoded(c8), q_lens, kv_lens, table, (L + R) ** -0.5,
                                         indices=idx), 1e-2)
+
+
+def test_fp8_cache_with_layer_scale():
+    """vLLM's fp8 cache (one e4m3 code a value, the layer's scale on the device, read at run):
+    against the reference of the decoded rows and bit for bit the run over the bf16 cache they
+    decode to; the custom op with k_scale."""
+    gen = torch.Generator().manual_seed(31)
+    q_lens, kv_lens, bs, heads = [1, 2, 1, 4], [1500, 70, 1, 600], 16, 16
+    num_blocks = blocks_for(kv_lens, bs)
+    scale = torch.tensor([0.0123], dtype=torch.float32, device=DEV)
+    c8 = (randn(gen, num_blocks, bs, L + R).float() / scale).to(torch.float8_e4m3fn)
+    table = make_table(kv_lens, bs, num_blocks, gen)
+    q = randn(gen, sum(q_lens), heads, L + R)
+    fp8 = latent(heads, bs, num_blocks, kv_cache_dtype="fp8")
+    bf16 = latent(heads, bs, num_blocks)
+    for attn in (fp8, bf16):
+        attn.plan(q_lens, kv_lens, table)
+    out, lse = fp8.run(q, c8, k_scale=scale, return_lse=True)
+    out2, lse2 = bf16.run(q, (c8.float() * scale).to(torch.bfloat16), return_lse=True)
+    torch.cuda.synchronize()
+    assert torch.equal(out, out2) and torch.equal(lse, lse2)
+    check(out, lse, None, reference(q, c8.double() * scale.double(), q_lens, kv_lens, table, (L + R) ** -0.5), 1e-2)
+    assert torch.equal(torch.ops.mlakit.latent_attention(q, c8.view(torch.uint8), fp8.handle, k_scale=scale), out)
 
 
 def test_other_widths_are_refused():

@@ -198,6 +198,26 @@ def test_fp8_ds_mla_cache(sparse):
         attn.run(q, torch.zeros(num_blocks, bs, L + R, dtype=torch.uint8), indices=indices)
 
 
+def test_fp8_cache_with_layer_scale():
+    """vLLM's fp8 cache: one e4m3 code a value, the layer's scale given to run(); the custom op too."""
+    gen = torch.Generator().manual_seed(12)
+    q_lens, kv_lens, bs, heads = [1, 3], [500, 40], 16, 8
+    num_blocks = sum((k + bs - 1) // bs for k in kv_lens) + 1
+    scale = torch.tensor([0.02], dtype=torch.float32)
+    c8 = (make_cache(num_blocks, bs, gen).float() / scale).to(torch.float8_e4m3fn)
+    table = make_table(kv_lens, bs, num_blocks, gen)
+    q = torch.randn(4, heads, L + R, generator=gen).bfloat16()
+    attn = mlakit.LatentAttention(heads, dtype=torch.bfloat16, block_size=bs, num_blocks=num_blocks, max_batch=2,
+                                  max_q_tokens=4, max_kv_tokens=1024, kv_cache_dtype="fp8")
+    attn.plan(q_lens, kv_lens, table)
+    out, lse = attn.run(q, c8, k_scale=scale, return_lse=True)
+    decoded = c8.double() * scale.double()
+    check(out, lse, None, reference(q, decoded, q_lens, kv_lens, table, (L + R) ** -0.5))
+    assert torch.equal(torch.ops.mlakit.latent_attention(q, c8.view(torch.uint8), attn.handle, k_scale=scale), out)
+    with pytest.raises(ValueError, match="^mlakit: k_scale: kv_cache_dtype fp8 needs the layer's cache scale"):
+        attn.run(q, c8)
+
+
 def test_outputs_allocated_past_the_plan():
     gen = torch.Generator().manual_seed(3)
     cache = make_cache(4, 16, gen)
@@ -254,8 +274,8 @@ def test_errors_name_the_arguments():
     no_gpu = mlakit.cuda_device_count() == 0
     with pytest.raises(ValueError, match="^mlakit: config.device: " if no_gpu else "^mlakit: config.kv_lora_rank: "):
         mlakit.LatentAttention(16, kv_lora_rank=256, device="cuda", num_blocks=4, max_batch=2, max_q_tokens=4)
-    with pytest.raises(ValueError, match="^mlakit: config.kv_cache_dtype: latent attention reads 16-bit \\(auto\\) and"):
-        mlakit.LatentAttention(16, num_blocks=4, max_batch=2, max_q_tokens=4, kv_cache_dtype="fp8")
+    with pytest.raises(ValueError, match="^mlakit: config.kv_cache_dtype: fp8 caches are read with dtype bf16"):
+        mlakit.LatentAttention(16, dtype="fp16", num_blocks=4, max_batch=2, max_q_tokens=4, kv_cache_dtype="fp8")
     with pytest.raises(ValueError, match="^mlakit: config.kv_cache_dtype: fp8_ds_mla rows need kv_lora_rank 512"):
         mlakit.LatentAttention(16, dtype="fp16", num_blocks=4, max_batch=2, max_q_tokens=4, kv_cache_dtype="fp8_ds_mla")
     with pytest.raises(ValueError, match="^mlakit: config.block_size: must be a power of two"):

@@ -20,10 +20,12 @@ struct LatentArgs {
   int64_t qpe_stride_tok, qpe_stride_head;
   // The paged cache [num_blocks, block_size, L + R] of the dtype, or of fp8_ds_mla's 656-byte rows
   // (cache_format 1: e4m3 codes of the latent, four float32 scales, the rope part in bf16;
-  // mla/kv_cache_format.h). Strides in elements of the cache tensor (bytes for fp8_ds_mla).
+  // mla/kv_cache_format.h), or of vLLM's fp8 rows (cache_format 2: L + R e4m3 codes). Strides in
+  // elements of the cache tensor (bytes for the FP8 formats).
   const void* cache;
   int64_t cache_stride_block, cache_stride_row;
-  int32_t cache_format;  // 0: 16-bit rows; 1: fp8_ds_mla rows
+  int32_t cache_format;  // 0: 16-bit rows; 1: fp8_ds_mla rows; 2: fp8 rows (L + R codes) x *k_scale
+  const float* k_scale;  // cache_format 2: the layer's scale (device memory on CUDA), read at run
   int64_t num_slots;  // num_blocks * block_size: the bound of kSlots indices
   // Outputs: out [T, H, L] (dtype), lse and max_logits [T, H] float32 (null: not asked for).
   void* out;

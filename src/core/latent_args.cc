@@ -21,7 +21,8 @@ latent::LatentArgs make_latent_args(const LatentConfig& c, const LatentLayer& y,
   a.cache = y.kv_cache.data;
   a.cache_stride_block = y.kv_cache.strides[0];
   a.cache_stride_row = y.kv_cache.strides[1];
-  a.cache_format = c.kv_cache_dtype == KvCacheDtype::kFp8DsMla ? 1 : 0;
+  a.cache_format = c.kv_cache_dtype == KvCacheDtype::kFp8DsMla ? 1 : c.kv_cache_dtype == KvCacheDtype::kFp8 ? 2 : 0;
+  if (y.k_scale) a.k_scale = static_cast<const float*>(y.k_scale->data);
   a.num_slots = c.num_blocks * c.block_size;
   a.out = out.data;
   a.out_stride_tok = out.strides[0];

@@ -265,7 +265,7 @@ MLAKIT_BF16_TARGET void item_impl(const Run& run, const LatentItem& it, Scratch&
     if (run.fp8_rows && n > 0) {
       uint16_t* dec = w.dec.ensure(static_cast<size_t>(kChunk) * D);
       for (int j = 0; j < n; ++j) {
-        decode_ds_mla_row(w.keys[j], dec + j * D);
+        decode_fp8_row(run, w.keys[j], dec + j * D);
         w.keys[j] = reinterpret_cast<const uint32_t*>(dec + j * D);
       }
     }

@@ -42,7 +42,7 @@ void chunk(const Run& run, int rows, int mp, int n, Scratch& w) {
   for (int j = 0; j < n; ++j) {
     const uint16_t* row = static_cast<const uint16_t*>(w.keys[j]);
     if (run.fp8_rows) {
-      decode_ds_mla_row(row, w.dec.data());
+      decode_fp8_row(run, row, w.dec.data());
       row = w.dec.data();
     }
     for (int d = 0; d < Dm; ++d) kt[static_cast<size_t>(d) * kChunk + j] = E::load(row[d]);

@@ -47,7 +47,9 @@ struct Run {
   // The cache's rows: D 16-bit values, or (fp8_rows) fp8_ds_mla's 656 bytes, which the item
   // functions decode into 16-bit rows (decode_keys) before their products.
   bool fp8_rows = false;
-  int row_bytes = 0;  // of one cache row, as the prefetches read it
+  int cache_format = 0;  // LatentArgs::cache_format
+  float k_scale = 0.0f;  // fp8 (format 2): the layer's scale, read once a run
+  int row_bytes = 0;     // of one cache row, as the prefetches read it
   const void* cache_row(int64_t block, int64_t offset) const {
     const int64_t elem = fp8_rows ? 1 : 2;
     return static_cast<const uint8_t*>(a->cache) + (block * a->cache_stride_block + offset * a->cache_stride_row) * elem;
@@ -88,10 +90,10 @@ struct Run {
 
 Run make_run(const LatentArgs& a, StoreRow store);
 
-// fp8_ds_mla: one raw cache row decoded into a bf16 row of L + R values, as the MLA step's gather
-// hands it to its up-projection (code x scale in float32, rounded to nearest even; the rope part
-// copied). AVX-512 where present.
-void decode_ds_mla_row(const void* raw, uint16_t* dst);
+// An FP8 cache row (fp8_ds_mla or fp8) decoded into a bf16 row of L + R values, as the MLA step's
+// gather hands it to its up-projection (code x scale in float32, rounded to nearest even;
+// fp8_ds_mla's rope part copied). AVX-512 where present.
+void decode_fp8_row(const Run& run, const void* raw, uint16_t* dst);
 
 // Whether max_logits are asked for (then partial rows carry theirs too).
 inline bool wants_max(const Run& run) { return run.a->max_logits != nullptr; }

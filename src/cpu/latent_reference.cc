@@ -1,7 +1,7 @@
 // The float64 reference of latent attention, deliberately plain: for each query token, the
 // cache rows it attends (dense: every visible position through the block table; sparse: each
-// valid entry of its index row, repeats included) read into double (fp8_ds_mla rows decoded
-// exactly: code x scale), then per head a two-pass softmax and the sink. It shares the argument checks with the backends but none of their
+// valid entry of its index row, repeats included) read into double (FP8 rows decoded exactly:
+// code x scale), then per head a two-pass softmax and the sink. It shares the argument checks with the backends but none of their
 // planning or kernels: positions, slots and masks are worked out here again. Tokens are
 // independent and spread over threads; each one's arithmetic is one sequential loop, so the
 // result does not depend on the thread count.
@@ -44,7 +44,8 @@ void latent_attention(const LatentConfig& config, const LatentBatch& batch, cons
   const double scale = options.sm_scale > 0.0f ? options.sm_scale : 1.0 / std::sqrt(static_cast<double>(D));
   const bool sparse = options.topk > 0;
   const TensorView& cache = layer.kv_cache;
-  const bool fp8_rows = c.kv_cache_dtype == KvCacheDtype::kFp8DsMla;
+  const bool fp8_rows = c.kv_cache_dtype != KvCacheDtype::kAuto;
+  const float k_scale = layer.k_scale != nullptr ? *static_cast<const float*>(layer.k_scale->data) : 0.0f;
   mla::CacheCodec codec;
   codec.format = c.kv_cache_dtype;
   codec.latent = static_cast<int>(L);
@@ -88,7 +89,7 @@ void latent_attention(const LatentConfig& config, const LatentBatch& batch, cons
     for (int64_t j = 0; j < nk; ++j) {
       const auto& key = keys[static_cast<size_t>(j)];
       if (fp8_rows) {  // code x scale, exactly
-        mla::decode_row_exact(codec, static_cast<const uint8_t*>(cache.ptr_at(key.first, key.second)), 0.0f,
+        mla::decode_row_exact(codec, static_cast<const uint8_t*>(cache.ptr_at(key.first, key.second)), k_scale,
                               &k[static_cast<size_t>(j * D)]);
         continue;
       }

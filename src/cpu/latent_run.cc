@@ -35,8 +35,10 @@ Run make_run(const LatentArgs& a, StoreRow store) {
   r.R = a.rope_dim;
   r.D = r.L + r.R;
   while ((1 << r.block_shift) < r.h->block_size) ++r.block_shift;
-  r.fp8_rows = a.cache_format == 1;
-  r.row_bytes = r.fp8_rows ? mla::kDsMlaRowBytes : 2 * r.D;
+  r.cache_format = a.cache_format;
+  r.fp8_rows = a.cache_format != 0;
+  r.k_scale = a.cache_format == 2 ? *a.k_scale : 0.0f;
+  r.row_bytes = a.cache_format == 1 ? mla::kDsMlaRowBytes : a.cache_format == 2 ? r.D : 2 * r.D;
   r.store = store;
   return r;
 }

@@ -127,6 +127,8 @@ void launch_latent(const LatentArgs& a, int device, Stream stream) {
   MLAKIT_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
 #if MLAKIT_WITH_SM90
   if (a.cache_format == 1) {  // fp8_ds_mla rows (bf16 only)
+    MLAKIT_CUDA_CHECK(sm90::launch_latent_bf16_fp8ds(a, device, sms, s));
+  } else if (a.cache_format == 2) {  // fp8 rows, the layer's scale (bf16 only)
     MLAKIT_CUDA_CHECK(sm90::launch_latent_bf16_fp8(a, device, sms, s));
   } else if (a.dtype == DType::kBF16) {
     MLAKIT_CUDA_CHECK(sm90::launch_latent_bf16(a, device, sms, s));

@@ -69,8 +69,9 @@ void check_latent_config(const LatentConfig& c) {
                                              dtype_name(c.dtype) + ")");
       break;
     case KvCacheDtype::kFp8:
-      throw Error(ErrorKind::kUnsupported, "config.kv_cache_dtype",
-                  "latent attention reads 16-bit (auto) and fp8_ds_mla caches; vLLM's per-layer-scale fp8 is not read");
+      if (c.dtype != DType::kBF16)
+        invalid("config.kv_cache_dtype", std::string("fp8 caches are read with dtype bf16, got ") + dtype_name(c.dtype));
+      break;
     default:
       invalid("config.kv_cache_dtype", "must be kAuto, kFp8 or kFp8DsMla, got " +
                                            str(static_cast<int>(c.kv_cache_dtype)));
@@ -177,9 +178,26 @@ void check_latent_tensors(const LatentConfig& c, const LatentPlanOptions& o, con
     if ((y.kv_cache.strides[0] | y.kv_cache.strides[1]) % 4 != 0 ||
         reinterpret_cast<uintptr_t>(y.kv_cache.data) % 4 != 0)
       invalid("kv_cache", "fp8_ds_mla rows must start at multiples of 4 bytes (their scales are float32)");
+  } else if (c.kv_cache_dtype == KvCacheDtype::kFp8) {
+    const bool bytes = y.kv_cache.dtype == DType::kUInt8 || y.kv_cache.dtype == DType::kE4M3;
+    check(y.kv_cache, "kv_cache", {c.num_blocks, c.block_size, L + R}, 0, bytes,
+          "uint8 or e4m3 (fp8: one code a value)", dev, cuda);
   } else {
     check(y.kv_cache, "kv_cache", {c.num_blocks, c.block_size, L + R}, 0, y.kv_cache.dtype == c.dtype,
           dtype_name(c.dtype), dev, cuda);
+  }
+  // The layer's cache scale: kFp8 needs it, the other formats take none.
+  if (c.kv_cache_dtype != KvCacheDtype::kFp8) {
+    if (y.k_scale != nullptr)
+      mismatch("k_scale", std::string("only kv_cache_dtype fp8 takes a cache scale; this object's is ") +
+                              kv_cache_dtype_name(c.kv_cache_dtype));
+  } else {
+    if (y.k_scale == nullptr) invalid("k_scale", "kv_cache_dtype fp8 needs the layer's cache scale: a float32 tensor of one element");
+    const TensorView& ks = *y.k_scale;
+    if (ks.dtype != DType::kFP32) mismatch("k_scale", std::string("dtype ") + dtype_name(ks.dtype) + " must be fp32");
+    if (ks.device != dev) mismatch("k_scale", "is on " + to_string(ks.device) + " but the plan runs on " + to_string(dev));
+    if (ks.ndim > 1 || ks.numel() != 1) invalid("k_scale", "must hold one element ([] or [1]), got " + shape_str(ks));
+    if (reinterpret_cast<uintptr_t>(ks.data) % alignof(float) != 0) invalid("k_scale", "data pointer must be 4-byte aligned");
   }
 
   const bool out_ok = rules.reference ? (out.dtype == DType::kFP32 || out.dtype == DType::kFP64) : out.dtype == c.dtype;

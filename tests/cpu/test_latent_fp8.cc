@@ -1,10 +1,12 @@
-// Latent attention over DeepSeek-V3.2's fp8_ds_mla cache (656-byte rows: e4m3 codes of the latent,
-// four float32 scales, the rope part in bf16) on the CPU backend, against the float64 reference
-// (which decodes each row exactly): dense decode at 1, 16 and 128 heads on page sizes 1 and 64
-// (empty, 1-token and split contexts), MTP causal, sparse by positions and slots with
-// topk_length and sinks. Then what a row decodes to: the same bits as a bf16 cache holding
-// code x scale rounded once to bf16 (what the MLA step's gather hands its up-projection), and
-// what the format refuses: other cache dtypes and row widths.
+// Latent attention over FP8 caches on the CPU backend, against the float64 reference (which
+// decodes each row exactly): DeepSeek-V3.2's fp8_ds_mla (656-byte rows: e4m3 codes of the latent,
+// four float32 scales, the rope part in bf16) in dense decode at 1, 16 and 128 heads on page
+// sizes 1 and 64 (empty, 1-token and split contexts), MTP causal, sparse by positions and slots
+// with topk_length and sinks; vLLM's fp8 (L + R codes a row, one scale a layer) in decode, MTP
+// and sparse, at small widths too. Then what a row decodes to: the same bits as a bf16 cache
+// holding code x scale rounded once to bf16 (what the MLA step's gather hands its
+// up-projection), the layer scale read at each run, and what the formats refuse: other cache
+// dtypes and row widths, a missing or misplaced k_scale.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -95,7 +97,7 @@ TEST(CpuLatentFp8, CacheTensorRules) {
   attn.plan(m.batch(), m.opts);
   HostTensor out(DType::kBF16, {1, 4, 512});
   auto run_with = [&](const TensorView& cache) {
-    TensorView keep[4];
+    TensorView keep[5];
     LatentLayer y = m.layer(keep);
     y.kv_cache = cache;
     attn.run(y, out.view());
@@ -115,6 +117,79 @@ TEST(CpuLatentFp8, CacheTensorRules) {
   std::memcpy(e4m3.data(), m.cache.data(), e4m3.nbytes());
   out.fill_bytes(0xFF);
   EXPECT_NO_THROW(run_with(e4m3.view()));
+}
+
+LatentConfig fp8_layer_config(int heads, int block_size) {
+  LatentConfig c = fp8_config(heads, block_size);
+  c.kv_cache_dtype = KvCacheDtype::kFp8;
+  return c;
+}
+
+TEST(CpuLatentFp8Layer, DenseAndSparseMatchReference) {
+  for (int heads : {1, 16, 128}) {
+    SCOPED_TRACE("heads " + std::to_string(heads));
+    check_case(make_latent_case(fp8_layer_config(heads, 16), {1, 1, 2, 4}, {1, 700, 37, 90}, 240 + heads));
+  }
+  LatentCase m = make_latent_case(fp8_layer_config(16, 64), {1, 2, 40}, {900, 100, 3000}, 243, /*split_q=*/true);
+  add_sparse(m, 600, LatentIndices::kSlots, 244, true);
+  m.use_sink = true;
+  check_case(m);
+  // Widths other than DeepSeek's (the CPU takes them).
+  LatentConfig small = fp8_layer_config(4, 16);
+  small.kv_lora_rank = 64;
+  small.qk_rope_head_dim = 32;
+  check_case(make_latent_case(small, {1, 3}, {50, 200}, 245));
+}
+
+TEST(CpuLatentFp8Layer, SameBitsAsTheDecodedBf16CacheAndScaleReadAtRun) {
+  LatentCase fp8 = make_latent_case(fp8_layer_config(16, 16), {1, 4, 1}, {700, 60, 2}, 246);
+  LatentAttention attn(fp8.cfg);
+  attn.plan(fp8.batch(), fp8.opts);
+  for (float scale : {0.00390625f * 1.3f, 0.0123f}) {
+    fp8.k_scale.set(0, scale);  // the same plan, the scale the layer holds now
+    const LatentResult a = run_latent(fp8, &attn);
+    LatentCase bf16 = fp8;
+    bf16.cfg.kv_cache_dtype = KvCacheDtype::kAuto;
+    bf16.cache = fp8_decoded_bf16(fp8.cache, scale);
+    const LatentResult b = run_latent(bf16);
+    EXPECT_TRUE(same_bits(a.out, b.out)) << scale;
+    EXPECT_TRUE(same_bits(a.lse, b.lse)) << scale;
+  }
+}
+
+TEST(CpuLatentFp8Layer, KScaleRules) {
+  LatentCase m = make_latent_case(fp8_layer_config(4, 16), {1}, {20}, 247);
+  LatentAttention attn(m.cfg);
+  attn.plan(m.batch(), m.opts);
+  HostTensor out(DType::kBF16, {1, 4, 512});
+  auto run_with = [&](const TensorView* k_scale, const TensorView* cache = nullptr) {
+    TensorView keep[5];
+    LatentLayer y = m.layer(keep);
+    y.k_scale = k_scale;
+    if (cache) y.kv_cache = *cache;
+    attn.run(y, out.view());
+  };
+  HostTensor two(DType::kFP32, {2}), f16(DType::kFP16, {1});
+  const TensorView v2 = two.view(), vf16 = f16.view();
+  TensorView on_gpu = m.k_scale.view();
+  on_gpu.device = Device::cuda(0);
+  EXPECT_TRUE(throws_error([&] { run_with(nullptr); }, ErrorKind::kInvalidArgument, "k_scale"));
+  EXPECT_TRUE(throws_error([&] { run_with(&v2); }, ErrorKind::kInvalidArgument, "k_scale"));
+  EXPECT_TRUE(throws_error([&] { run_with(&vf16); }, ErrorKind::kTypeMismatch, "k_scale"));
+  EXPECT_TRUE(throws_error([&] { run_with(&on_gpu); }, ErrorKind::kTypeMismatch, "k_scale"));
+  HostTensor bf16_cache(DType::kBF16, {m.cfg.num_blocks, 16, 576});
+  const TensorView vb = bf16_cache.view(), vs = m.k_scale.view();
+  EXPECT_TRUE(throws_error([&] { run_with(&vs, &vb); }, ErrorKind::kTypeMismatch, "kv_cache"));
+  // Other formats take no scale.
+  LatentCase auto16 = make_latent_case(fp8_config(4, 16), {1}, {20}, 248);
+  auto16.cfg.kv_cache_dtype = KvCacheDtype::kAuto;
+  auto16.cache = HostTensor(DType::kBF16, {auto16.cfg.num_blocks, 16, 576});
+  LatentAttention plain(auto16.cfg);
+  plain.plan(auto16.batch(), auto16.opts);
+  TensorView keep[5];
+  LatentLayer y = auto16.layer(keep);
+  y.k_scale = &vs;
+  EXPECT_TRUE(throws_error([&] { plain.run(y, out.view()); }, ErrorKind::kTypeMismatch, "k_scale"));
 }
 
 }  // namespace

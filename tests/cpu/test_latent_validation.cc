@@ -47,8 +47,12 @@ TEST(LatentValidation, Config) {
   expect_config_error([](LatentConfig& c) { c.kv_lora_rank = 544; }, inv, "config.kv_lora_rank");
   expect_config_error([](LatentConfig& c) { c.qk_rope_head_dim = 0; }, inv, "config.qk_rope_head_dim");
   expect_config_error([](LatentConfig& c) { c.dtype = DType::kFP32; }, ErrorKind::kTypeMismatch, "config.dtype");
-  expect_config_error([](LatentConfig& c) { c.kv_cache_dtype = KvCacheDtype::kFp8; }, ErrorKind::kUnsupported,
-                      "config.kv_cache_dtype");
+  expect_config_error(
+      [](LatentConfig& c) {
+        c.kv_cache_dtype = KvCacheDtype::kFp8;  // read with bf16 only
+        c.dtype = DType::kFP16;
+      },
+      inv, "config.kv_cache_dtype");
   // fp8_ds_mla's rows fix the widths (512, 64) and the dtype (bf16): small_config's are refused.
   expect_config_error([](LatentConfig& c) { c.kv_cache_dtype = KvCacheDtype::kFp8DsMla; }, inv,
                       "config.kv_cache_dtype");
@@ -180,7 +184,7 @@ TEST(LatentValidation, RejectedPlanKeepsThePreviousOne) {
   // run() without plan(): the plan in force is still the good one.
   const int64_t rows = f.m.q.shape()[0];
   HostTensor out(DType::kBF16, {rows, 4, 64});
-  TensorView keep[4];
+  TensorView keep[5];
   f.attn.run(f.m.layer(keep), out.view());
   EXPECT_TRUE(same_bits(out, before.out));
 }
@@ -189,7 +193,7 @@ TEST(LatentValidation, RunBeforePlan) {
   const LatentCase m = Fixture::make(0);
   LatentAttention attn(m.cfg);
   HostTensor out(DType::kBF16, {4, 4, 64});
-  TensorView keep[4];
+  TensorView keep[5];
   EXPECT_TRUE(throws_error([&] { attn.run(m.layer(keep), out.view()); }, ErrorKind::kInvalidArgument, "plan"));
 }
 
@@ -202,7 +206,7 @@ struct RunCheck {
   void expect(Change&& change, ErrorKind kind, const char* arg) {
     out.fill_bytes(0xAB);
     lse.fill_bytes(0xAB);
-    TensorView keep[4];
+    TensorView keep[5];
     LatentLayer y = f.m.layer(keep);
     TensorView o = out.view(), l = lse.view();
     TensorView* lp = &l;

@@ -77,8 +77,8 @@ struct LatentDeviceLayer {
   LatentDeviceLayout layout;
   int64_t rows = 0, heads = 0, lora = 0, topk = 0;
   DType dtype = DType::kBF16;
-  std::unique_ptr<DeviceTensor> q, q_pe, cache, indices, topk_length, sink, out, lse, max;
-  TensorView q_pe_view, indices_view, topk_length_view, sink_view, lse_view, max_view;
+  std::unique_ptr<DeviceTensor> q, q_pe, cache, indices, topk_length, sink, k_scale, out, lse, max;
+  TensorView q_pe_view, indices_view, topk_length_view, sink_view, k_scale_view, lse_view, max_view;
   bool use_topk_length = false, use_sink = false;
 
   LatentDeviceLayer(const LatentCase& m, Device d, LatentDeviceLayout l = {}) : device(d), layout(l) {
@@ -107,6 +107,10 @@ struct LatentDeviceLayer {
     if (use_sink) {
       sink = std::make_unique<DeviceTensor>(m.sink, d);
       sink_view = sink->view();
+    }
+    if (m.cfg.kv_cache_dtype == KvCacheDtype::kFp8) {
+      k_scale = std::make_unique<DeviceTensor>(m.k_scale, d);
+      k_scale_view = k_scale->view();
     }
     HostTensor o(dtype, {rows, heads, lora}), s(DType::kFP32, {rows, heads});
     o.fill_bytes(0xFF);
@@ -142,6 +146,7 @@ struct LatentDeviceLayer {
     }
     if (topk_length) copy_to_device(m.topk_length, *topk_length, stream);
     if (sink) copy_to_device(m.sink, *sink, stream);
+    if (k_scale) copy_to_device(m.k_scale, *k_scale, stream);
   }
 
   // out, lse and max_logits back to all 0xFF (NaN).
@@ -160,6 +165,7 @@ struct LatentDeviceLayer {
     if (indices) y.indices = &indices_view;
     if (topk_length) y.topk_length = &topk_length_view;
     if (sink) y.attn_sink = &sink_view;
+    if (k_scale) y.k_scale = &k_scale_view;
     if (with_max_logits) y.max_logits = &max_view;
     return y;
   }

@@ -574,8 +574,8 @@ INSTANTIATE_TEST_SUITE_P(Upload, CudaLatentGraph, ::testing::Bool(), [](const ::
 // ---- refusals -------------------------------------------------------------------------------
 
 TEST_F(CudaLatentTest, UnsupportedConfigsAreRefused) {
-  // The kernel runs kv_lora_rank 512 with qk_rope_head_dim 64, on the 16-bit or fp8_ds_mla cache
-  // (test_latent_cuda_fp8.cc); vLLM's per-layer-scale fp8 cache is refused.
+  // The kernel runs kv_lora_rank 512 with qk_rope_head_dim 64, on the 16-bit or FP8 caches
+  // (test_latent_cuda_fp8.cc).
   LatentConfig c = config(16, 64);
   c.num_blocks = 4;
   c.max_batch = 1;
@@ -597,9 +597,11 @@ TEST_F(CudaLatentTest, UnsupportedConfigsAreRefused) {
     EXPECT_EQ(e.kind(), ErrorKind::kUnsupported) << e.what();
     EXPECT_TRUE(e.argument() == "config.kv_lora_rank" || e.argument() == "config.qk_rope_head_dim") << e.what();
   }
+  // The FP8 caches are read with bf16 only.
   LatentConfig fp8 = c;
   fp8.kv_cache_dtype = KvCacheDtype::kFp8;
-  EXPECT_TRUE(throws_error([&] { LatentAttention a(fp8); }, ErrorKind::kUnsupported, "config.kv_cache_dtype"));
+  fp8.dtype = DType::kFP16;
+  EXPECT_TRUE(throws_error([&] { LatentAttention a(fp8); }, ErrorKind::kInvalidArgument, "config.kv_cache_dtype"));
 }
 
 TEST_F(CudaLatentTest, RejectedCallsWriteNothing) {

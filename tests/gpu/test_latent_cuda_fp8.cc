@@ -1,11 +1,14 @@
-// LatentAttention on CUDA over DeepSeek-V3.2's fp8_ds_mla cache (the Hopper kernel decoding
-// 656-byte rows into its bf16 stages) against the float64 reference, outputs NaN-poisoned and
-// checked fully written: decode over ragged contexts (0, 1, odd, around a 64-key tile, split) at
+// LatentAttention on CUDA over FP8 caches (the Hopper kernel decoding the rows into its bf16
+// stages) against the float64 reference, outputs NaN-poisoned and checked fully written.
+// DeepSeek-V3.2's fp8_ds_mla (656-byte rows): decode over ragged contexts (0, 1, odd, around a 64-key tile, split) at
 // 1, 16 and 128 heads on page sizes 1, 16 and 64; MTP and an extend, causal; sparse plans
 // (positions and slots, -1 padding, repeats, the cache's ends, topk_length, sinks, topk 64 to
 // 2048). Then the decoded values: the same bits as the kernel run on a bf16 cache holding code x
 // scale rounded once to bf16 (whatever the scales), which is also what the CPU backend attends;
-// a NaN code reaching only its own rows; a request alone equal to it inside a batch.
+// a NaN code reaching only its own rows; a request alone equal to it inside a batch. vLLM's fp8
+// (576 codes a row, the layer's scale from device memory): decode, MTP and sparse against the
+// reference, bits against the decoded bf16 cache, and the scale read when the kernel runs (a
+// captured graph replayed after the scale changes).
 //
 // Every test skips, saying why, where LatentAttention cannot run on CUDA.
 #include <gtest/gtest.h>
@@ -22,6 +25,10 @@
 #include "util/latent_case.h"
 #include "util/latent_check.h"
 #include "util/test_util.h"
+
+#if MLAKIT_WITH_CUDA
+#include <cuda_runtime.h>
+#endif
 
 namespace mlakit {
 namespace test {
@@ -143,6 +150,72 @@ TEST_F(CudaLatentFp8Test, RequestAloneEqualsRequestInBatch) {
     EXPECT_EQ(token_rows(alone.lse, 0, q[r]), token_rows(all.lse, t0, q[r]));
     t0 += q[r];
   }
+}
+
+LatentConfig fp8_layer_config(int heads, int block_size) {
+  LatentConfig c = fp8_config(heads, block_size);
+  c.kv_cache_dtype = KvCacheDtype::kFp8;
+  return c;
+}
+
+TEST_F(CudaLatentFp8Test, LayerScaleMatchesReference) {
+  for (int heads : {1, 16, 128}) {
+    for (int bs : {1, 64}) {
+      SCOPED_TRACE("heads " + std::to_string(heads) + " page " + std::to_string(bs));
+      check_case(make_latent_case(fp8_layer_config(heads, bs), {1, 1, 2, 4, 1}, {1, 700, 37, 90, 0}, 970 + heads + bs,
+                                  /*split_q=*/bs == 1, /*extra_rows=*/2));
+    }
+  }
+  LatentCase m = make_latent_case(fp8_layer_config(128, 16), {1, 2, 40}, {900, 100, 2500}, 975);
+  add_sparse(m, 2048, LatentIndices::kPositions, 976, true);
+  m.use_sink = true;
+  check_case(m);
+}
+
+TEST_F(CudaLatentFp8Test, LayerScaleSameBitsAsTheDecodedBf16Cache) {
+  LatentCase fp8 = make_latent_case(fp8_layer_config(16, 16), {1, 4, 1, 33}, {1500, 60, 2, 200}, 980);
+  for (float scale : {0.00390625f * 1.3f, 0.0123f}) {  // scales that are no power of two
+    fp8.k_scale.set(0, scale);
+    LatentCase bf16 = fp8;
+    bf16.cfg.kv_cache_dtype = KvCacheDtype::kAuto;
+    bf16.cache = fp8_decoded_bf16(fp8.cache, scale);
+    const LatentResult a = run_latent_cuda(fp8), b = run_latent_cuda(bf16);
+    EXPECT_TRUE(same_bits(a.out, b.out)) << scale;
+    EXPECT_TRUE(same_bits(a.lse, b.lse)) << scale;
+  }
+}
+
+TEST_F(CudaLatentFp8Test, LayerScaleReadWhenAGraphReplays) {
+  // A run captured in a CUDA graph reads the scale buffer's value of each replay.
+#if MLAKIT_WITH_CUDA
+  LatentCase m = make_latent_case(fp8_layer_config(16, 64), {1, 2}, {700, 90}, 985);
+  LatentAttention attn(on_cuda(m.cfg));
+  const LatentDeviceLayer d(m, Device::cuda(0));
+  cudaStream_t stream;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+  const Stream st = stream;
+  attn.plan(m.batch(), m.opts, st);
+  d.run(attn, st);  // one-time kernel setup outside the capture
+  ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+  cudaGraph_t graph;
+  ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+  d.run(attn, st);
+  ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
+  cudaGraphExec_t exec;
+  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+  for (float scale : {0.0078125f, 0.03125f}) {
+    SCOPED_TRACE("scale " + std::to_string(scale));
+    m.k_scale.set(0, scale);
+    d.load(m, st);
+    d.poison_outputs(st);
+    ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
+    ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+    expect_matches(d.fetch(attn.info()), m, latent_reference(m));
+  }
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  cudaStreamDestroy(stream);
+#endif
 }
 
 }  // namespace

@@ -28,6 +28,7 @@ struct LatentCase {
   bool split_q = false;  // q_nope + q_pe instead of one q
   HostTensor q, q_pe, cache;
   HostTensor indices, topk_length, sink;  // sparse / optional
+  HostTensor k_scale;                      // kv_cache_dtype kFp8: the layer's scale [1]
   bool use_topk_length = false, use_sink = false;
 
   int64_t total_q() const { return std::accumulate(q_lens.begin(), q_lens.end(), int64_t{0}); }
@@ -40,7 +41,7 @@ struct LatentCase {
     b.block_table_cols = cols;
     return b;
   }
-  // Host views of the inputs; the optional ones point into this case (or `keep`).
+  // Host views of the inputs; the optional ones point into this case (or `keep`, 5 views).
   LatentLayer layer(TensorView* keep) const {
     LatentLayer y;
     y.q = q.view();
@@ -61,6 +62,10 @@ struct LatentCase {
     if (use_sink) {
       keep[k] = sink.view();
       y.attn_sink = &keep[k++];
+    }
+    if (cfg.kv_cache_dtype == KvCacheDtype::kFp8) {
+      keep[k] = k_scale.view();
+      y.k_scale = &keep[k++];
     }
     return y;
   }
@@ -98,6 +103,16 @@ inline void fill_ds_mla_cache(HostTensor& cache, int64_t rows, std::mt19937_64& 
   }
 }
 
+// Every byte of `codes` an e4m3 code at random but NaN (all magnitudes, both signs, subnormals).
+inline void fill_fp8_codes(HostTensor& codes, std::mt19937_64& rng) {
+  auto* b = static_cast<uint8_t*>(codes.data());
+  for (size_t i = 0; i < codes.nbytes(); ++i) {
+    uint8_t c = static_cast<uint8_t>(rng() & 0xff);
+    if ((c & 0x7f) == 0x7f) c ^= 1;
+    b[i] = c;
+  }
+}
+
 // [rows, 656] bytes as the paged cache [num_blocks, block_size, 656].
 inline HostTensor reshape_ds_mla(const HostTensor& flat, int64_t num_blocks, int block_size) {
   HostTensor t(DType::kUInt8, {num_blocks, block_size, 656});
@@ -108,6 +123,16 @@ inline HostTensor reshape_ds_mla(const HostTensor& flat, int64_t num_blocks, int
 // The bf16 cache [blocks, block_size, 576] an fp8_ds_mla cache decodes to, from the format's
 // definition (util/kv_cache_spec.h's e4m3 values): code x scale in float32, rounded once to bf16,
 // what the MLA step's gather hands its up-projection; the rope part as it is.
+// The bf16 cache a vLLM fp8 cache [blocks, block_size, width] decodes to with the layer's scale:
+// code x scale in float32, rounded once to bf16.
+inline HostTensor fp8_decoded_bf16(const HostTensor& fp8, float scale) {
+  HostTensor out(DType::kBF16, fp8.shape());
+  const auto* src = static_cast<const uint8_t*>(fp8.data());
+  auto* dst = static_cast<uint16_t*>(out.data());
+  for (int64_t i = 0; i < fp8.numel(); ++i) dst[i] = float_to_bf16(static_cast<float>(spec::e4m3_value(src[i])) * scale);
+  return out;
+}
+
 inline HostTensor ds_mla_decoded_bf16(const HostTensor& fp8) {
   const int64_t blocks = fp8.shape()[0], bs = fp8.shape()[1];
   HostTensor out(DType::kBF16, {blocks, bs, 576});
@@ -171,6 +196,13 @@ inline LatentCase make_latent_case(LatentConfig cfg, const std::vector<int32_t>&
   if (cfg.kv_cache_dtype == KvCacheDtype::kFp8DsMla) {
     fill_ds_mla_cache(m.cache, cfg.num_blocks * bs, rng);
     m.cache = reshape_ds_mla(m.cache, cfg.num_blocks, bs);
+  } else if (cfg.kv_cache_dtype == KvCacheDtype::kFp8) {
+    m.cache = HostTensor(DType::kUInt8, {cfg.num_blocks, bs, L + R});
+    fill_fp8_codes(m.cache, rng);
+    m.k_scale = HostTensor(DType::kFP32, {1});
+    // A power of two: the decoded values are then exact in bf16, as the float64 reference takes
+    // them (other scales are rounded once; the tests that compare bits use them).
+    m.k_scale.set(0, 0.0078125);
   } else {
     m.cache = HostTensor(cfg.dtype, {cfg.num_blocks, bs, L + R});
     m.cache.fill_normal(rng);
@@ -227,7 +259,7 @@ inline LatentRef latent_reference(const LatentCase& m) {
   const int64_t T = m.total_q(), H = m.cfg.num_heads;
   LatentRef r{HostTensor(DType::kFP64, {T, H, m.cfg.kv_lora_rank}), HostTensor(DType::kFP64, {T, H}),
               HostTensor(DType::kFP64, {T, H})};
-  TensorView keep[4];
+  TensorView keep[5];
   LatentLayer y = m.layer(keep);
   TensorView mx = r.max.view(), lse = r.lse.view();
   y.max_logits = &mx;
@@ -257,7 +289,7 @@ inline LatentResult run_latent(const LatentCase& m, LatentAttention* attn = null
   r.out.fill_bytes(0xFF);
   r.lse.fill_bytes(0xFF);
   r.max.fill_bytes(0xFF);
-  TensorView keep[4];
+  TensorView keep[5];
   LatentLayer y = m.layer(keep);
   TensorView lse = lse_ht ? TensorView(r.lse.data(), DType::kFP32, {rows, H}, {1, rows}) : r.lse.view();
   TensorView mx = lse_ht ? TensorView(r.max.data(), DType::kFP32, {rows, H}, {1, rows}) : r.max.view();

@@ -161,46 +161,65 @@ __device__ __forceinline__ void load_keys(const KeySource& ks, const TileRows& r
   }
 }
 
-// fp8_ds_mla rows (mla/kv_cache_format.h: 512 e4m3 codes, four float32 scales, 64 bf16 rope
-// values) become the same bf16 stage as 16-bit rows, in two steps around a tile's products:
-//  - at the top of the tile before, the rope part goes by cp.async (it is bf16 already) and each
-//    thread loads its share of the codes and the row's scales into registers (Fp8Keys);
+// FP8 rows become the same bf16 stage as 16-bit rows, in two steps around a tile's products:
+//  - at the top of the tile before, each thread loads its share of the next tile's codes (and
+//    fp8_ds_mla's scales) into registers (Fp8Keys); fp8_ds_mla's rope part, bf16 already, goes by
+//    cp.async;
 //  - while that tile's P V runs on the tensor cores, the codes are decoded (code x scale in
 //    float32, rounded to bf16: what the MLA step's gather and the CPU paths give) and stored.
-// A thread's share of key j: code chunks c = part + 8i (i = 0..3, 16 codes each, scale i), which
-// become bf16 chunks 2c and 2c + 1 of the swizzled row.
-struct Fp8Keys {
+// Formats (LatentArgs::cache_format): 1, fp8_ds_mla (mla/kv_cache_format.h: 512 codes, four
+// float32 scales, 64 bf16 rope values); 2, vLLM's fp8 (576 codes, the layer's one scale).
+// A thread's share of key j: code chunks c = part + 8i (i = 0..3, 16 codes each; fp8_ds_mla's
+// scale i), and with fp8 the rope's chunk 32 + part for part < 4; chunk c becomes bf16 chunks 2c
+// and 2c + 1 of the swizzled row.
+template <int kCache>
+struct Fp8Keys;
+template <>
+struct Fp8Keys<1> {
   uint4 codes[2][4];
   float4 scales[2];
 };
+template <>
+struct Fp8Keys<2> {
+  uint4 codes[2][5];
+};
 
-__device__ __forceinline__ void load_rope_fp8(const KeySource& ks, const TileRows& rows, uint32_t stage, int* key_ok,
+// Marks the tile's keys in key_ok; fp8_ds_mla: its rope parts by cp.async (zeros for no row).
+template <int kCache>
+__device__ __forceinline__ void mark_keys_fp8(const KeySource& ks, const TileRows& rows, uint32_t stage, int* key_ok,
                                               int tid) {
   const int part = tid & 7;
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
     const int j = (tid >> 3) + 32 * half;
     const bool ok = rows.src[half] != nullptr;
-    const unsigned char* src = ok ? rows.src[half] : static_cast<const unsigned char*>(ks.a->cache);
-    cp_async_16(stage + swz(j, (kAtoms - 1) * 8 + part), src + mla::kDsMlaRopeOffset + part * 16, ok);
+    if constexpr (kCache == 1) {
+      const unsigned char* src = ok ? rows.src[half] : static_cast<const unsigned char*>(ks.a->cache);
+      cp_async_16(stage + swz(j, (kAtoms - 1) * 8 + part), src + mla::kDsMlaRopeOffset + part * 16, ok);
+    }
     if (part == 0) key_ok[j] = ok ? 1 : 0;
   }
 }
 
-__device__ __forceinline__ Fp8Keys fetch_codes(const TileRows& rows, int tid) {
+template <int kCache>
+__device__ __forceinline__ Fp8Keys<kCache> fetch_codes(const TileRows& rows, int tid) {
   const int part = tid & 7;
-  Fp8Keys f;
+  Fp8Keys<kCache> f;
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
     const unsigned char* src = rows.src[half];
     if (src != nullptr) {
 #pragma unroll
       for (int i = 0; i < 4; ++i) f.codes[half][i] = __ldg(reinterpret_cast<const uint4*>(src + (part + 8 * i) * 16));
-      f.scales[half] = __ldg(reinterpret_cast<const float4*>(src + mla::kDsMlaScalesOffset));
+      if constexpr (kCache == 1) {
+        f.scales[half] = __ldg(reinterpret_cast<const float4*>(src + mla::kDsMlaScalesOffset));
+      } else {
+        f.codes[half][4] = part < 4 ? __ldg(reinterpret_cast<const uint4*>(src + (32 + part) * 16)) : make_uint4(0, 0, 0, 0);
+      }
     } else {  // a key that names no row: zeros (key_ok masks it too)
 #pragma unroll
-      for (int i = 0; i < 4; ++i) f.codes[half][i] = make_uint4(0, 0, 0, 0);
-      f.scales[half] = make_float4(0.f, 0.f, 0.f, 0.f);
+      for (int i = 0; i < (kCache == 1 ? 4 : 5); ++i) f.codes[half][i] = make_uint4(0, 0, 0, 0);
+      if constexpr (kCache == 1) f.scales[half] = make_float4(0.f, 0.f, 0.f, 0.f);
     }
   }
   return f;
@@ -220,7 +239,9 @@ __device__ __forceinline__ void decode16(const uint4& c, float scale, uint4& lo,
   hi = make_uint4(decode2(c.z, scale), decode2(c.z >> 16, scale), decode2(c.w, scale), decode2(c.w >> 16, scale));
 }
 
-__device__ __forceinline__ void store_codes(const Fp8Keys& f, uint32_t stage, int tid) {
+// `layer_scale`: fp8's (format 2) scale of every code.
+template <int kCache>
+__device__ __forceinline__ void store_codes(const Fp8Keys<kCache>& f, uint32_t stage, int tid, float layer_scale) {
   const int part = tid & 7;
   // The 8 threads of a quarter warp write one row: bf16 chunk 2c lands at in-atom place 2 x part
   // mod 8, the same for part and part + 4. Those with part >= 4 store their odd chunk first, so
@@ -229,14 +250,27 @@ __device__ __forceinline__ void store_codes(const Fp8Keys& f, uint32_t stage, in
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
     const int j = (tid >> 3) + 32 * half;
-    const float sc[4] = {f.scales[half].x, f.scales[half].y, f.scales[half].z, f.scales[half].w};
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
+      float scale = layer_scale;
+      if constexpr (kCache == 1) {
+        const float4 sc = f.scales[half];
+        scale = i == 0 ? sc.x : i == 1 ? sc.y : i == 2 ? sc.z : sc.w;
+      }
       uint4 lo, hi;
-      decode16(f.codes[half][i], sc[i], lo, hi);
+      decode16(f.codes[half][i], scale, lo, hi);
       const int chunk = 2 * (part + 8 * i);
       st_shared_v4(stage + swz(j, chunk + (swap ? 1 : 0)), swap ? hi : lo);
       st_shared_v4(stage + swz(j, chunk + (swap ? 0 : 1)), swap ? lo : hi);
+    }
+    if constexpr (kCache == 2) {
+      if (part < 4) {  // the rope's 64 codes: chunks 32 .. 35
+        uint4 lo, hi;
+        decode16(f.codes[half][4], layer_scale, lo, hi);
+        const int chunk = 2 * (32 + part);
+        st_shared_v4(stage + swz(j, chunk), lo);
+        st_shared_v4(stage + swz(j, chunk + 1), hi);
+      }
     }
   }
 }
@@ -264,9 +298,11 @@ __device__ __forceinline__ void load_q(const LatentArgs& a, const LatentItem& it
 
 __device__ __forceinline__ void sync_both() { named_barrier_sync<1, kThreads>(); }
 
-// kFp8: the cache holds fp8_ds_mla rows (T is bf16), decoded into the stages (Fp8Keys).
-template <typename T, bool kFp8>
+// kCache: the cache's rows, LatentArgs::cache_format (0: 16-bit; 1: fp8_ds_mla and 2: fp8, with T
+// bf16, decoded into the stages: Fp8Keys).
+template <typename T, int kCache>
 __global__ void __launch_bounds__(kThreads, 1) latent_kernel(const LatentArgs args) {
+  constexpr bool kFp8 = kCache != 0;
   extern __shared__ unsigned char smem_raw[];
   unsigned char* smem = reinterpret_cast<unsigned char*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t{1023});
   const uint32_t sbase = smem_addr(smem);
@@ -282,6 +318,7 @@ __global__ void __launch_bounds__(kThreads, 1) latent_kernel(const LatentArgs ar
   int block_shift = 0;
   while ((1 << block_shift) < h.block_size) ++block_shift;
   const float scale_log2 = h.sm_scale_log2;
+  const float layer_scale = kCache == 2 ? *a.k_scale : 0.f;  // fp8: read when the kernel runs
 
   const int tid = threadIdx.x;
   const int wg = tid >> 7;          // warpgroup: keys 32wg.. of S, value columns 256wg.. of O
@@ -321,12 +358,12 @@ __global__ void __launch_bounds__(kThreads, 1) latent_kernel(const LatentArgs ar
     const int tiles = ks.key_end > it.key_begin ? static_cast<int>((ks.key_end - it.key_begin + kKeys - 1) / kKeys) : 0;
 
     load_q(a, it, H, sq, tid);
-    Fp8Keys fk;  // kFp8: the next tile's codes, decoded while this tile's P V runs
+    Fp8Keys<kFp8 ? kCache : 1> fk;  // kFp8: the next tile's codes, decoded while this tile's P V runs
     if (tiles > 0) {
       const TileRows first = tile_rows(ks, it.key_begin, tid);
       if constexpr (kFp8) {
-        load_rope_fp8(ks, first, sbase + kOffK, key_ok, tid);
-        store_codes(fetch_codes(first, tid), sbase + kOffK, tid);
+        mark_keys_fp8<kCache>(ks, first, sbase + kOffK, key_ok, tid);
+        store_codes<kCache>(fetch_codes<kCache>(first, tid), sbase + kOffK, tid, layer_scale);
       } else {
         load_keys(ks, first, sbase + kOffK, key_ok, tid);
       }
@@ -354,8 +391,8 @@ __global__ void __launch_bounds__(kThreads, 1) latent_kernel(const LatentArgs ar
       const uint32_t other = sbase + kOffK + (stage ^ 1) * kTileBytes;
       if (tile + 1 < tiles) {
         if constexpr (kFp8) {
-          load_rope_fp8(ks, next, other, key_ok + (stage ^ 1) * kKeys, tid);
-          fk = fetch_codes(next, tid);
+          mark_keys_fp8<kCache>(ks, next, other, key_ok + (stage ^ 1) * kKeys, tid);
+          fk = fetch_codes<kCache>(next, tid);
         } else {
           load_keys(ks, next, other, key_ok + (stage ^ 1) * kKeys, tid);
         }
@@ -463,7 +500,7 @@ __global__ void __launch_bounds__(kThreads, 1) latent_kernel(const LatentArgs ar
         }
         wgmma_commit();
         if constexpr (kFp8) {
-          if (tile + 1 < tiles) store_codes(fk, other, tid);  // the next stage, while P V runs
+          if (tile + 1 < tiles) store_codes<kCache>(fk, other, tid, layer_scale);  // the next stage, while P V runs
         }
         wgmma_wait<0>();
         fence_regs(o[0]);
@@ -531,17 +568,17 @@ __global__ void __launch_bounds__(kThreads, 1) latent_kernel(const LatentArgs ar
 
 // Launches the kernel over `grid` persistent CTAs (one per SM) on the current device, whose
 // shared-memory limit for it is raised once (the attribute is per device).
-template <typename T, bool kFp8>
+template <typename T, int kCache>
 cudaError_t launch(const LatentArgs& args, int device, int grid, cudaStream_t stream) {
   static std::atomic<uint64_t> configured{0};  // bit d: device d
   const uint64_t bit = device < 64 ? uint64_t{1} << device : 0;
   if (bit == 0 || (configured.load(std::memory_order_relaxed) & bit) == 0) {
     const cudaError_t e =
-        cudaFuncSetAttribute(latent_kernel<T, kFp8>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes);
+        cudaFuncSetAttribute(latent_kernel<T, kCache>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes);
     if (e != cudaSuccess) return e;
     configured.fetch_or(bit, std::memory_order_relaxed);
   }
-  latent_kernel<T, kFp8><<<grid, kThreads, kSmemBytes, stream>>>(args);
+  latent_kernel<T, kCache><<<grid, kThreads, kSmemBytes, stream>>>(args);
   return cudaGetLastError();
 }
 

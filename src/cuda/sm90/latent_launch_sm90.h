@@ -13,7 +13,8 @@ namespace sm90 {
 // Work items over `grid` persistent CTAs on the current device (`device`, its index).
 cudaError_t launch_latent_bf16(const latent::LatentArgs& args, int device, int grid, cudaStream_t stream);
 cudaError_t launch_latent_fp16(const latent::LatentArgs& args, int device, int grid, cudaStream_t stream);
-// bf16 over fp8_ds_mla cache rows (args.cache_format 1).
+// bf16 over fp8_ds_mla cache rows (args.cache_format 1) and over vLLM fp8 rows (2).
+cudaError_t launch_latent_bf16_fp8ds(const latent::LatentArgs& args, int device, int grid, cudaStream_t stream);
 cudaError_t launch_latent_bf16_fp8(const latent::LatentArgs& args, int device, int grid, cudaStream_t stream);
 
 }  // namespace sm90
