@@ -59,8 +59,7 @@ struct LibraryInfo {
   // LatentAttention's backends (mlakit/latent.h): the CPU takes any kv_lora_rank and
   // qk_rope_head_dim that are multiples of 32 (up to 512 and 128); the Hopper kernel ("cuda sm90",
   // in builds with 90a) takes (512, 64) only. widths = {0, 0}: any of the CPU's. Both read the
-  // 16-bit cache and DeepSeek-V3.2's fp8_ds_mla rows (kv_cache_dtypes; the latter with bf16 at
-  // (512, 64)).
+  // 16-bit cache and the FP8 ones (kv_cache_dtypes; with bf16, fp8_ds_mla at (512, 64)).
   struct LatentBackend {
     std::string name;
     std::vector<DType> dtypes;

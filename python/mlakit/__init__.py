@@ -695,7 +695,7 @@ def info() -> dict:
     ``(dtype, head_dim_qk, head_dim_vo)`` they are built for); ``latent_backends``: the same for
     :class:`LatentAttention`, with ``name`` (``"cpu"``, ``"cuda sm90"``), ``dtypes`` and the
     ``kv_lora_rank`` / ``qk_rope_head_dim`` it takes (None: any multiple of 32 up to 512 / 128) and
-    the ``kv_cache_dtypes`` it reads (``"auto"``, ``"fp8_ds_mla"``).
+    the ``kv_cache_dtypes`` it reads (``"auto"``, ``"fp8"``, ``"fp8_ds_mla"``).
     """
     return _C.library_info()
 

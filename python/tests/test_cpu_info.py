@@ -46,12 +46,12 @@ def test_info_describes_the_build(isa_env):
         assert set(b["dtypes"]) == {s[0] for s in b["shapes"]}
     latent = info["latent_backends"]
     assert latent[0] == {"name": "cpu", "dtypes": ["bf16", "fp16"], "kv_lora_rank": None, "qk_rope_head_dim": None,
-                         "kv_cache_dtypes": ["auto", "fp8_ds_mla"]}
+                         "kv_cache_dtypes": ["auto", "fp8", "fp8_ds_mla"]}
     # The Hopper kernel is listed where the build has it (with the sm90 prefill kernels), for
     # DeepSeek's widths only.
     has_sm90 = any(b["name"] == "cuda sm90" for b in info["backends"])
     assert latent[1:] == ([{"name": "cuda sm90", "dtypes": ["bf16", "fp16"], "kv_lora_rank": 512,
-                            "qk_rope_head_dim": 64, "kv_cache_dtypes": ["auto", "fp8_ds_mla"]}] if has_sm90 else [])
+                            "qk_rope_head_dim": 64, "kv_cache_dtypes": ["auto", "fp8", "fp8_ds_mla"]}] if has_sm90 else [])
     attn = mlakit.RaggedPrefill(2, 2, 64, 64, dtype="bf16", device="cpu")
     assert attn.info.cpu_isa == info["cpu_isa"]
     assert mlakit.RaggedPrefill(2, 2, 64, 64, dtype="fp16", device="cpu").info.cpu_isa == "fp32"

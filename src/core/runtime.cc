@@ -120,7 +120,7 @@ LibraryInfo library_info() {
 #endif
 #undef MLAKIT_SHAPE_OF
 #endif
-  const std::vector<KvCacheDtype> latent_caches = {KvCacheDtype::kAuto, KvCacheDtype::kFp8DsMla};
+  const std::vector<KvCacheDtype> latent_caches = {KvCacheDtype::kAuto, KvCacheDtype::kFp8, KvCacheDtype::kFp8DsMla};
   info.latent_backends.push_back({"cpu", {DType::kBF16, DType::kFP16}, 0, 0, latent_caches});
 #ifdef MLAKIT_WITH_SM90
   info.latent_backends.push_back({"cuda sm90", {DType::kBF16, DType::kFP16}, 512, 64, latent_caches});
