@@ -20,7 +20,7 @@ struct LatentArgs {
   int64_t qpe_stride_tok, qpe_stride_head;
   // The paged cache [num_blocks, block_size, L + R] of the dtype, or of fp8_ds_mla's 656-byte rows
   // (cache_format 1: e4m3 codes of the latent, four float32 scales, the rope part in bf16;
-  // mla/kv_cache_format.h), or of vLLM's fp8 rows (cache_format 2: L + R e4m3 codes). Strides in
+  // contract/kv_cache_format.h), or of vLLM's fp8 rows (cache_format 2: L + R e4m3 codes). Strides in
   // elements of the cache tensor (bytes for the FP8 formats).
   const void* cache;
   int64_t cache_stride_block, cache_stride_row;

@@ -9,8 +9,8 @@
 #include "cpu/cpu_isa.h"
 #include "cpu/e4m3_avx512.h"
 #include "cpu/latent_item.h"
-#include "mla/kv_cache_codec.h"
-#include "mla/kv_cache_format.h"
+#include "cpu/kv_cache_codec.h"
+#include "contract/kv_cache_format.h"
 
 namespace mlakit {
 namespace cpu {

@@ -13,7 +13,7 @@
 #include "cpu/half_convert.h"
 #include "cpu/reference_values.h"
 #include "cpu/thread_pool.h"
-#include "mla/kv_cache_codec.h"
+#include "cpu/kv_cache_codec.h"
 #include "mlakit/error.h"
 #include "mlakit/latent.h"
 #include "plan/latent_checks.h"

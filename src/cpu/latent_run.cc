@@ -13,7 +13,7 @@
 #include "cpu/latent_cpu.h"
 #include "cpu/latent_item.h"
 #include "cpu/thread_pool.h"
-#include "mla/kv_cache_format.h"
+#include "contract/kv_cache_format.h"
 
 namespace mlakit {
 namespace cpu {

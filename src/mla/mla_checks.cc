@@ -3,8 +3,8 @@
 #include <cmath>
 #include <string>
 
-#include "mla/kv_cache_codec.h"
-#include "mla/kv_cache_format.h"
+#include "cpu/kv_cache_codec.h"
+#include "contract/kv_cache_format.h"
 #include "mlakit/error.h"
 #include "plan/tensor_checks.h"
 

@@ -13,8 +13,8 @@
 #include "cpu/e4m3_convert.h"
 #include "cpu/half_convert.h"
 #include "cpu/thread_pool.h"
-#include "mla/kv_cache_codec.h"
-#include "mla/kv_cache_format.h"
+#include "cpu/kv_cache_codec.h"
+#include "contract/kv_cache_format.h"
 #include "mla/mla_ops.h"
 
 namespace mlakit {

@@ -10,7 +10,7 @@
 
 #include "cpu/half_convert.h"
 #include "cpu/reference_values.h"
-#include "mla/kv_cache_codec.h"
+#include "cpu/kv_cache_codec.h"
 #include "mla/mla_checks.h"
 #include "mla/mla_layout.h"
 #include "mlakit/error.h"

@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <string>
 
-#include "mla/kv_cache_format.h"
+#include "contract/kv_cache_format.h"
 #include "mlakit/error.h"
 #include "plan/tensor_checks.h"
 

@@ -1,5 +1,5 @@
 // The FP8 latent cache formats (mlakit/mla.h, KvCacheDtype) written down again from their
-// definitions, for the tests, independently of the library's codec (src/mla/kv_cache_codec.cc)
+// definitions, for the tests, independently of the library's codec (src/cpu/kv_cache_codec.cc)
 // and its e4m3 conversion: an engine shares the cache with its decode kernels, so the bytes the
 // step writes must be the formats' bytes, not merely ones the step itself reads back.
 //   e4m3 (OCP e4m3fn): s eeee mmm, bias 7; e = 0: m x 2^-9; else (8 + m) x 2^(e - 10); 0x7f /

@@ -31,7 +31,7 @@
 
 #include "contract/latent_launch.h"
 #include "contract/latent_layout.h"
-#include "mla/kv_cache_format.h"
+#include "contract/kv_cache_format.h"
 #include "cuda/common/ptx.cuh"
 #include "cuda/sm90/ptx_sm90.cuh"
 #include "cuda/sm90/smem_desc.h"
@@ -167,7 +167,7 @@ __device__ __forceinline__ void load_keys(const KeySource& ks, const TileRows& r
 //    cp.async;
 //  - while that tile's P V runs on the tensor cores, the codes are decoded (code x scale in
 //    float32, rounded to bf16: what the MLA step's gather and the CPU paths give) and stored.
-// Formats (LatentArgs::cache_format): 1, fp8_ds_mla (mla/kv_cache_format.h: 512 codes, four
+// Formats (LatentArgs::cache_format): 1, fp8_ds_mla (contract/kv_cache_format.h: 512 codes, four
 // float32 scales, 64 bf16 rope values); 2, vLLM's fp8 (576 codes, the layer's one scale).
 // A thread's share of key j: code chunks c = part + 8i (i = 0..3, 16 codes each; fp8_ds_mla's
 // scale i), and with fp8 the rope's chunk 32 + part for part < 4; chunk c becomes bf16 chunks 2c

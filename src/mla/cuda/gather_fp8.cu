@@ -14,7 +14,7 @@
 #include "cuda/common/pdl_launch.h"
 #include "mla/cuda/mla_launch.h"
 #include "mla/cuda/row_copy.cuh"
-#include "mla/kv_cache_format.h"
+#include "contract/kv_cache_format.h"
 
 namespace mlakit {
 namespace cuda {

@@ -1,6 +1,7 @@
-// The FP8 latent cache formats of the MLA step (mlakit/mla.h, KvCacheDtype): the fp8_ds_mla row
-// layout and its scale rule. The host codec (kv_cache_codec.cc: the CPU gather and the float64
-// reference) and the CUDA gather (cuda/gather_fp8.cu) share these, so they cannot disagree.
+// The FP8 latent cache formats (mlakit/kv_cache.h, KvCacheDtype): the fp8_ds_mla row layout and
+// its scale rule. The host codec (cpu/kv_cache_codec.cc: the CPU gather, the float64 references,
+// latent attention's CPU paths), the MLA step's CUDA gather (mla/cuda/gather_fp8.cu) and the latent
+// kernel (cuda/sm90/latent_kernel_sm90.cuh) share these, so they cannot disagree.
 #pragma once
 
 #include <cstdint>

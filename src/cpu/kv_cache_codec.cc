@@ -1,11 +1,11 @@
-#include "mla/kv_cache_codec.h"
+#include "cpu/kv_cache_codec.h"
 
 #include <cmath>
 #include <cstring>
 
 #include "cpu/e4m3_convert.h"
 #include "cpu/half_convert.h"
-#include "mla/kv_cache_format.h"
+#include "contract/kv_cache_format.h"
 
 namespace mlakit {
 namespace mla {

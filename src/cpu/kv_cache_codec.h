@@ -1,8 +1,8 @@
 // One latent cache row of each FP8 format (mlakit/mla.h, KvCacheDtype) on the host: encoded from
 // a token's 16-bit kv_c / k_pe as the formats define, decoded into the step's 16-bit latents
 // (what the CPU gather hands the up-projection) or exactly into double (the reference). Plain
-// C++, scalar: the CPU gather (mla_ops_cpu.cc) and reference::mla_step use it, and the CUDA
-// gather (cuda/gather_fp8.cu) computes the same bytes.
+// C++, scalar: the CPU gather (mla/mla_ops_cpu.cc), reference::mla_step and the CPU paths of
+// latent attention use it, and the CUDA gather (mla/cuda/gather_fp8.cu) computes the same bytes.
 #pragma once
 
 #include <cstdint>
