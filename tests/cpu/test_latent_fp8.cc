@@ -145,7 +145,8 @@ TEST(CpuLatentFp8Layer, SameBitsAsTheDecodedBf16CacheAndScaleReadAtRun) {
   LatentCase fp8 = make_latent_case(fp8_layer_config(16, 16), {1, 4, 1}, {700, 60, 2}, 246);
   LatentAttention attn(fp8.cfg);
   attn.plan(fp8.batch(), fp8.opts);
-  for (float scale : {0.00390625f * 1.3f, 0.0123f}) {
+  // A power of two (the exact table path) and two other scales (the float32 product rounded).
+  for (float scale : {0.0078125f, 0.00390625f * 1.3f, 0.0123f}) {
     fp8.k_scale.set(0, scale);  // the same plan, the scale the layer holds now
     const LatentResult a = run_latent(fp8, &attn);
     LatentCase bf16 = fp8;
