@@ -8,6 +8,9 @@ Workloads:
   decode        B requests x 1 new token over 4096 cached tokens (the issue's target: >= 1.5x)
   mtp2          B x 2 new tokens (speculative verification), causal among them
   sparse        B x 1 token attending to 2048 of 4096 positions (DSA; request-local positions)
+  decode_fp8, sparse_fp8   decode and sparse on DeepSeek-V3.2's fp8_ds_mla cache (the same rows
+                quantized as FlashMLA's quantizer writes them; the PyTorch paths read the bf16 rows
+                they decode to)
 PyTorch, two ways on the same threads, the ratio taken against the faster:
   torch_matmul  the latent rows gathered through the block table (index_select), scores by
                 torch.matmul, softmax in float32, P V by torch.matmul (sparse: the indexed rows)
@@ -36,6 +39,7 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import compare_cpu as C  # noqa: E402  (log, timing in turns, the ceiling, the machine)
+import latent_workloads as LW  # noqa: E402  (the fp8_ds_mla quantizer)
 
 import torch  # noqa: E402
 
@@ -48,11 +52,15 @@ TARGET_DECODE = 1.5  # the issue's CPU target: dense decode >= 1.5x the PyTorch 
 class Case:
     """One workload: the cache, block table, q and (sparse) indices, and the object planned for it."""
 
-    def __init__(self, name, batch, q_len, ctx, heads, topk, gen):
+    def __init__(self, name, batch, q_len, ctx, heads, topk, gen, fp8=False):
         self.name, self.batch, self.q_len, self.ctx, self.heads, self.topk = name, batch, q_len, ctx, heads, topk
         pages = (ctx + BS - 1) // BS
         self.num_blocks = batch * pages
         self.cache = torch.randn(self.num_blocks, BS, L + R, generator=gen).to(torch.bfloat16)
+        self.cache_run = self.cache  # what mlakit reads
+        if fp8:  # mlakit reads the fp8_ds_mla rows, PyTorch the bf16 rows they decode to
+            self.cache_run = LW.ds_mla_quantize(torch, self.cache)
+            self.cache = LW.ds_mla_decode(torch, self.cache_run)
         self.table = torch.randperm(self.num_blocks, generator=gen).view(batch, pages).to(torch.int32)
         T = batch * q_len
         self.q = torch.randn(T, heads, L + R, generator=gen).to(torch.bfloat16)
@@ -67,7 +75,7 @@ class Case:
                                         for _ in range(T)]).to(torch.int32)
         self.attn = mlakit.LatentAttention(heads, dtype=torch.bfloat16, block_size=BS, num_blocks=self.num_blocks,
                                            max_batch=batch, max_q_tokens=T, max_kv_tokens=batch * ctx,
-                                           max_topk=topk)
+                                           max_topk=topk, kv_cache_dtype="fp8_ds_mla" if fp8 else "auto")
         self.attn.plan([q_len] * batch, [ctx] * batch, self.table, sm_scale=self.scale, topk=topk)
         keys = topk if topk else ctx
         pairs = (batch * q_len * keys if topk or q_len == 1 else
@@ -80,7 +88,7 @@ class Case:
             self.mask = pos.view(1, ctx) <= (ctx - q_len + torch.arange(q_len)).view(q_len, 1)  # [q, ctx]
 
     def mlakit(self):
-        self.attn.run(self.q, self.cache, indices=self.indices, out=self.out)
+        self.attn.run(self.q, self.cache_run, indices=self.indices, out=self.out)
         return self.out
 
     def _gather(self):
@@ -191,11 +199,13 @@ def main():
     b, ctx, h = args.batch, args.ctx, args.heads
     workloads = [(f"decode {b} x 1 over {ctx}, H={h}", b, 1, ctx, h, 0),
                  (f"mtp2 {b} x 2 over {ctx}, H={h}", b, 2, ctx, h, 0),
-                 (f"sparse {b} x 1, top-{args.topk} of {ctx}, H={h}", b, 1, ctx, h, args.topk)]
+                 (f"sparse {b} x 1, top-{args.topk} of {ctx}, H={h}", b, 1, ctx, h, args.topk),
+                 (f"decode_fp8 {b} x 1 over {ctx}, H={h}", b, 1, ctx, h, 0, True),
+                 (f"sparse_fp8 {b} x 1, top-{args.topk} of {ctx}, H={h}", b, 1, ctx, h, args.topk, True)]
     C.log(f"\nlatent attention, bf16, page {BS}; time, GFLOP/s (% of the ceiling), median of {args.reps}")
     C.log(f"{'workload':38s} {'mlakit':>24s} {'torch_matmul':>24s} {'torch_sdpa':>24s} {'vs best':>9s}  rel.err   "
           f"{'(matmul, rows pre-gathered)':>24s} {'vs it':>7s}")
-    rows = [run_case(Case(name, *shape, gen), args.reps, ceiling) for name, *shape in workloads]
+    rows = [run_case(Case(name, *shape[:5], gen, *shape[5:]), args.reps, ceiling) for name, *shape in workloads]
     res = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
            "machine": {"cpu": model, "flags": flags, "cores": os.cpu_count()}, "mlakit_info": info,
            "torch": torch.__version__, "reps": args.reps, "threads": threads, "load_start": load_start,
