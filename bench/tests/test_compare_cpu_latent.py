@@ -24,7 +24,7 @@ def test_smoke_runs_and_records(tmp_path):
     res = json.loads(out.read_text())
     assert res["bf16_matmul_ceiling_gflops"] > 0
     assert res["mlakit_info"]["cpu_isa"] == mlakit.info()["cpu_isa"]
-    assert [r["workload"].split()[0] for r in res["latent"]] == ["decode", "mtp2", "sparse"]
+    assert [r["workload"].split()[0] for r in res["latent"]] == ["decode", "mtp2", "sparse", "decode_fp8", "sparse_fp8"]
     for row in res["latent"]:
         assert row["rel_err"]["mlakit_vs_torch_matmul"] < 2e-2
         assert row["rel_err"]["torch_sdpa_vs_torch_matmul"] < 2e-2
