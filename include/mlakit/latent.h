@@ -58,9 +58,10 @@
 // AVX-512 BF16 products where present, fp32 elsewhere and for fp16); and CUDA on Hopper (compute
 // capability 9.0, in builds whose MLAKIT_CUDA_ARCHS include 90a), one kernel for DeepSeek's
 // widths: kv_lora_rank 512 with qk_rope_head_dim 64, bf16 or fp16, any page size, dense and
-// sparse, on the 16-bit, fp8_ds_mla or fp8 cache. On CUDA, other widths are refused at construction (kUnsupported naming
-// config.kv_lora_rank), and so are other GPUs and builds without the kernel (kUnsupported naming
-// config.device), each message pointing to Device::cpu().
+// sparse, on the 16-bit, fp8_ds_mla or fp8 cache (the FP8 ones with bf16, on both backends). On
+// CUDA, other widths are refused at construction (kUnsupported naming config.kv_lora_rank), and
+// so are other GPUs and builds without the kernel (kUnsupported naming config.device), each
+// message pointing to Device::cpu().
 #pragma once
 
 #include <cstdint>
