@@ -34,7 +34,6 @@ import os
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 import peers  # noqa: E402
 from latent_workloads import BS, D, L, SCALE  # noqa: E402
@@ -63,13 +62,8 @@ class Built:
 # Loading the peers.
 
 def flashmla_dir():
-    cands = [os.environ.get("MLAKIT_FMLA_DIR"), os.path.join(REPO, ".peers", "flashmla"),
-             os.path.join(REPO, "shared", "peers", "flashmla"),
-             os.path.join(os.path.dirname(REPO), "shared", "peers", "flashmla")]
-    for c in cands:
-        if c and os.path.isfile(os.path.join(c, "setup_flashmla.sh")):
-            return os.path.abspath(c)
-    return None
+    """The offline FlashMLA copy's folder (it holds setup_flashmla.sh), or None."""
+    return peers.offline_peer_dir("flashmla", "MLAKIT_FMLA_DIR")
 
 
 def load_flashmla(auto_setup=True):

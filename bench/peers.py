@@ -32,15 +32,20 @@ REPO = os.path.dirname(HERE)
 LN2 = 0.6931471805599453
 
 
-def flashinfer_dir():
-    """The offline copy's folder (it holds setup_flashinfer.sh), or None."""
-    cands = [os.environ.get("MLAKIT_FI_DIR"), os.path.join(REPO, ".peers", "flashinfer"),
-             os.path.join(REPO, "shared", "peers", "flashinfer"),
-             os.path.join(os.path.dirname(REPO), "shared", "peers", "flashinfer")]
+def offline_peer_dir(name, env_var):
+    """The folder of a peer's offline copy (it holds setup_<name>.sh): $env_var, else .peers/<name>,
+    shared/peers/<name> in or beside the repository; None when there is none."""
+    cands = [os.environ.get(env_var), os.path.join(REPO, ".peers", name), os.path.join(REPO, "shared", "peers", name),
+             os.path.join(os.path.dirname(REPO), "shared", "peers", name)]
     for c in cands:
-        if c and os.path.isfile(os.path.join(c, "setup_flashinfer.sh")):
+        if c and os.path.isfile(os.path.join(c, f"setup_{name}.sh")):
             return os.path.abspath(c)
     return None
+
+
+def flashinfer_dir():
+    """The offline FlashInfer copy's folder (it holds setup_flashinfer.sh), or None."""
+    return offline_peer_dir("flashinfer", "MLAKIT_FI_DIR")
 
 
 def _env_after(script, extra_env, quiet=True):
