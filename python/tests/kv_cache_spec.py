@@ -43,6 +43,18 @@ def decode(kind, rows, k_scale=None):
 DN, R, DV, BS = 128, 64, 128, 16
 
 
+def encode_cache(kind, cache, k_scale=None):
+    """A paged 16-bit cache [blocks, page, L + R] (R = 64) in `kind`'s rows: uint8 [blocks, page,
+    L + R or 656]."""
+    rows = cache.reshape(-1, cache.shape[-1])
+    return encode(kind, rows[:, :-R], rows[:, -R:], k_scale).reshape(*cache.shape[:2], -1)
+
+
+def decode_cache(kind, cache, k_scale=None):
+    """The float64 rows [blocks, page, L + R] a paged FP8 cache holds (decode, page by page kept)."""
+    return decode(kind, cache, k_scale).reshape(*cache.shape[:2], -1)
+
+
 def make_case(kind, q_lens, ctx_lens, seed, heads):
     """A step's bf16 CPU tensors over an FP8 cache of random encoded latents (k_scale 0-d, as
     vLLM's layer._k_scale); kv_lora_rank 512 for fp8_ds_mla, 64 for fp8."""

@@ -36,6 +36,7 @@ if _refusal is not None:
     pytest.skip("LatentAttention on CUDA: " + _refusal, allow_module_level=True)
 
 import mlakit.torch as mt  # noqa: E402
+from kv_cache_spec import decode_cache, encode_cache  # noqa: E402
 
 DEV = torch.device("cuda")
 L, R = 512, 64
@@ -331,33 +332,6 @@ def test_graph_replay_after_replan(upload_in_run):
         assert out[T:].isnan().all() and lse[T:].isnan().all()
 
 
-def ds_mla_cache(cache):
-    """A bf16 cache [blocks, bs, 576] in DeepSeek-V3.2's fp8_ds_mla rows (uint8 [blocks, bs, 656]), as
-    FlashMLA's quantizer writes them: per 128 latent values a power-of-two scale >= amax / 448, the
-    codes e4m3(x / scale), the four scales as float32, then the rope part in bf16."""
-    nb, bs, _ = cache.shape
-    x = cache[..., :L].float().reshape(nb, bs, 4, 128)
-    s = torch.exp2(torch.ceil(torch.log2(torch.clamp(x.abs().amax(-1, keepdim=True) / 448, min=1e-4))))
-    codes = (x / s).to(torch.float8_e4m3fn).view(torch.uint8).reshape(nb, bs, L)
-    scales = s.reshape(nb, bs, 4).contiguous().view(torch.uint8)
-    rope = cache[..., L:].contiguous().view(torch.uint8)
-    return torch.cat([codes, scales, rope], dim=-1)
-
-
-def ds_mla_decoded(c8, dtype=torch.float64):
-    """The rows [blocks, bs, 576] an fp8_ds_mla cache holds (code x scale, the rope part) in float64,
-    or rounded once into bf16 from float32 as the kernel decodes them."""
-    nb, bs, _ = c8.shape
-    codes = c8[..., :L].contiguous().view(torch.float8_e4m3fn).float().reshape(nb, bs, 4, 128)
-    scales = c8[..., L:L + 16].contiguous().view(torch.float32).reshape(nb, bs, 4, 1)
-    rope = c8[..., L + 16:].contiguous().view(torch.bfloat16)
-    if dtype == torch.float64:
-        latent_part = codes.double() * scales.double()
-    else:
-        latent_part = (codes * scales).to(dtype)
-    return torch.cat([latent_part.reshape(nb, bs, L), rope.to(latent_part.dtype)], dim=-1)
-
-
 @pytest.mark.parametrize("heads", [16, 128])
 def test_fp8_ds_mla_cache(heads):
     """Dense decode + MTP and sparse over an fp8_ds_mla cache: against the float64 reference of the
@@ -365,7 +339,7 @@ def test_fp8_ds_mla_cache(heads):
     gen = torch.Generator().manual_seed(21 + heads)
     q_lens, kv_lens, bs, topk = [1, 2, 1, 4], [1500, 70, 0, 600], 64, 512
     num_blocks = blocks_for(kv_lens, bs)
-    c8 = ds_mla_cache(randn(gen, num_blocks, bs, L + R))
+    c8 = encode_cache("fp8_ds_mla", randn(gen, num_blocks, bs, L + R))  # FlashMLA's quantizer
     table = make_table(kv_lens, bs, num_blocks, gen)
     T = sum(q_lens)
     q = randn(gen, T, heads, L + R)
@@ -373,7 +347,8 @@ def test_fp8_ds_mla_cache(heads):
                            for nq, kv in zip(q_lens, kv_lens) for _ in range(nq)]).to(DEV, torch.int32)
     fp8 = latent(heads, bs, num_blocks, max_topk=topk, kv_cache_dtype="fp8_ds_mla")
     bf16 = latent(heads, bs, num_blocks, max_topk=topk)
-    twin = ds_mla_decoded(c8, torch.bfloat16)
+    decoded = decode_cache("fp8_ds_mla", c8)
+    twin = decoded.to(torch.bfloat16)  # exact: the scales are powers of two
     for sparse in (False, True):
         idx = indices if sparse else None
         for attn in (fp8, bf16):
@@ -382,7 +357,7 @@ def test_fp8_ds_mla_cache(heads):
         out2, lse2 = bf16.run(q, twin, indices=idx, return_lse=True)
         torch.cuda.synchronize()
         assert torch.equal(out, out2) and torch.equal(lse, lse2)
-        check(out, lse, None, reference(q, ds_mla_decoded(c8), q_lens, kv_lens, table, (L + R) ** -0.5,
+        check(out, lse, None, reference(q, decoded, q_lens, kv_lens, table, (L + R) ** -0.5,
                                         indices=idx), 1e-2)
 
 
@@ -394,7 +369,7 @@ def test_fp8_cache_with_layer_scale():
     q_lens, kv_lens, bs, heads = [1, 2, 1, 4], [1500, 70, 1, 600], 16, 16
     num_blocks = blocks_for(kv_lens, bs)
     scale = torch.tensor([0.0123], dtype=torch.float32, device=DEV)
-    c8 = (randn(gen, num_blocks, bs, L + R).float() / scale).to(torch.float8_e4m3fn)
+    c8 = encode_cache("fp8", randn(gen, num_blocks, bs, L + R), scale).view(torch.float8_e4m3fn)
     table = make_table(kv_lens, bs, num_blocks, gen)
     q = randn(gen, sum(q_lens), heads, L + R)
     fp8 = latent(heads, bs, num_blocks, kv_cache_dtype="fp8")

@@ -9,6 +9,7 @@ import pytest
 torch = pytest.importorskip("torch")
 import mlakit  # noqa: E402
 import mlakit.torch as mt  # noqa: E402
+from kv_cache_spec import decode_cache, encode_cache  # noqa: E402
 
 L, R = 512, 64
 
@@ -152,34 +153,12 @@ def test_sparse(kind):
                                     topk_length=topk_length, kind=kind))
 
 
-def ds_mla_cache(cache):
-    """A bf16 cache [blocks, bs, 576] in DeepSeek-V3.2's fp8_ds_mla rows (uint8 [blocks, bs, 656]), as
-    FlashMLA's quantizer writes them: per 128 latent values a power-of-two scale >= amax / 448, the
-    codes e4m3(x / scale), the four scales as float32, then the rope part in bf16."""
-    nb, bs, _ = cache.shape
-    x = cache[..., :L].float().reshape(nb, bs, 4, 128)
-    s = torch.exp2(torch.ceil(torch.log2(torch.clamp(x.abs().amax(-1, keepdim=True) / 448, min=1e-4))))
-    codes = (x / s).to(torch.float8_e4m3fn).view(torch.uint8).reshape(nb, bs, L)
-    scales = s.reshape(nb, bs, 4).contiguous().view(torch.uint8)
-    rope = cache[..., L:].contiguous().view(torch.uint8)
-    return torch.cat([codes, scales, rope], dim=-1)
-
-
-def ds_mla_decoded(c8):
-    """The float64 rows [blocks, bs, 576] an fp8_ds_mla cache holds: code x scale, the rope part."""
-    nb, bs, _ = c8.shape
-    codes = c8[..., :L].contiguous().view(torch.float8_e4m3fn).double().reshape(nb, bs, 4, 128)
-    scales = c8[..., L:L + 16].contiguous().view(torch.float32).double().reshape(nb, bs, 4, 1)
-    rope = c8[..., L + 16:].contiguous().view(torch.bfloat16).double()
-    return torch.cat([(codes * scales).reshape(nb, bs, L), rope], dim=-1)
-
-
 @pytest.mark.parametrize("sparse", [False, True])
 def test_fp8_ds_mla_cache(sparse):
     gen = torch.Generator().manual_seed(11)
     q_lens, kv_lens, bs, heads, topk = [1, 2, 4], [700, 60, 1100], 64, 16, 256
     num_blocks = sum((k + bs - 1) // bs for k in kv_lens) + 2
-    c8 = ds_mla_cache(make_cache(num_blocks, bs, gen))
+    c8 = encode_cache("fp8_ds_mla", make_cache(num_blocks, bs, gen))  # FlashMLA's quantizer
     table = make_table(kv_lens, bs, num_blocks, gen)
     T = sum(q_lens)
     q = torch.randn(T, heads, L + R, generator=gen).bfloat16()
@@ -192,7 +171,7 @@ def test_fp8_ds_mla_cache(sparse):
     attn.plan(q_lens, kv_lens, table, topk=topk if sparse else 0)
     for cache in (c8, c8.view(torch.float8_e4m3fn)):  # the same bytes either way
         out, lse = attn.run(q, cache, indices=indices, return_lse=True)
-        check(out, lse, None, reference(q, ds_mla_decoded(c8), q_lens, kv_lens, table, (L + R) ** -0.5,
+        check(out, lse, None, reference(q, decode_cache("fp8_ds_mla", c8), q_lens, kv_lens, table, (L + R) ** -0.5,
                                         indices=indices))
     with pytest.raises(ValueError, match="^mlakit: kv_cache: shape \\[.*, 576\\] must be"):
         attn.run(q, torch.zeros(num_blocks, bs, L + R, dtype=torch.uint8), indices=indices)
@@ -204,7 +183,7 @@ def test_fp8_cache_with_layer_scale():
     q_lens, kv_lens, bs, heads = [1, 3], [500, 40], 16, 8
     num_blocks = sum((k + bs - 1) // bs for k in kv_lens) + 1
     scale = torch.tensor([0.02], dtype=torch.float32)
-    c8 = (make_cache(num_blocks, bs, gen).float() / scale).to(torch.float8_e4m3fn)
+    c8 = encode_cache("fp8", make_cache(num_blocks, bs, gen), scale).view(torch.float8_e4m3fn)
     table = make_table(kv_lens, bs, num_blocks, gen)
     q = torch.randn(4, heads, L + R, generator=gen).bfloat16()
     attn = mlakit.LatentAttention(heads, dtype=torch.bfloat16, block_size=bs, num_blocks=num_blocks, max_batch=2,
