@@ -72,7 +72,7 @@ TEST(CpuLatentFp8, SameBitsAsTheDecodedBf16Cache) {
     if (topk > 0) add_sparse(fp8, topk, LatentIndices::kPositions, 231, true);
     LatentCase bf16 = fp8;
     bf16.cfg.kv_cache_dtype = KvCacheDtype::kAuto;
-    bf16.cache = ds_mla_decoded_bf16(fp8.cache);
+    bf16.cache = decoded_bf16_cache(fp8.cache, KvCacheDtype::kFp8DsMla, 512, 64);
     const LatentResult a = run_latent(fp8), b = run_latent(bf16);
     EXPECT_TRUE(same_bits(a.out, b.out)) << "topk " << topk;
     EXPECT_TRUE(same_bits(a.lse, b.lse)) << "topk " << topk;
@@ -151,7 +151,7 @@ TEST(CpuLatentFp8Layer, SameBitsAsTheDecodedBf16CacheAndScaleReadAtRun) {
     const LatentResult a = run_latent(fp8, &attn);
     LatentCase bf16 = fp8;
     bf16.cfg.kv_cache_dtype = KvCacheDtype::kAuto;
-    bf16.cache = fp8_decoded_bf16(fp8.cache, scale);
+    bf16.cache = decoded_bf16_cache(fp8.cache, KvCacheDtype::kFp8, 512, 64, scale);
     const LatentResult b = run_latent(bf16);
     EXPECT_TRUE(same_bits(a.out, b.out)) << scale;
     EXPECT_TRUE(same_bits(a.lse, b.lse)) << scale;

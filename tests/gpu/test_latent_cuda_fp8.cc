@@ -53,7 +53,7 @@ LatentResult check_case(const LatentCase& m) {
 LatentCase decoded_twin(const LatentCase& fp8) {
   LatentCase bf16 = fp8;
   bf16.cfg.kv_cache_dtype = KvCacheDtype::kAuto;
-  bf16.cache = ds_mla_decoded_bf16(fp8.cache);
+  bf16.cache = decoded_bf16_cache(fp8.cache, KvCacheDtype::kFp8DsMla, 512, 64);
   return bf16;
 }
 
@@ -178,7 +178,7 @@ TEST_F(CudaLatentFp8Test, LayerScaleSameBitsAsTheDecodedBf16Cache) {
     fp8.k_scale.set(0, scale);
     LatentCase bf16 = fp8;
     bf16.cfg.kv_cache_dtype = KvCacheDtype::kAuto;
-    bf16.cache = fp8_decoded_bf16(fp8.cache, scale);
+    bf16.cache = decoded_bf16_cache(fp8.cache, KvCacheDtype::kFp8, 512, 64, scale);
     const LatentResult a = run_latent_cuda(fp8), b = run_latent_cuda(bf16);
     EXPECT_TRUE(same_bits(a.out, b.out)) << scale;
     EXPECT_TRUE(same_bits(a.lse, b.lse)) << scale;

@@ -123,29 +123,18 @@ inline HostTensor reshape_ds_mla(const HostTensor& flat, int64_t num_blocks, int
 // The bf16 cache [blocks, block_size, 576] an fp8_ds_mla cache decodes to, from the format's
 // definition (util/kv_cache_spec.h's e4m3 values): code x scale in float32, rounded once to bf16,
 // what the MLA step's gather hands its up-projection; the rope part as it is.
-// The bf16 cache a vLLM fp8 cache [blocks, block_size, width] decodes to with the layer's scale:
-// code x scale in float32, rounded once to bf16.
-inline HostTensor fp8_decoded_bf16(const HostTensor& fp8, float scale) {
-  HostTensor out(DType::kBF16, fp8.shape());
-  const auto* src = static_cast<const uint8_t*>(fp8.data());
-  auto* dst = static_cast<uint16_t*>(out.data());
-  for (int64_t i = 0; i < fp8.numel(); ++i) dst[i] = float_to_bf16(static_cast<float>(spec::e4m3_value(src[i])) * scale);
-  return out;
-}
-
-inline HostTensor ds_mla_decoded_bf16(const HostTensor& fp8) {
-  const int64_t blocks = fp8.shape()[0], bs = fp8.shape()[1];
-  HostTensor out(DType::kBF16, {blocks, bs, 576});
+// The bf16 cache [blocks, block_size, L + R] an FP8 cache of `format` decodes to, from the
+// formats' definitions (util/kv_cache_spec.h's decode16: code x scale in float32, rounded once to
+// bf16, what the MLA step's gather hands its up-projection), with the layer scale `k_scale` (fp8).
+inline HostTensor decoded_bf16_cache(const HostTensor& fp8, KvCacheDtype format, int latent, int rope,
+                                     float k_scale = 0.0f) {
+  const int64_t blocks = fp8.shape()[0], bs = fp8.shape()[1], row_bytes = fp8.shape()[2], width = latent + rope;
+  HostTensor out(DType::kBF16, {blocks, bs, width});
   const auto* src = static_cast<const uint8_t*>(fp8.data());
   auto* dst = static_cast<uint16_t*>(out.data());
   for (int64_t r = 0; r < blocks * bs; ++r) {
-    const uint8_t* row = src + r * 656;
-    for (int i = 0; i < 512; ++i) {
-      float s;
-      std::memcpy(&s, row + 512 + 4 * (i / 128), 4);
-      dst[r * 576 + i] = float_to_bf16(static_cast<float>(spec::e4m3_value(row[i])) * s);
-    }
-    std::memcpy(dst + r * 576 + 512, row + 528, 128);
+    const std::vector<uint16_t> v = spec::decode16(format, DType::kBF16, src + r * row_bytes, latent, rope, k_scale);
+    std::memcpy(dst + r * width, v.data(), sizeof(uint16_t) * static_cast<size_t>(width));
   }
   return out;
 }
