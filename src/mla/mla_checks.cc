@@ -130,23 +130,6 @@ void check_kv_cache(const MlaConfig& c, const TensorView& cache, bool cuda) {
                c.device, cuda);
 }
 
-// kFp8's per-layer scale: one float32 on the step's device; no other format takes one.
-void check_k_scale(const MlaConfig& c, const TensorView& s) {
-  const bool given = s.data != nullptr;
-  if (c.kv_cache_dtype != KvCacheDtype::kFp8) {
-    if (given) {
-      mismatch("k_scale", std::string("only kv_cache_dtype fp8 takes a cache scale; this step's is ") +
-                              kv_cache_dtype_name(c.kv_cache_dtype));
-    }
-    return;
-  }
-  if (!given) invalid("k_scale", "kv_cache_dtype fp8 needs the layer's cache scale: a float32 tensor of one element");
-  if (s.dtype != DType::kFP32) mismatch("k_scale", std::string("dtype ") + dtype_name(s.dtype) + " must be fp32");
-  if (s.device != c.device) mismatch("k_scale", "is on " + to_string(s.device) + " but the step runs on " + to_string(c.device));
-  if (s.ndim > 1 || s.numel() != 1) invalid("k_scale", "must hold one element ([] or [1]), got " + s.describe());
-  if (reinterpret_cast<uintptr_t>(s.data) % alignof(float) != 0) invalid("k_scale", "data pointer must be 4-byte aligned");
-}
-
 }  // namespace
 
 void check_config(const MlaConfig& c) {
@@ -262,7 +245,7 @@ void check_layer(const MlaConfig& c, const MlaLayer& y, const TensorView& out, c
   check_tensor(y.k_pe, "k_pe", {-2, R}, r.total_q, t, dev, r.cuda);
   check_tensor(y.kv_b_proj, "kv_b_proj", {H * (Dn + Dv), L}, 0, t, dev, r.cuda);
   check_kv_cache(c, y.kv_cache, r.cuda);
-  check_k_scale(c, y.k_scale);
+  plan::check_cache_scale(&y.k_scale, c.kv_cache_dtype, c.device, "step");
   check_tensor(out, "out", {-2, H, Dv}, r.total_q, t, dev, r.cuda);
   if (lse) {
     // One float per (token, head): any non-overlapping strides, as RaggedPrefill takes ([T, H],

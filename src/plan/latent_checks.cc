@@ -186,19 +186,7 @@ void check_latent_tensors(const LatentConfig& c, const LatentPlanOptions& o, con
     check(y.kv_cache, "kv_cache", {c.num_blocks, c.block_size, L + R}, 0, y.kv_cache.dtype == c.dtype,
           dtype_name(c.dtype), dev, cuda);
   }
-  // The layer's cache scale: kFp8 needs it, the other formats take none.
-  if (c.kv_cache_dtype != KvCacheDtype::kFp8) {
-    if (y.k_scale != nullptr)
-      mismatch("k_scale", std::string("only kv_cache_dtype fp8 takes a cache scale; this object's is ") +
-                              kv_cache_dtype_name(c.kv_cache_dtype));
-  } else {
-    if (y.k_scale == nullptr) invalid("k_scale", "kv_cache_dtype fp8 needs the layer's cache scale: a float32 tensor of one element");
-    const TensorView& ks = *y.k_scale;
-    if (ks.dtype != DType::kFP32) mismatch("k_scale", std::string("dtype ") + dtype_name(ks.dtype) + " must be fp32");
-    if (ks.device != dev) mismatch("k_scale", "is on " + to_string(ks.device) + " but the plan runs on " + to_string(dev));
-    if (ks.ndim > 1 || ks.numel() != 1) invalid("k_scale", "must hold one element ([] or [1]), got " + shape_str(ks));
-    if (reinterpret_cast<uintptr_t>(ks.data) % alignof(float) != 0) invalid("k_scale", "data pointer must be 4-byte aligned");
-  }
+  check_cache_scale(y.k_scale, c.kv_cache_dtype, dev, "object");
 
   const bool out_ok = rules.reference ? (out.dtype == DType::kFP32 || out.dtype == DType::kFP64) : out.dtype == c.dtype;
   const char* out_want = rules.reference ? "fp32 or fp64" : dtype_name(c.dtype);

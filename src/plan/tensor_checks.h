@@ -4,6 +4,7 @@
 
 #include <string>
 
+#include "mlakit/kv_cache.h"
 #include "mlakit/tensor.h"
 
 namespace mlakit {
@@ -18,6 +19,10 @@ void check_no_overlap(const TensorView& t, const char* name);
 void check_16B(const TensorView& t, const char* name);
 // A tensor's sizes as "[a, b, c]", for the validators' messages.
 std::string shape_str(const TensorView& t);
+// The layer scale of an fp8 latent cache (KvCacheDtype::kFp8, vLLM's layer._k_scale): one
+// float32 element on `device`; null (or no data) for every other format. `owner` names the
+// object in the messages ("step", "object"). Throws naming "k_scale".
+void check_cache_scale(const TensorView* scale, KvCacheDtype format, Device device, const char* owner);
 
 }  // namespace plan
 }  // namespace mlakit

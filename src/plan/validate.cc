@@ -105,6 +105,25 @@ void check_16B(const TensorView& t, const char* name) {
   }
 }
 
+void check_cache_scale(const TensorView* scale, KvCacheDtype format, Device device, const char* owner) {
+  const bool given = scale != nullptr && scale->data != nullptr;
+  if (format != KvCacheDtype::kFp8) {
+    if (given) {
+      mismatch("k_scale", std::string("only kv_cache_dtype fp8 takes a cache scale; this ") + owner + "'s is " +
+                              kv_cache_dtype_name(format));
+    }
+    return;
+  }
+  if (!given) invalid("k_scale", "kv_cache_dtype fp8 needs the layer's cache scale: a float32 tensor of one element");
+  const TensorView& s = *scale;
+  if (s.dtype != DType::kFP32) mismatch("k_scale", std::string("dtype ") + dtype_name(s.dtype) + " must be fp32");
+  if (s.device != device) {
+    mismatch("k_scale", "is on " + to_string(s.device) + " but the " + owner + " runs on " + to_string(device));
+  }
+  if (s.ndim > 1 || s.numel() != 1) invalid("k_scale", "must hold one element ([] or [1]), got " + s.describe());
+  if (reinterpret_cast<uintptr_t>(s.data) % alignof(float) != 0) invalid("k_scale", "data pointer must be 4-byte aligned");
+}
+
 namespace {
 
 void check_same_device(const TensorView& t, const char* name, const TensorView& ref) {
