@@ -3,11 +3,13 @@
 // DeepSeek-V3.2's fp8_ds_mla (656-byte rows): decode over ragged contexts (0, 1, odd, around a 64-key tile, split) at
 // 1, 16 and 128 heads on page sizes 1, 16 and 64; MTP and an extend, causal; sparse plans
 // (positions and slots, -1 padding, repeats, the cache's ends, topk_length, sinks, topk 64 to
-// 2048). Then the decoded values: the same bits as the kernel run on a bf16 cache holding code x
-// scale rounded once to bf16 (whatever the scales), which is also what the CPU backend attends;
+// 2048). Then the decoded values: the 16-bit kernel run on a bf16 cache holding code x scale
+// rounded once to bf16 (whatever the scales), which is also what the CPU backend attends, gives
+// the same outputs within 1% of their largest (the kernels add and round P in different orders;
+// a misdecoded value is off by its own size);
 // a NaN code reaching only its own rows; a request alone equal to it inside a batch. vLLM's fp8
 // (576 codes a row, the layer's scale from device memory): decode, MTP and sparse against the
-// reference, bits against the decoded bf16 cache, and the scale read when the kernel runs (a
+// reference, against the decoded bf16 cache, and the scale read when the kernel runs (a
 // captured graph replayed after the scale changes).
 //
 // Every test skips, saying why, where LatentAttention cannot run on CUDA.
@@ -108,9 +110,17 @@ TEST_F(CudaLatentFp8Test, SparseMatchesReference) {
   }
 }
 
-TEST_F(CudaLatentFp8Test, SameBitsAsTheDecodedBf16Cache) {
-  // Any float32 scales (vLLM's unrounded amax / 448 among them): the kernel attends exactly the
-  // decoded rows, dense (one and several 64-row blocks, splits) and sparse.
+// The FP8 kernel and the 16-bit kernel over the decoded rows: the same attention but for the
+// order of their additions.
+void expect_matches(const LatentResult& a, const LatentResult& b, const std::string& what) {
+  EXPECT_LE(max_abs_diff(a.out, b.out), 1e-2 * max_abs(b.out)) << what;
+  EXPECT_LE(max_abs_diff(a.lse, b.lse), 1e-3) << what;
+  if (a.max.numel() > 0) EXPECT_LE(max_abs_diff(a.max, b.max), 1e-3) << what;
+}
+
+TEST_F(CudaLatentFp8Test, MatchesTheDecodedBf16Cache) {
+  // Any float32 scales (vLLM's unrounded amax / 448 among them): the kernel attends the decoded
+  // rows, dense (one and several 64-row blocks, splits) and sparse.
   for (int heads : {16, 128}) {
     SCOPED_TRACE("heads " + std::to_string(heads));
     LatentCase fp8 = make_latent_case(fp8_config(heads, 16), {1, 4, 1, 33}, {1500, 60, 2, 200}, 940 + heads);
@@ -119,10 +129,7 @@ TEST_F(CudaLatentFp8Test, SameBitsAsTheDecodedBf16Cache) {
     fp8.cache = reshape_ds_mla(fp8.cache, fp8.cfg.num_blocks, 16);
     for (int topk : {0, 700}) {
       if (topk > 0) add_sparse(fp8, topk, LatentIndices::kPositions, 942, true);
-      const LatentResult a = run_latent_cuda(fp8), b = run_latent_cuda(decoded_twin(fp8));
-      EXPECT_TRUE(same_bits(a.out, b.out)) << "topk " << topk;
-      EXPECT_TRUE(same_bits(a.lse, b.lse)) << "topk " << topk;
-      EXPECT_TRUE(same_bits(a.max, b.max)) << "topk " << topk;
+      expect_matches(run_latent_cuda(fp8), run_latent_cuda(decoded_twin(fp8)), "topk " + std::to_string(topk));
     }
   }
 }
@@ -172,16 +179,14 @@ TEST_F(CudaLatentFp8Test, LayerScaleMatchesReference) {
   check_case(m);
 }
 
-TEST_F(CudaLatentFp8Test, LayerScaleSameBitsAsTheDecodedBf16Cache) {
+TEST_F(CudaLatentFp8Test, LayerScaleMatchesTheDecodedBf16Cache) {
   LatentCase fp8 = make_latent_case(fp8_layer_config(16, 16), {1, 4, 1, 33}, {1500, 60, 2, 200}, 980);
   for (float scale : {0.00390625f * 1.3f, 0.0123f}) {  // scales that are no power of two
     fp8.k_scale.set(0, scale);
     LatentCase bf16 = fp8;
     bf16.cfg.kv_cache_dtype = KvCacheDtype::kAuto;
     bf16.cache = decoded_bf16_cache(fp8.cache, KvCacheDtype::kFp8, 512, 64, scale);
-    const LatentResult a = run_latent_cuda(fp8), b = run_latent_cuda(bf16);
-    EXPECT_TRUE(same_bits(a.out, b.out)) << scale;
-    EXPECT_TRUE(same_bits(a.lse, b.lse)) << scale;
+    expect_matches(run_latent_cuda(fp8), run_latent_cuda(bf16), "scale " + std::to_string(scale));
   }
 }
 

@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -65,6 +66,33 @@ inline void expect_matches(const LatentResult& r, const LatentCase& m, const Lat
 }
 
 inline bool same_bits(const HostTensor& a, const HostTensor& b) { return a.bytes() == b.bytes(); }
+
+// The largest |a - b| over two results of one shape; a NaN or an infinity in only one of them
+// counts as infinite, the same one in both as no difference (rows with no key: lse -inf in both;
+// poisoned rows past the plan's tokens: NaN in both).
+inline double max_abs_diff(const HostTensor& a, const HostTensor& b) {
+  if (a.numel() != b.numel()) return INFINITY;
+  double worst = 0.0;
+  for (int64_t i = 0; i < a.numel(); ++i) {
+    const double x = a.get(i), y = b.get(i);
+    if (!std::isfinite(x) || !std::isfinite(y)) {
+      if (!(x == y || (std::isnan(x) && std::isnan(y)))) return INFINITY;
+      continue;
+    }
+    worst = std::max(worst, std::fabs(x - y));
+  }
+  return worst;
+}
+
+// The largest finite |value| of a result.
+inline double max_abs(const HostTensor& t) {
+  double m = 0.0;
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    const double x = t.get(i);
+    if (std::isfinite(x)) m = std::max(m, std::fabs(x));
+  }
+  return m;
+}
 
 // Rows [t0, t0 + n) of a [T', H, ...] tensor's bytes.
 inline std::vector<uint8_t> token_rows(const HostTensor& t, int64_t t0, int64_t n) {

@@ -1,315 +1,293 @@
-// The Hopper kernel of latent attention (mlakit/latent.h, docs/latent-attention.md): persistent
-// CTAs pull the plan's work items (contract/latent_layout.h) and run each as a 64-row block of
-// (token, head) rows against 64-key tiles of the shared latent rows (576 wide: K = the whole row,
-// V = its first 512 columns).
+// The Hopper kernel of latent attention over 16-bit caches (mlakit/latent.h,
+// docs/latent-attention.md): persistent CTAs pull the plan's work items (contract/latent_layout.h)
+// and run each as a 64-row block of (token, head) rows against 64-key tiles of the shared latent
+// rows (576 wide: K = the whole row, V = its first 512 columns). FP8 caches:
+// latent_fp8_kernel_sm90.cuh.
 //
-// Shape of the work, two consumer warpgroups and no producer:
-//  - Rows: an item's <= 64 rows, q in shared memory (9 swizzled 64-column atoms), read by both
-//    warpgroups' wgmma. 16 heads of one token fill a quarter of the tile: the decode case is
-//    bound by the cache's bytes, which every head of the item reads once.
-//  - Keys: rows gathered by cp.async, 16 bytes a thread, from the paged cache through the block
-//    table (any page size) or through a sparse item's index row; keys that name nothing are
-//    zero-filled (src-size 0) and masked, so no stale value reaches P V. Two stages: a tile
-//    lands while the one before it is computed.
-//  - S = Q K^T: warpgroup w takes keys 32w..32w+31 of the tile over all 576 columns (m64n32k16,
-//    36 k-steps). The row maxima of both halves meet in shared memory, so both warpgroups take
-//    the same running max; each keeps the sum of its own half.
-//  - O += P V: warpgroup w owns value columns 256w..256w+255 (two m64n128 accumulators, 128
-//    registers a thread) and needs P of all 64 keys: both halves of P pass through shared
-//    memory in the accumulator's register order, which is the A fragment's order, so a thread
-//    reads the registers its twin in the other warpgroup wrote.
-//  - End of an item: the two halves' sums meet; final rows are written (out x 1/l x the sink's
-//    factor, lse, max logit), split rows as partial results that latent_merge.cu combines.
+// Two warpgroups share one output: O (64 x 512 fp32, half the register file) is split by
+// columns, warpgroup 0 holding O_L (columns 0-255) and warpgroup 1 O_R (256-511). The tiles go in
+// pairs, and each warpgroup computes S for one tile of a pair (m64n64k16 over the 576 columns):
+// warpgroup 0 tile 2i (stage 0), warpgroup 1 tile 2i + 1 (stage 1). So the softmax of one
+// warpgroup runs while the other's products keep the tensor cores busy ("seesaw", FlashMLA's
+// schedule for one output matrix):
+//   WG0: S0 = Q K0; m0 = max(m, rowmax S0); P0 = exp(S0 - m0); publish m0, P0 -> O_L = O_L e^(m-m0)
+//        + P0 V0_L; wait for m1, P1 -> O_L = O_L e^(m0-m1) + P1 V1_L.
+//   WG1: S1 = Q K1; wait for m0, P0 -> m1 = max(m0, rowmax S1); P1 = exp(S1 - m1); publish m1, P1
+//        -> O_R = O_R e^(m-m1) + P1 V1_R + (P0 e^(m0-m1)) V0_R.
+// Each warpgroup's P crosses to the other through its stage's rope atom, which S has finished
+// reading by then, as a swizzled 64 x 64 tile that the other's wgmma reads as its A operand from
+// shared memory (no registers held for it; warpgroup 1 first brings P0 to the pair's max in
+// place). Each warpgroup keeps the sum of its own tiles' P at the pair's max; the two meet at
+// the end of the item.
+//
+// Keys come by cp.async, 16 bytes a thread, from the paged cache through the block table (any
+// page size) or through a sparse item's index row; keys that name nothing are zero-filled
+// (src-size 0, never stale data: P is 0 there, but 0 x NaN is not) and masked. A stage is
+// refilled in two parts, each by the warpgroup that reads it last, as soon as it has: warpgroup
+// 0 loads value columns 0-255 (atoms 0-3) of both stages and the rope atom of stage 1, warpgroup
+// 1 atoms 4-7 of both and the rope atom of stage 0 (where P0 was). Each part's copies complete an
+// mbarrier (cp.async.mbarrier.arrive.noinc: no thread waits for its own copies); a warpgroup
+// waits for a part before its first product that reads it, and computes S over its own part
+// first, the part that was refilled earliest. The next tile's rows are looked up (index and
+// page reads, dependent global loads) once the first half of S is on the tensor cores.
 #pragma once
 
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
-
 #include <atomic>
-#include <cmath>
-#include <cstdint>
 
-#include "contract/latent_launch.h"
-#include "contract/latent_layout.h"
-#include "contract/kv_cache_format.h"
-#include "cuda/common/ptx.cuh"
+#include "cuda/sm90/latent_common_sm90.cuh"
 #include "cuda/sm90/ptx_sm90.cuh"
 #include "cuda/sm90/smem_desc.h"
-#include "cuda/sm90/wgmma_m64n32_sm90.cuh"
+#include "cuda/sm90/wgmma_small_n_sm90.cuh"
 
 namespace mlakit {
 namespace cuda {
 namespace sm90 {
 namespace latent_sm90 {
 
-using latent::LatentArgs;
-using latent::LatentHeader;
-using latent::LatentItem;
-
-constexpr int kL = 512, kR = 64, kD = kL + kR;  // latent, RoPE, row width
-constexpr int kRows = 64;                        // (token, head) rows per item: the plan's block_rows
-constexpr int kKeys = 64;                        // keys per tile
-constexpr int kAtoms = kD / 64;                  // 64-column (128-byte) swizzled atoms per row
-constexpr int kAtomBytes = 64 * 128;             // one atom of 64 rows (q) or 64 keys
-constexpr int kTileBytes = kAtoms * kAtomBytes;  // 73728: q, or one stage of keys
-constexpr int kStages = 2;
-constexpr int kThreads = 256;
-constexpr int kSplitSize = 512;  // keys per split of a short request (LatentChoice::split_size)
-
 // Shared memory, from a 1024-byte aligned base (the swizzle's atoms).
 constexpr int kOffQ = 0;
-constexpr int kOffK = kOffQ + kTileBytes;
-constexpr int kOffRowX = kOffK + kStages * kTileBytes;  // float [2 warpgroups][64 rows]: max, then sum
-constexpr int kOffPX = kOffRowX + 2 * kRows * 4;        // uint32 [2 halves][2 k-steps][4][128 threads]
-constexpr int kOffKeyOk = kOffPX + 2 * 2 * 4 * 128 * 4; // int [stages][64]
-constexpr int kSmemUsed = kOffKeyOk + kStages * kKeys * 4;
+constexpr int kOffK = kOffQ + kTileBytes;          // stage s at kOffK + s * kTileBytes
+constexpr int kOffRowX = kOffK + 2 * kTileBytes;   // float [2 warpgroups][64 rows]: the sums at the end
+constexpr int kOffMax = kOffRowX + 2 * kRows * 4;  // float [2][64]: m0 (warpgroup 0), m1 (warpgroup 1)
+constexpr int kOffKeyOk = kOffMax + 2 * kRows * 4; // int [2 stages][64]
+constexpr int kOffBar = kOffKeyOk + 2 * kKeys * 4; // uint64 [8]: mbarriers (kBar*)
+constexpr int kSmemUsed = kOffBar + 8 * 8;
 constexpr int kSmemBytes = kSmemUsed + 1024;  // room to align the base
 static_assert(kSmemBytes <= 232448, "one CTA per SM");
+constexpr int kOffP = (kAtoms - 1) * kAtomBytes;  // in a stage: the rope atom, where its P goes after S
 
-constexpr float kLog2e = 1.4426950408889634f;
-constexpr float kLn2 = 0.6931471805599453f;
+// The mbarriers, each completed by the 128 threads of one warpgroup (an arrive releases, the wait
+// acquires): stage s's part p has landed (2 s + p; by the copies, cp.async noinc); P0 with m0 and
+// P1 with m1 are published; warpgroup 1 has scaled P0; warpgroup 0 has read its stage's key_ok
+// (before it writes the next tile's). Every handoff, within a warpgroup too, is one of these
+// rather than a named barrier: compute-sanitizer's racecheck follows mbarriers, not bar.arrive ->
+// bar.sync pairs nor barriers of part of the block.
+constexpr int kBarP0 = 4, kBarP1 = 5, kBarP0Scaled = 6, kBarKeysRead = 7;
 
-// The plan block's arrays, read in place.
-struct Plan {
-  const LatentHeader* h;
-  const int32_t* qo;
-  const int32_t* kv;
-  const int32_t* page_ptr;
-  const int32_t* pages;
-  const LatentItem* items;
+// A warpgroup thread's four keys of a tile: j = wtid / 8 + 16 i (8 threads a row: a 128-byte
+// line per atom and warp instruction), looked up ahead of their copies (the page and index
+// reads are dependent global loads).
+struct KeyRows {
+  const unsigned char* src[4];
 };
 
-__device__ __forceinline__ Plan read_plan(const void* block) {
-  const auto* b = static_cast<const uint8_t*>(block);
-  Plan p;
-  p.h = reinterpret_cast<const LatentHeader*>(b);
-  p.qo = reinterpret_cast<const int32_t*>(b + p.h->qo_indptr_offset);
-  p.kv = reinterpret_cast<const int32_t*>(b + p.h->kv_lens_offset);
-  p.page_ptr = reinterpret_cast<const int32_t*>(b + p.h->page_indptr_offset);
-  p.pages = reinterpret_cast<const int32_t*>(b + p.h->pages_offset);
-  p.items = reinterpret_cast<const LatentItem*>(b + p.h->items_offset);
-  return p;
-}
-
-// Byte offset of 16-byte chunk `chunk` (0..71) of row `row` in a swizzled tile: atom chunk / 8,
-// the chunk's place in its 128-byte row XOR-ed with row % 8 (TMA's 128-byte swizzle, which the
-// wgmma descriptors describe).
-__device__ __forceinline__ uint32_t swz(int row, int chunk) {
-  return (chunk >> 3) * kAtomBytes + row * 128 + (((chunk & 7) ^ (row & 7)) << 4);
-}
-
-// What an item's keys are: where its request's pages are and, per key, where its row is.
-struct KeySource {
-  const Plan* p;
-  const LatentArgs* a;
-  const LatentItem* it;
-  const int32_t* req_pages;  // the request's cache blocks in position order
-  int block_shift;
-  int64_t key_end;  // dense: the last row's visible end (cut at the item's); sparse: entries used
-  bool sparse;
-
-  int elem_bytes;  // of the cache tensor: 2, or 1 for fp8_ds_mla rows
-
-  __device__ __forceinline__ const unsigned char* slot_row(int64_t blk, int64_t off) const {
-    return static_cast<const unsigned char*>(a->cache) + (blk * a->cache_stride_block + off * a->cache_stride_row) * elem_bytes;
-  }
-  // Cache row of position `pos` of the item's request (dense and kPositions).
-  __device__ __forceinline__ const unsigned char* position_row(int64_t pos) const {
-    return slot_row(req_pages[pos >> block_shift], pos & ((int64_t{1} << block_shift) - 1));
-  }
-  // Key `k` (absolute: position or entry) -> its row, or null when it names none.
-  __device__ __forceinline__ const unsigned char* row(int64_t k) const {
-    if (k >= key_end) return nullptr;
-    if (!sparse) return position_row(k);
-    const int64_t x = a->indices[static_cast<int64_t>(it->token) * a->indices_stride_tok + k];
-    if (p->h->index_kind == 0) return x >= 0 && x < p->kv[it->request] ? position_row(x) : nullptr;
-    if (x < 0 || x >= a->num_slots) return nullptr;
-    return slot_row(x >> block_shift, x & ((int64_t{1} << block_shift) - 1));
-  }
-};
-
-// A thread's two keys of a tile: j = tid / 8 and j + 32 (8 threads a row: a 128-byte line per
-// atom and warp instruction). Their rows are looked up a tile ahead of the copies (the page
-// and index reads are dependent global loads), so the lookups' latency hides behind a tile.
-struct TileRows {
-  const unsigned char* src[2];
-};
-
-__device__ __forceinline__ TileRows tile_rows(const KeySource& ks, int64_t k0, int tid) {
-  TileRows r;
+__device__ __forceinline__ KeyRows key_rows(const KeySource& ks, int64_t k0, int wtid) {
+  KeyRows r;
 #pragma unroll
-  for (int half = 0; half < 2; ++half) r.src[half] = ks.row(k0 + (tid >> 3) + 32 * half);
+  for (int i = 0; i < 4; ++i) r.src[i] = ks.row(k0 + (wtid >> 3) + 16 * i);
   return r;
 }
 
-// Gathers a tile's keys into a stage; keys that name no row are zero-filled (never stale data:
-// P is 0 there, but 0 x NaN is not) and marked in key_ok.
-__device__ __forceinline__ void load_keys(const KeySource& ks, const TileRows& rows, uint32_t stage, int* key_ok,
-                                          int tid) {
-  const int part = tid & 7;
+// Warpgroup `wg`'s part of a stage: atoms 4 wg .. 4 wg + 3 and, when `rope`, atom 8. `key_ok`
+// (the stage's, or null) marks which keys name a row; `bar` completes when the copies have landed.
+__device__ __forceinline__ void load_part(const KeySource& ks, const KeyRows& rows, uint32_t stage, int wg,
+                                          bool rope, int* key_ok, uint32_t bar, int wtid) {
+  const int part = wtid & 7;
 #pragma unroll
-  for (int half = 0; half < 2; ++half) {
-    const int j = (tid >> 3) + 32 * half;
-    const bool ok = rows.src[half] != nullptr;
-    const unsigned char* src = ok ? rows.src[half] : static_cast<const unsigned char*>(ks.a->cache);
+  for (int i = 0; i < 4; ++i) {
+    const int j = (wtid >> 3) + 16 * i;
+    const bool ok = rows.src[i] != nullptr;
+    const unsigned char* src = ok ? rows.src[i] : static_cast<const unsigned char*>(ks.a->cache);
 #pragma unroll
-    for (int atom = 0; atom < kAtoms; ++atom) {
-      const int chunk = atom * 8 + part;
+    for (int atom = 0; atom < 4; ++atom) {
+      const int chunk = (4 * wg + atom) * 8 + part;
       cp_async_16(stage + swz(j, chunk), src + chunk * 16, ok);
     }
-    if (part == 0) key_ok[j] = ok ? 1 : 0;
+    if (rope) {
+      const int chunk = (kAtoms - 1) * 8 + part;
+      cp_async_16(stage + swz(j, chunk), src + chunk * 16, ok);
+    }
+    if (key_ok != nullptr && part == 0) key_ok[j] = ok ? 1 : 0;
+  }
+  cp_async_mbar_arrive_noinc(bar);
+}
+
+// Waits for a stage part (mbarrier phase `parity`) and makes it visible to wgmma reads.
+__device__ __forceinline__ void part_landed(uint32_t bar, uint32_t parity) {
+  mbar_wait(bar, parity);
+  fence_proxy_async_smem();  // cp.async wrote through the generic proxy; wgmma reads async
+}
+
+// S (+)= Q K^T over atoms [a0, a1) of a stage (k-steps 4 a0 .. 4 a1 - 1); the first k-step of
+// the tile overwrites.
+template <typename T>
+__device__ __forceinline__ void qk_atoms(float (&s)[32], uint32_t sq, uint32_t sk, int a0, int a1, bool first) {
+  const uint64_t da0 = smem_desc_sw128(sq, 16, 1024);
+  const uint64_t db0 = smem_desc_sw128(sk, 16, 1024);
+#pragma unroll
+  for (int kk = 4 * a0; kk < 4 * a1; ++kk) {
+    const uint32_t off = (kk >> 2) * kAtomBytes + (kk & 3) * 32;
+    wgmma_m64n64k16_ss<T>(s, smem_desc_advance(da0, off), smem_desc_advance(db0, off), first && kk == 4 * a0 ? 0 : 1);
   }
 }
 
-// FP8 rows become the same bf16 stage as 16-bit rows, in two steps around a tile's products:
-//  - at the top of the tile before, each thread loads its share of the next tile's codes (and
-//    fp8_ds_mla's scales) into registers (Fp8Keys); fp8_ds_mla's rope part, bf16 already, goes by
-//    cp.async;
-//  - while that tile's P V runs on the tensor cores, the codes are decoded (code x scale in
-//    float32, rounded to bf16: what the MLA step's gather and the CPU paths give) and stored.
-// Formats (LatentArgs::cache_format): 1, fp8_ds_mla (contract/kv_cache_format.h: 512 codes, four
-// float32 scales, 64 bf16 rope values); 2, vLLM's fp8 (576 codes, the layer's one scale).
-// A thread's share of key j: code chunks c = part + 8i (i = 0..3, 16 codes each; fp8_ds_mla's
-// scale i), and with fp8 the rope's chunk 32 + part for part < 4; chunk c becomes bf16 chunks 2c
-// and 2c + 1 of the swizzled row.
-template <int kCache>
-struct Fp8Keys;
+// O (this warpgroup's 256 columns) += P V over a stage's 64 keys; P as A fragments.
+template <typename T>
+__device__ __forceinline__ void pv(float (&o)[2][64], const uint32_t (&pf)[4][4], uint32_t sk, int wg) {
+  const uint64_t dv0 = smem_desc_sw128(sk + wg * 4 * kAtomBytes, kAtomBytes, 1024);
+#pragma unroll
+  for (int kk = 0; kk < 4; ++kk)
+#pragma unroll
+    for (int j = 0; j < 2; ++j)
+      wgmma_m64n128k16_rs_mnb<T>(o[j], pf[kk], smem_desc_advance(dv0, j * 2 * kAtomBytes + kk * 16 * 128), 1);
+}
+
+// The same with P from shared memory (a swizzled 64 x 64 tile at `sp`: put_p).
+template <typename T>
+__device__ __forceinline__ void pv_ss(float (&o)[2][64], uint32_t sp, uint32_t sk, int wg) {
+  const uint64_t dp0 = smem_desc_sw128(sp, 16, 1024);
+  const uint64_t dv0 = smem_desc_sw128(sk + wg * 4 * kAtomBytes, kAtomBytes, 1024);
+#pragma unroll
+  for (int kk = 0; kk < 4; ++kk)
+#pragma unroll
+    for (int j = 0; j < 2; ++j)
+      wgmma_m64n128k16_ss_mnb<T>(o[j], smem_desc_advance(dp0, kk * 32),
+                                 smem_desc_advance(dv0, j * 2 * kAtomBytes + kk * 16 * 128), 1);
+}
+
+// Masks a tile's scores (keys that name no row, keys past a row's visible end) and returns the
+// maxima of this thread's two rows over the tile.
+__device__ __forceinline__ void mask_rows(float (&s)[32], const int* key_ok, int k0, const int (&row_hi)[2],
+                                          int quad, float (&mx)[2]) {
+  mx[0] = mx[1] = -INFINITY;
+#pragma unroll
+  for (int n = 0; n < 8; ++n)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int j = 8 * n + 2 * quad + (e & 1);
+      const bool vis = key_ok[j] != 0 && k0 + j < row_hi[e >> 1];
+      const float x = vis ? s[4 * n + e] : -INFINITY;
+      s[4 * n + e] = x;
+      mx[e >> 1] = fmaxf(mx[e >> 1], x);
+    }
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+    mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+  }
+}
+
+// The exponent offset of max m (raw score units): m x scale_log2, or 0 while no key was seen.
+__device__ __forceinline__ float max_offset(float m, float scale_log2) { return m == -INFINITY ? 0.f : m * scale_log2; }
+
+// P = exp2(S x scale_log2 - off) per row as A fragments; adds this thread's share of the row sums.
+template <typename T>
+__device__ __forceinline__ void exp_rows(const float (&s)[32], float scale_log2, const float (&off)[2],
+                                         uint32_t (&pf)[4][4], float (&sum)[2]) {
+  sum[0] = sum[1] = 0.f;
+#pragma unroll
+  for (int kk = 0; kk < 4; ++kk)
+#pragma unroll
+    for (int r = 0; r < 4; ++r) {
+      const int e = 8 * kk + 2 * r;  // fragment r of k-step kk: row r & 1, keys 16 kk + 8 (r >> 1) ..
+      const float p0 = fast_exp2(fmaf(s[e], scale_log2, -off[r & 1]));
+      const float p1 = fast_exp2(fmaf(s[e + 1], scale_log2, -off[r & 1]));
+      sum[r & 1] += p0 + p1;
+      pf[kk][r] = pack2<T>(p0, p1);
+    }
+}
+
+// O's rows x f; the products stay ahead of the next wgmma (fence_regs): moved between its
+// instructions they would make ptxas serialize every wgmma of the kernel.
+__device__ __forceinline__ void scale_o(float (&o)[2][64], const float (&f)[2]) {
+#pragma unroll
+  for (int j = 0; j < 2; ++j)
+#pragma unroll
+    for (int n = 0; n < 16; ++n) {
+      o[j][4 * n + 0] *= f[0];
+      o[j][4 * n + 1] *= f[0];
+      o[j][4 * n + 2] *= f[1];
+      o[j][4 * n + 3] *= f[1];
+    }
+  fence_regs(o[0]);
+  fence_regs(o[1]);
+}
+
+template <typename T>
+__device__ __forceinline__ float2 unpack2(uint32_t v);
 template <>
-struct Fp8Keys<1> {
-  uint4 codes[2][4];
-  float4 scales[2];
-};
+__device__ __forceinline__ float2 unpack2<__nv_bfloat16>(uint32_t v) {
+  return __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&v));
+}
 template <>
-struct Fp8Keys<2> {
-  uint4 codes[2][5];
-};
-
-// Marks the tile's keys in key_ok; fp8_ds_mla: its rope parts by cp.async (zeros for no row).
-template <int kCache>
-__device__ __forceinline__ void mark_keys_fp8(const KeySource& ks, const TileRows& rows, uint32_t stage, int* key_ok,
-                                              int tid) {
-  const int part = tid & 7;
-#pragma unroll
-  for (int half = 0; half < 2; ++half) {
-    const int j = (tid >> 3) + 32 * half;
-    const bool ok = rows.src[half] != nullptr;
-    if constexpr (kCache == 1) {
-      const unsigned char* src = ok ? rows.src[half] : static_cast<const unsigned char*>(ks.a->cache);
-      cp_async_16(stage + swz(j, (kAtoms - 1) * 8 + part), src + mla::kDsMlaRopeOffset + part * 16, ok);
-    }
-    if (part == 0) key_ok[j] = ok ? 1 : 0;
-  }
+__device__ __forceinline__ float2 unpack2<__half>(uint32_t v) {
+  return __half22float2(*reinterpret_cast<const __half2*>(&v));
 }
 
-template <int kCache>
-__device__ __forceinline__ Fp8Keys<kCache> fetch_codes(const TileRows& rows, int tid) {
-  const int part = tid & 7;
-  Fp8Keys<kCache> f;
+// Where fragment r of k-step kk of this thread's P lies in a swizzled 64 x 64 tile: row r0 (+8
+// for odd r), keys 16 kk + 8 (r >> 1) + 2 quad and the next, in 16-byte chunk 2 kk + (r >> 1) of
+// the row. A warp's 32 stores fall in 32 different banks.
+__device__ __forceinline__ uint32_t p_offset(int kk, int r, int r0, int quad) {
+  const int row = r0 + 8 * (r & 1);
+  return row * 128 + (((2 * kk + (r >> 1)) ^ (r0 & 7)) << 4) + 4 * quad;
+}
+
+// This thread's P to the tile at `sp`, made visible to wgmma (async proxy) reads.
+__device__ __forceinline__ void put_p(uint32_t sp, const uint32_t (&pf)[4][4], int r0, int quad) {
 #pragma unroll
-  for (int half = 0; half < 2; ++half) {
-    const unsigned char* src = rows.src[half];
-    if (src != nullptr) {
+  for (int kk = 0; kk < 4; ++kk)
 #pragma unroll
-      for (int i = 0; i < 4; ++i) f.codes[half][i] = __ldg(reinterpret_cast<const uint4*>(src + (part + 8 * i) * 16));
-      if constexpr (kCache == 1) {
-        f.scales[half] = __ldg(reinterpret_cast<const float4*>(src + mla::kDsMlaScalesOffset));
-      } else {
-        f.codes[half][4] = part < 4 ? __ldg(reinterpret_cast<const uint4*>(src + (32 + part) * 16)) : make_uint4(0, 0, 0, 0);
-      }
-    } else {  // a key that names no row: zeros (key_ok masks it too)
+    for (int r = 0; r < 4; ++r) st_shared_u32(sp + p_offset(kk, r, r0, quad), pf[kk][r]);
+  fence_proxy_async_smem();
+}
+
+// Multiplies this thread's rows of the P tile at `sp` by f (a few registers at a time: the
+// caller's P V is in flight).
+template <typename T>
+__device__ __forceinline__ void scale_p(uint32_t sp, const float (&f)[2], int r0, int quad) {
 #pragma unroll
-      for (int i = 0; i < (kCache == 1 ? 4 : 5); ++i) f.codes[half][i] = make_uint4(0, 0, 0, 0);
-      if constexpr (kCache == 1) f.scales[half] = make_float4(0.f, 0.f, 0.f, 0.f);
+  for (int kk = 0; kk < 4; ++kk) {
+    uint32_t v[4];
+#pragma unroll
+    for (int r = 0; r < 4; ++r) v[r] = ld_shared_u32(sp + p_offset(kk, r, r0, quad));
+#pragma unroll
+    for (int r = 0; r < 4; ++r) {
+      const float2 x = unpack2<T>(v[r]);
+      st_shared_u32(sp + p_offset(kk, r, r0, quad), pack2<T>(x.x * f[r & 1], x.y * f[r & 1]));
     }
   }
-  return f;
+  fence_proxy_async_smem();
 }
 
-// Two e4m3 codes (low byte first) -> two bf16 values x scale, as one register.
-__device__ __forceinline__ uint32_t decode2(uint32_t two, float scale) {
-  uint32_t h2;
-  asm("{\n .reg .b16 c;\n cvt.u16.u32 c, %1;\n cvt.rn.f16x2.e4m3x2 %0, c;\n}\n" : "=r"(h2) : "r"(two));
-  const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&h2));
-  return pack2<__nv_bfloat16>(f.x * scale, f.y * scale);
-}
-
-// 16 codes -> 16 bf16 values (two 16-byte chunks).
-__device__ __forceinline__ void decode16(const uint4& c, float scale, uint4& lo, uint4& hi) {
-  lo = make_uint4(decode2(c.x, scale), decode2(c.x >> 16, scale), decode2(c.y, scale), decode2(c.y >> 16, scale));
-  hi = make_uint4(decode2(c.z, scale), decode2(c.z >> 16, scale), decode2(c.w, scale), decode2(c.w >> 16, scale));
-}
-
-// `layer_scale`: fp8's (format 2) scale of every code.
-template <int kCache>
-__device__ __forceinline__ void store_codes(const Fp8Keys<kCache>& f, uint32_t stage, int tid, float layer_scale) {
-  const int part = tid & 7;
-  // The 8 threads of a quarter warp write one row: bf16 chunk 2c lands at in-atom place 2 x part
-  // mod 8, the same for part and part + 4. Those with part >= 4 store their odd chunk first, so
-  // each store instruction's 8 chunks fall in 8 different bank groups.
-  const bool swap = (part & 4) != 0;
+// After a P V has completed: its accumulators and A fragments stay where the wgmma left them (the
+// compiler must not move their reads or reuse their registers across the asynchronous product).
+__device__ __forceinline__ void fence_frags(float (&o)[2][64], uint32_t (&pf)[4][4]) {
+  fence_regs(o[0]);
+  fence_regs(o[1]);
 #pragma unroll
-  for (int half = 0; half < 2; ++half) {
-    const int j = (tid >> 3) + 32 * half;
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      float scale = layer_scale;
-      if constexpr (kCache == 1) {
-        const float4 sc = f.scales[half];
-        scale = i == 0 ? sc.x : i == 1 ? sc.y : i == 2 ? sc.z : sc.w;
-      }
-      uint4 lo, hi;
-      decode16(f.codes[half][i], scale, lo, hi);
-      const int chunk = 2 * (part + 8 * i);
-      st_shared_v4(stage + swz(j, chunk + (swap ? 1 : 0)), swap ? hi : lo);
-      st_shared_v4(stage + swz(j, chunk + (swap ? 0 : 1)), swap ? lo : hi);
-    }
-    if constexpr (kCache == 2) {
-      if (part < 4) {  // the rope's 64 codes: chunks 32 .. 35
-        uint4 lo, hi;
-        decode16(f.codes[half][4], layer_scale, lo, hi);
-        const int chunk = 2 * (32 + part);
-        st_shared_v4(stage + swz(j, chunk), lo);
-        st_shared_v4(stage + swz(j, chunk + 1), hi);
-      }
-    }
-  }
+  for (int kk = 0; kk < 4; ++kk) fence_regs(pf[kk]);
 }
 
-// Loads the item's q rows (row i = packed row row_begin + i); rows past the item's are zeros.
-__device__ __forceinline__ void load_q(const LatentArgs& a, const LatentItem& it, int H, uint32_t sq, int tid) {
-  const int part = tid & 7;
-#pragma unroll
-  for (int half = 0; half < 2; ++half) {
-    const int i = (tid >> 3) + 32 * half;
-    const bool ok = i < it.rows;
-    const int64_t g = it.row_begin + (ok ? i : 0);
-    const int64_t t = g / H, hd = g % H;
-    const auto* qn = static_cast<const uint16_t*>(a.q) + t * a.q_stride_tok + hd * a.q_stride_head;
-    const uint16_t* qp = a.q_pe ? static_cast<const uint16_t*>(a.q_pe) + t * a.qpe_stride_tok + hd * a.qpe_stride_head
-                                : qn + kL;
-#pragma unroll
-    for (int atom = 0; atom < kAtoms - 1; ++atom) {
-      const int chunk = atom * 8 + part;
-      cp_async_16(sq + swz(i, chunk), qn + chunk * 8, ok);
-    }
-    cp_async_16(sq + swz(i, (kAtoms - 1) * 8 + part), qp + part * 8, ok);
-  }
-}
-
-__device__ __forceinline__ void sync_both() { named_barrier_sync<1, kThreads>(); }
-
-// kCache: the cache's rows, LatentArgs::cache_format (0: 16-bit; 1: fp8_ds_mla and 2: fp8, with T
-// bf16, decoded into the stages: Fp8Keys).
-template <typename T, int kCache>
+template <typename T>
 __global__ void __launch_bounds__(kThreads, 1) latent_kernel(const LatentArgs args) {
-  constexpr bool kFp8 = kCache != 0;
-  extern __shared__ unsigned char smem_raw[];
-  unsigned char* smem = reinterpret_cast<unsigned char*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t{1023});
+  extern __shared__ __align__(1024) unsigned char smem_raw[];
+  // The 1024-byte aligned base, reached by an offset from the shared array so the compiler keeps
+  // its accesses in the shared space.
+  unsigned char* smem = smem_raw + ((1024u - (smem_addr(smem_raw) & 1023u)) & 1023u);
   const uint32_t sbase = smem_addr(smem);
   const uint32_t sq = sbase + kOffQ;
+  const uint32_t st0 = sbase + kOffK, st1 = st0 + kTileBytes;  // the stages
+  const uint32_t sp0 = st0 + kOffP, sp1 = st1 + kOffP;        // P0, P1: in their stages' rope atoms
   float* row_x = reinterpret_cast<float*>(smem + kOffRowX);
-  uint32_t* p_x = reinterpret_cast<uint32_t*>(smem + kOffPX);
+  float* max_x = reinterpret_cast<float*>(smem + kOffMax);
   int* key_ok = reinterpret_cast<int*>(smem + kOffKeyOk);
+  auto mbar = [&](int i) { return sbase + kOffBar + i * 8; };
+  auto bar = [&](int stage, int part) { return mbar(2 * stage + part); };  // stage s, part p has landed
+
+  const int tid = threadIdx.x;
+  // 0: S of even tiles, O_L; 1: S of odd tiles, O_R. Broadcast from lane 0 so ptxas knows it is
+  // the same in a warp: wgmma under a branch it thinks divergent gets serialized.
+  const int wg = __shfl_sync(0xffffffffu, tid >> 7, 0);
+  const int wtid = tid & 127;
+  const int lane = tid & 31;
+  const int quad = lane & 3;
+  const int r0 = 16 * (wtid >> 5) + (lane >> 2);  // this thread's rows r0 and r0 + 8
+
+  if (tid == 0) {
+    for (int i = 0; i < 8; ++i) mbar_init(mbar(i), 128);
+    fence_barrier_init();
+  }
+  __syncthreads();
 
   const LatentArgs& a = args;
   const Plan plan = read_plan(a.plan);
@@ -317,16 +295,11 @@ __global__ void __launch_bounds__(kThreads, 1) latent_kernel(const LatentArgs ar
   const int H = h.num_heads;
   int block_shift = 0;
   while ((1 << block_shift) < h.block_size) ++block_shift;
-  const float scale_log2 = h.sm_scale_log2;
-  const float layer_scale = kCache == 2 ? *a.k_scale : 0.f;  // fp8: read when the kernel runs
-
-  const int tid = threadIdx.x;
-  const int wg = tid >> 7;          // warpgroup: keys 32wg.. of S, value columns 256wg.. of O
-  const int wtid = tid & 127;
-  const int lane = tid & 31;
-  const int quad = lane & 3;
-  const int r0 = 16 * (wtid >> 5) + (lane >> 2);  // this thread's rows r0 and r0 + 8
+  const float sl = h.sm_scale_log2;
   const int num_items = h.num_items;
+  // Parities (both warpgroups alike): bit s, of the tile stage s holds now and of P_s's barrier
+  // (bit 1 also of P0 scaled); bit 2, of key_ok read.
+  uint32_t phase = 0;
 
   for (int item = blockIdx.x; item < num_items; item += gridDim.x) {
     const LatentItem it = plan.items[item];
@@ -334,10 +307,11 @@ __global__ void __launch_bounds__(kThreads, 1) latent_kernel(const LatentArgs ar
     const int64_t q_begin = plan.qo[it.request];
     const int64_t q_len = plan.qo[it.request + 1] - q_begin;
 
-    // Each row's end of visible keys (dense), and the item's: its last row sees the most.
-    int64_t row_hi[2];
+    // Each row's end of visible keys (dense), and the item's: its last row sees the most. Keys
+    // are positions or index entries, below 2^31 (the plan's lengths are int32).
+    int row_hi[2];
     KeySource ks{&plan, &a, &it, latent::request_pages(h, plan.page_ptr, plan.pages, it.request), block_shift, it.key_end,
-                 h.sparse != 0, kFp8 ? 1 : 2};
+                 h.sparse != 0, 2};
     if (!ks.sparse) {
       auto visible_end = [&](int i) -> int64_t {
         if (i >= it.rows) return it.key_begin;
@@ -345,11 +319,11 @@ __global__ void __launch_bounds__(kThreads, 1) latent_kernel(const LatentArgs ar
         const int64_t vis = h.causal ? min(max(kv_len - q_len + t + 1, int64_t{0}), kv_len) : kv_len;
         return max(int64_t{it.key_begin}, min(vis, int64_t{it.key_end}));
       };
-      row_hi[0] = visible_end(r0);
-      row_hi[1] = visible_end(r0 + 8);
+      row_hi[0] = static_cast<int>(visible_end(r0));
+      row_hi[1] = static_cast<int>(visible_end(r0 + 8));
       ks.key_end = visible_end(it.rows - 1);
     } else {
-      row_hi[0] = row_hi[1] = INT64_MAX;
+      row_hi[0] = row_hi[1] = INT32_MAX;
       if (a.topk_length != nullptr) {
         const int64_t n = a.topk_length[static_cast<int64_t>(it.token) * a.topk_length_stride];
         ks.key_end = min(max(n, int64_t{it.key_begin}), int64_t{it.key_end});
@@ -357,228 +331,205 @@ __global__ void __launch_bounds__(kThreads, 1) latent_kernel(const LatentArgs ar
     }
     const int tiles = ks.key_end > it.key_begin ? static_cast<int>((ks.key_end - it.key_begin + kKeys - 1) / kKeys) : 0;
 
+    // q, and the first two tiles: each warpgroup its parts of both stages.
     load_q(a, it, H, sq, tid);
-    Fp8Keys<kFp8 ? kCache : 1> fk;  // kFp8: the next tile's codes, decoded while this tile's P V runs
-    if (tiles > 0) {
-      const TileRows first = tile_rows(ks, it.key_begin, tid);
-      if constexpr (kFp8) {
-        mark_keys_fp8<kCache>(ks, first, sbase + kOffK, key_ok, tid);
-        store_codes<kCache>(fetch_codes<kCache>(first, tid), sbase + kOffK, tid, layer_scale);
-      } else {
-        load_keys(ks, first, sbase + kOffK, key_ok, tid);
-      }
-    }
     cp_async_commit();
-    TileRows next = tile_rows(ks, it.key_begin + kKeys, tid);  // null past the keys
+    for (int s = 0; s < 2 && s < tiles; ++s) {
+      const KeyRows rows = key_rows(ks, it.key_begin + s * kKeys, wtid);
+      load_part(ks, rows, st0 + s * kTileBytes, wg, s != wg, s == wg ? key_ok + s * kKeys : nullptr, bar(s, wg), wtid);
+    }
+    cp_async_wait<0>();        // q (the tiles' copies complete their barriers)
+    fence_proxy_async_smem();  // cp.async wrote through the generic proxy; wgmma reads async
+    __syncthreads();           // q and key_ok of every thread
 
     float o[2][64];
 #pragma unroll
     for (int j = 0; j < 2; ++j)
 #pragma unroll
       for (int e = 0; e < 64; ++e) o[j][e] = 0.f;
-    float m_raw[2] = {-INFINITY, -INFINITY};  // running max of the raw scores q.k
-    float l[2] = {0.f, 0.f};                  // this thread's share of its half's sum
+    float m_raw[2] = {-INFINITY, -INFINITY};  // running max of the raw scores q.k (both warpgroups alike)
+    float l[2] = {0.f, 0.f};                  // this thread's share of the sums of its warpgroup's tiles
 
-    for (int tile = 0; tile < tiles; ++tile) {
-      const int stage = tile & 1;
-      const int64_t k0 = it.key_begin + static_cast<int64_t>(tile) * kKeys;
-      cp_async_wait<0>();        // q and this tile have landed (the only copies in flight)
-      fence_proxy_async_smem();  // cp.async wrote through the generic proxy; wgmma reads async
-      // One barrier a tile for the stages: past it, this tile is visible to every thread, and
-      // every thread is done with the last tile (its P V waited, its exchanges read), so the
-      // other stage, its key_ok and the exchange buffers are free.
-      __syncthreads();
-      const uint32_t other = sbase + kOffK + (stage ^ 1) * kTileBytes;
-      if (tile + 1 < tiles) {
-        if constexpr (kFp8) {
-          mark_keys_fp8<kCache>(ks, next, other, key_ok + (stage ^ 1) * kKeys, tid);
-          fk = fetch_codes<kCache>(next, tid);
-        } else {
-          load_keys(ks, next, other, key_ok + (stage ^ 1) * kKeys, tid);
-        }
-        next = tile_rows(ks, k0 + 2 * kKeys, tid);
-      }
-      cp_async_commit();
+    for (int t0 = 0; t0 < tiles; t0 += 2) {
+      const int t1 = t0 + 1;
+      const bool has1 = t1 < tiles;
+      const int k0 = it.key_begin + t0 * kKeys, k1 = k0 + kKeys;
+      const uint32_t ph0 = phase & 1, ph1 = (phase >> 1) & 1, ph2 = (phase >> 2) & 1;
+      float s[32];
+      float m0[2], off0[2], m1[2], off1[2], mx[2], sum[2];
+      uint32_t pf[4][4];
 
-      // S: this warpgroup's 32 keys over the 576 columns.
-      const uint32_t sk = sbase + kOffK + stage * kTileBytes;
-      float s[16] = {};
-      {
-        const uint64_t da0 = smem_desc_sw128(sq, 16, 1024);
-        const uint64_t db0 = smem_desc_sw128(sk + wg * 32 * 128, 16, 1024);
+      if (wg == 0) {
+        // S0 over stage 0: this warpgroup's part first (refilled earliest), then warpgroup 1's.
+        part_landed(bar(0, 0), ph0);
         wgmma_fence();
-#pragma unroll
-        for (int kk = 0; kk < kD / 16; ++kk) {
-          const uint32_t off = (kk >> 2) * kAtomBytes + (kk & 3) * 32;
-          wgmma_m64n32k16_ss<T>(s, smem_desc_advance(da0, off), smem_desc_advance(db0, off), kk > 0 ? 1 : 0);
-        }
+        qk_atoms<T>(s, sq, st0, 0, 4, true);
+        KeyRows next = {};
+        if (t0 + 2 < tiles) next = key_rows(ks, k0 + 2 * kKeys, wtid);
+        part_landed(bar(0, 1), ph0);
+        wgmma_fence();
+        qk_atoms<T>(s, sq, st0, 4, kAtoms, false);
         wgmma_commit();
         wgmma_wait<0>();
         fence_regs(s);
-      }
 
-      // Mask, and the row maxima of this half.
-      const int* ok = key_ok + stage * kKeys;
-      float mx[2] = {-INFINITY, -INFINITY};
+        mask_rows(s, key_ok, k0, row_hi, quad, mx);
+        float f0[2];
 #pragma unroll
-      for (int n = 0; n < 4; ++n) {
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int j = 32 * wg + 8 * n + 2 * quad + (e & 1);
-          const bool vis = ok[j] != 0 && k0 + j < row_hi[e >> 1];
-          const float x = vis ? s[4 * n + e] : -INFINITY;
-          s[4 * n + e] = x;
-          mx[e >> 1] = fmaxf(mx[e >> 1], x);
+        for (int r = 0; r < 2; ++r) {
+          m0[r] = fmaxf(m_raw[r], mx[r]);
+          off0[r] = max_offset(m0[r], sl);
+          f0[r] = fast_exp2(m_raw[r] * sl - off0[r]);  // 0 while nothing was seen
         }
-      }
-#pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
-        mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
-      }
-      if (quad == 0) {
-        row_x[wg * kRows + r0] = mx[0];
-        row_x[wg * kRows + r0 + 8] = mx[1];
-      }
-      sync_both();
-      float neg[2], alpha[2];
-#pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        const int row = r0 + 8 * r;
-        // Both warpgroups read both halves in the same order: the same max, bit for bit.
-        const float m_new = fmaxf(m_raw[r], fmaxf(row_x[row], row_x[kRows + row]));
-        const float use = m_new == -INFINITY ? 0.f : m_new * scale_log2;
-        alpha[r] = fast_exp2(m_raw[r] * scale_log2 - use);  // 0 while nothing was seen
-        m_raw[r] = m_new;
-        neg[r] = -use;
-      }
-      float sum[2] = {0.f, 0.f};
-#pragma unroll
-      for (int e = 0; e < 16; ++e) {
-        const float pr = fast_exp2(fmaf(s[e], scale_log2, neg[(e >> 1) & 1]));
-        s[e] = pr;
-        sum[(e >> 1) & 1] += pr;
-      }
-      l[0] = l[0] * alpha[0] + sum[0];
-      l[1] = l[1] * alpha[1] + sum[1];
-#pragma unroll
-      for (int j = 0; j < 2; ++j)
-#pragma unroll
-        for (int n = 0; n < 16; ++n) {
-          o[j][4 * n + 0] *= alpha[0];
-          o[j][4 * n + 1] *= alpha[0];
-          o[j][4 * n + 2] *= alpha[1];
-          o[j][4 * n + 3] *= alpha[1];
+        exp_rows<T>(s, sl, off0, pf, sum);
+        l[0] = l[0] * f0[0] + sum[0];
+        l[1] = l[1] * f0[1] + sum[1];
+        if (quad == 0) {
+          max_x[r0] = m0[0];
+          max_x[r0 + 8] = m0[1];
         }
+        put_p(sp0, pf, r0, quad);
+        mbar_arrive(mbar(kBarP0));
 
-      // P of this half, as the A fragments of its two 16-key steps, to shared memory.
-#pragma unroll
-      for (int kk = 0; kk < 2; ++kk) {
-        uint32_t* dst = p_x + ((wg * 2 + kk) * 4) * 128 + wtid;
-        dst[0 * 128] = pack2<T>(s[8 * kk + 0], s[8 * kk + 1]);
-        dst[1 * 128] = pack2<T>(s[8 * kk + 2], s[8 * kk + 3]);
-        dst[2 * 128] = pack2<T>(s[8 * kk + 4], s[8 * kk + 5]);
-        dst[3 * 128] = pack2<T>(s[8 * kk + 6], s[8 * kk + 7]);
-      }
-      sync_both();
-      uint32_t pf[4][4];
-#pragma unroll
-      for (int kk = 0; kk < 4; ++kk)
-#pragma unroll
-        for (int r = 0; r < 4; ++r) pf[kk][r] = p_x[(kk * 4 + r) * 128 + wtid];
-
-      // O (this warpgroup's 256 columns) += P V over the tile's 64 keys.
-      {
-        const uint64_t dv0 = smem_desc_sw128(sk + wg * 4 * kAtomBytes, kAtomBytes, 1024);
+        scale_o(o, f0);
         wgmma_fence();
-#pragma unroll
-        for (int kk = 0; kk < 4; ++kk) {
-#pragma unroll
-          for (int j = 0; j < 2; ++j) {
-            wgmma_m64n128k16_rs_mnb<T>(o[j], pf[kk], smem_desc_advance(dv0, j * 2 * kAtomBytes + kk * 16 * 128), 1);
-          }
-        }
+        pv<T>(o, pf, st0, 0);
         wgmma_commit();
-        if constexpr (kFp8) {
-          if (tile + 1 < tiles) store_codes<kCache>(fk, other, tid, layer_scale);  // the next stage, while P V runs
+        wgmma_wait<0>();
+        fence_frags(o, pf);
+        if (t0 + 2 < tiles) {
+          mbar_arrive(mbar(kBarKeysRead));  // every mask of this tile has read key_ok
+          mbar_wait(mbar(kBarKeysRead), ph2);
+          load_part(ks, next, st0, 0, false, key_ok, bar(0, 0), wtid);
         }
+
+        if (has1) {
+          if (t1 + 2 < tiles) next = key_rows(ks, k1 + 2 * kKeys, wtid);
+          mbar_wait(mbar(kBarP1), ph1);
+          float f1[2];
+#pragma unroll
+          for (int r = 0; r < 2; ++r) {
+            m1[r] = max_x[kRows + r0 + 8 * r];
+            off1[r] = max_offset(m1[r], sl);
+            f1[r] = fast_exp2(m0[r] * sl - off1[r]);
+          }
+          scale_o(o, f1);
+          l[0] *= f1[0];
+          l[1] *= f1[1];
+          part_landed(bar(1, 0), ph1);  // V1_L: this warpgroup's copies
+          wgmma_fence();
+          pv_ss<T>(o, sp1, st1, 0);
+          wgmma_commit();
+          wgmma_wait<0>();
+          fence_regs(o[0]);
+          fence_regs(o[1]);
+          if (t1 + 2 < tiles) load_part(ks, next, st1, 0, true, nullptr, bar(1, 0), wtid);
+          m_raw[0] = m1[0];
+          m_raw[1] = m1[1];
+        } else {
+          m_raw[0] = m0[0];
+          m_raw[1] = m0[1];
+        }
+      } else {
+        KeyRows next = {};
+        if (has1) {
+          // S1 over stage 1: this warpgroup's part first, then warpgroup 0's (with the rope).
+          part_landed(bar(1, 1), ph1);
+          wgmma_fence();
+          qk_atoms<T>(s, sq, st1, 4, 8, true);
+          if (t1 + 2 < tiles) next = key_rows(ks, k1 + 2 * kKeys, wtid);
+          part_landed(bar(1, 0), ph1);
+          wgmma_fence();
+          qk_atoms<T>(s, sq, st1, 0, 4, false);
+          qk_atoms<T>(s, sq, st1, 8, kAtoms, false);
+          wgmma_commit();
+          wgmma_wait<0>();
+          fence_regs(s);
+        }
+        mbar_wait(mbar(kBarP0), ph0);
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+          m0[r] = max_x[r0 + 8 * r];
+          off0[r] = max_offset(m0[r], sl);
+        }
+        float f1[2] = {1.f, 1.f};  // P0 -> the pair's max
+        if (has1) {
+          mask_rows(s, key_ok + kKeys, k1, row_hi, quad, mx);
+          float f01[2];
+#pragma unroll
+          for (int r = 0; r < 2; ++r) {
+            m1[r] = fmaxf(m0[r], mx[r]);
+            off1[r] = max_offset(m1[r], sl);
+            f1[r] = fast_exp2(m0[r] * sl - off1[r]);
+            f01[r] = fast_exp2(m_raw[r] * sl - off1[r]);
+          }
+          exp_rows<T>(s, sl, off1, pf, sum);
+          l[0] = l[0] * f01[0] + sum[0];
+          l[1] = l[1] * f01[1] + sum[1];
+          if (quad == 0) {
+            max_x[kRows + r0] = m1[0];
+            max_x[kRows + r0 + 8] = m1[1];
+          }
+          put_p(sp1, pf, r0, quad);
+          mbar_arrive(mbar(kBarP1));
+          scale_o(o, f01);
+          wgmma_fence();
+          pv<T>(o, pf, st1, 1);
+          wgmma_commit();
+          m_raw[0] = m1[0];
+          m_raw[1] = m1[1];
+        } else {
+          float f0[2];
+#pragma unroll
+          for (int r = 0; r < 2; ++r) f0[r] = fast_exp2(m_raw[r] * sl - off0[r]);
+          scale_o(o, f0);
+          l[0] *= f0[0];
+          l[1] *= f0[1];
+          m_raw[0] = m0[0];
+          m_raw[1] = m0[1];
+        }
+        if (has1) {
+          scale_p<T>(sp0, f1, r0, quad);
+          mbar_arrive(mbar(kBarP0Scaled));  // every row of P0 (this warpgroup's threads)
+          mbar_wait(mbar(kBarP0Scaled), ph1);
+        }
+        part_landed(bar(0, 1), ph0);  // V0_R: this warpgroup's copies
+        wgmma_fence();
+        pv_ss<T>(o, sp0, st0, 1);
+        wgmma_commit();
+        if (has1) {
+          wgmma_wait<1>();  // P1 V1_R: stage 1's atoms 4-7 are free
+#pragma unroll
+          for (int kk = 0; kk < 4; ++kk) fence_regs(pf[kk]);
+          if (t1 + 2 < tiles) load_part(ks, next, st1, 1, false, key_ok + kKeys, bar(1, 1), wtid);
+        }
+        if (t0 + 2 < tiles) next = key_rows(ks, k0 + 2 * kKeys, wtid);
         wgmma_wait<0>();
         fence_regs(o[0]);
         fence_regs(o[1]);
+        if (t0 + 2 < tiles) load_part(ks, next, st0, 1, true, nullptr, bar(0, 1), wtid);
       }
+      phase ^= (has1 ? 3u : 1u) | (t0 + 2 < tiles ? 4u : 0u);
     }
-    cp_async_wait<0>();
 
-    // The two halves' sums meet; then the rows end.
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
-      l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
-    }
-    if (quad == 0) {
-      row_x[wg * kRows + r0] = l[0];
-      row_x[wg * kRows + r0 + 8] = l[1];
-    }
-    __syncthreads();
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      const int i = r0 + 8 * r;
-      const float sum = row_x[i] + row_x[kRows + i];
-      if (i >= it.rows) continue;
-      const int64_t g = it.row_begin + i;
-      const int64_t t = g / H, hd = g % H;
-      const float lse = sum > 0.f ? (m_raw[r] * scale_log2 + log2f(sum)) * kLn2 : -INFINITY;
-      const float max_logit = sum > 0.f ? m_raw[r] * h.sm_scale : -INFINITY;
-      const int col0 = 256 * wg + 2 * quad;
-      if (it.partial >= 0) {
-        const int64_t prow = it.partial + i;
-        float* dst = a.partial_out + prow * kL + col0;
-        const float inv = sum > 0.f ? 1.f / sum : 0.f;
-#pragma unroll
-        for (int j = 0; j < 2; ++j)
-#pragma unroll
-          for (int n = 0; n < 16; ++n) {
-            *reinterpret_cast<float2*>(dst + 128 * j + 8 * n) =
-                make_float2(o[j][4 * n + 2 * r] * inv, o[j][4 * n + 2 * r + 1] * inv);
-          }
-        if (wg == 0 && quad == 0) {
-          a.partial_lse[prow] = lse;
-          a.partial_max[prow] = max_logit;
-        }
-      } else {
-        float mul = sum > 0.f ? 1.f / sum : 0.f;
-        if (a.attn_sink != nullptr && sum > 0.f) mul /= 1.f + expf(a.attn_sink[hd * a.sink_stride] - lse);
-        T* dst = static_cast<T*>(a.out) + t * a.out_stride_tok + hd * a.out_stride_head + col0;
-#pragma unroll
-        for (int j = 0; j < 2; ++j)
-#pragma unroll
-          for (int n = 0; n < 16; ++n) {
-            *reinterpret_cast<uint32_t*>(dst + 128 * j + 8 * n) =
-                pack2<T>(o[j][4 * n + 2 * r] * mul, o[j][4 * n + 2 * r + 1] * mul);
-          }
-        if (wg == 0 && quad == 0) {
-          if (a.lse) a.lse[t * a.lse_stride_tok + hd * a.lse_stride_head] = lse;
-          if (a.max_logits) a.max_logits[t * a.max_stride_tok + hd * a.max_stride_head] = max_logit;
-        }
-      }
-    }
-    __syncthreads();  // q, row_x: the next item's
+    store_rows<T>(a, h, it, o, m_raw, l, row_x, wg, r0, quad);
+    __syncthreads();  // q, the stages, row_x: the next item's
   }
 }
 
 // Launches the kernel over `grid` persistent CTAs (one per SM) on the current device, whose
 // shared-memory limit for it is raised once (the attribute is per device).
-template <typename T, int kCache>
+template <typename T>
 cudaError_t launch(const LatentArgs& args, int device, int grid, cudaStream_t stream) {
   static std::atomic<uint64_t> configured{0};  // bit d: device d
   const uint64_t bit = device < 64 ? uint64_t{1} << device : 0;
   if (bit == 0 || (configured.load(std::memory_order_relaxed) & bit) == 0) {
     const cudaError_t e =
-        cudaFuncSetAttribute(latent_kernel<T, kCache>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes);
+        cudaFuncSetAttribute(latent_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes);
     if (e != cudaSuccess) return e;
     configured.fetch_or(bit, std::memory_order_relaxed);
   }
-  latent_kernel<T, kCache><<<grid, kThreads, kSmemBytes, stream>>>(args);
+  latent_kernel<T><<<grid, kThreads, kSmemBytes, stream>>>(args);
   return cudaGetLastError();
 }
 

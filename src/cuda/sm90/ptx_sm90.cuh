@@ -45,6 +45,12 @@ __device__ __forceinline__ void mbar_arrive_expect_tx(uint32_t bar, uint32_t byt
                "r"(bytes)
                : "memory");
 }
+// Arrives on `bar` once every cp.async this thread has issued so far has landed, without raising
+// the barrier's expected count: a barrier initialized with the number of issuing threads
+// completes its phase when all of their copies have landed, and no issuing thread waits.
+__device__ __forceinline__ void cp_async_mbar_arrive_noinc(uint32_t bar) {
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
+}
 // Waits until the phase with parity `parity` has completed. A fresh barrier is in phase 0, so
 // waiting on parity 1 returns at once (how producers wait on "empty" barriers the first time).
 __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
@@ -181,6 +187,12 @@ template <typename T>
 __device__ __forceinline__ void wgmma_m64n128k16_rs_mnb(float (&d)[64], const uint32_t (&a)[4],
                                                         uint64_t desc_b, int accumulate);
 
+// D[64x128] (+)= A[64x16] * B[16x128]: A K-major in shared memory, B MN-major in shared memory
+// (rows = k, 128 contiguous columns per row).
+template <typename T>
+__device__ __forceinline__ void wgmma_m64n128k16_ss_mnb(float (&d)[64], uint64_t desc_a, uint64_t desc_b,
+                                                        int accumulate);
+
 // e4m3 (k = 32, both operands K-major; FP8 wgmma has no transposed layouts):
 // D[64x128] (+)= A[64x32] * B[32x128], A and B (as its [128 x 32] transpose, rows = n) in shared
 // memory.
@@ -205,7 +217,7 @@ __device__ __forceinline__ uint32_t pack4_e4m3(float x0, float x1, float x2, flo
   return r;
 }
 
-// The four products below share their 64 fp32 accumulator operands (%0..%63, read and written)
+// The products below share their 64 fp32 accumulator operands (%0..%63, read and written)
 // and differ in the element type's PTX name and the A operand.
 #define MLAKIT_WGMMA_D64_REGS                                                                        \
   "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}"
@@ -231,6 +243,13 @@ __device__ __forceinline__ uint32_t pack4_e4m3(float x0, float x1, float x2, flo
                : MLAKIT_WGMMA_D64_OPERANDS(d)                                                        \
                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(accumulate))
 
+#define MLAKIT_WGMMA_SS_MNB(ptx_type)                                                                \
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"                                          \
+               "wgmma.mma_async.sync.aligned.m64n128k16.f32." ptx_type "." ptx_type " "              \
+               MLAKIT_WGMMA_D64_REGS ", %64, %65, p, 1, 1, 0, 1;\n}\n"                               \
+               : MLAKIT_WGMMA_D64_OPERANDS(d)                                                        \
+               : "l"(desc_a), "l"(desc_b), "r"(accumulate))
+
 template <>
 __device__ __forceinline__ void wgmma_m64n128k16_ss<__nv_bfloat16>(float (&d)[64], uint64_t desc_a,
                                                                    uint64_t desc_b, int accumulate) {
@@ -240,6 +259,16 @@ template <>
 __device__ __forceinline__ void wgmma_m64n128k16_ss<__half>(float (&d)[64], uint64_t desc_a, uint64_t desc_b,
                                                             int accumulate) {
   MLAKIT_WGMMA_SS("f16");
+}
+template <>
+__device__ __forceinline__ void wgmma_m64n128k16_ss_mnb<__nv_bfloat16>(float (&d)[64], uint64_t desc_a,
+                                                                       uint64_t desc_b, int accumulate) {
+  MLAKIT_WGMMA_SS_MNB("bf16");
+}
+template <>
+__device__ __forceinline__ void wgmma_m64n128k16_ss_mnb<__half>(float (&d)[64], uint64_t desc_a, uint64_t desc_b,
+                                                                int accumulate) {
+  MLAKIT_WGMMA_SS_MNB("f16");
 }
 template <>
 __device__ __forceinline__ void wgmma_m64n128k16_rs_mnb<__nv_bfloat16>(float (&d)[64], const uint32_t (&a)[4],
@@ -269,6 +298,7 @@ __device__ __forceinline__ void wgmma_m64n128k32_rs_e4m3(float (&d)[64], const u
                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(accumulate));
 }
 
+#undef MLAKIT_WGMMA_SS_MNB
 #undef MLAKIT_WGMMA_RS_MNB
 #undef MLAKIT_WGMMA_SS
 #undef MLAKIT_WGMMA_D64_OPERANDS
