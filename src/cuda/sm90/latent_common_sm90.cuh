@@ -92,6 +92,21 @@ struct KeySource {
     if (x < 0 || x >= a->num_slots) return nullptr;
     return slot_row(x >> block_shift, x & ((int64_t{1} << block_shift) - 1));
   }
+  // The same in two steps, so a kernel can issue the first read early and use it a while later:
+  // the read (sparse: key k's index entry; dense: the page of position k; -1 past the keys), then
+  // the row from it (dense and slots by arithmetic; positions through the page, a second read).
+  __device__ __forceinline__ int32_t first_read(int64_t k) const {
+    if (k >= key_end) return -1;
+    if (!sparse) return req_pages[k >> block_shift];
+    return a->indices[static_cast<int64_t>(it->token) * a->indices_stride_tok + k];
+  }
+  __device__ __forceinline__ const unsigned char* row_from(int64_t k, int32_t v) const {
+    if (k >= key_end) return nullptr;
+    if (!sparse) return slot_row(v, k & ((int64_t{1} << block_shift) - 1));
+    if (p->h->index_kind == 0) return v >= 0 && v < p->kv[it->request] ? position_row(v) : nullptr;
+    if (v < 0 || v >= a->num_slots) return nullptr;
+    return slot_row(v >> block_shift, v & ((int64_t{1} << block_shift) - 1));
+  }
 };
 
 // Loads the item's q rows (row i = packed row row_begin + i); rows past the item's are zeros.

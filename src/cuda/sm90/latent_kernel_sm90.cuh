@@ -28,8 +28,9 @@
 // 1 atoms 4-7 of both and the rope atom of stage 0 (where P0 was). Each part's copies complete an
 // mbarrier (cp.async.mbarrier.arrive.noinc: no thread waits for its own copies); a warpgroup
 // waits for a part before its first product that reads it, and computes S over its own part
-// first, the part that was refilled earliest. The next tile's rows are looked up (index and
-// page reads, dependent global loads) once the first half of S is on the tensor cores.
+// first, the part that was refilled earliest. A sparse item's next lookups start (KeyReads: the
+// index entries) once the first half of S is on the tensor cores; a dense item's (the pages,
+// which stay cached) a little before each refill.
 #pragma once
 
 #include <atomic>
@@ -65,16 +66,26 @@ constexpr int kOffP = (kAtoms - 1) * kAtomBytes;  // in a stage: the rope atom, 
 constexpr int kBarP0 = 4, kBarP1 = 5, kBarP0Scaled = 6, kBarKeysRead = 7;
 
 // A warpgroup thread's four keys of a tile: j = wtid / 8 + 16 i (8 threads a row: a 128-byte
-// line per atom and warp instruction), looked up ahead of their copies (the page and index
-// reads are dependent global loads).
+// line per atom and warp instruction). Their lookups start with a global read (an index entry
+// or a page) that is issued most of a pair before its row is needed (KeyReads), so that its
+// latency passes under the products instead of stalling the warpgroup.
+struct KeyReads {
+  int32_t v[4];
+};
 struct KeyRows {
   const unsigned char* src[4];
 };
 
-__device__ __forceinline__ KeyRows key_rows(const KeySource& ks, int64_t k0, int wtid) {
+__device__ __forceinline__ KeyReads key_reads(const KeySource& ks, int64_t k0, int wtid) {
+  KeyReads r;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) r.v[i] = ks.first_read(k0 + (wtid >> 3) + 16 * i);
+  return r;
+}
+__device__ __forceinline__ KeyRows key_rows(const KeySource& ks, const KeyReads& reads, int64_t k0, int wtid) {
   KeyRows r;
 #pragma unroll
-  for (int i = 0; i < 4; ++i) r.src[i] = ks.row(k0 + (wtid >> 3) + 16 * i);
+  for (int i = 0; i < 4; ++i) r.src[i] = ks.row_from(k0 + (wtid >> 3) + 16 * i, reads.v[i]);
   return r;
 }
 
@@ -335,7 +346,8 @@ __global__ void __launch_bounds__(kThreads, 1) latent_kernel(const LatentArgs ar
     load_q(a, it, H, sq, tid);
     cp_async_commit();
     for (int s = 0; s < 2 && s < tiles; ++s) {
-      const KeyRows rows = key_rows(ks, it.key_begin + s * kKeys, wtid);
+      const int64_t kb = it.key_begin + s * kKeys;
+      const KeyRows rows = key_rows(ks, key_reads(ks, kb, wtid), kb, wtid);
       load_part(ks, rows, st0 + s * kTileBytes, wg, s != wg, s == wg ? key_ok + s * kKeys : nullptr, bar(s, wg), wtid);
     }
     cp_async_wait<0>();        // q (the tiles' copies complete their barriers)
@@ -364,8 +376,9 @@ __global__ void __launch_bounds__(kThreads, 1) latent_kernel(const LatentArgs ar
         part_landed(bar(0, 0), ph0);
         wgmma_fence();
         qk_atoms<T>(s, sq, st0, 0, 4, true);
-        KeyRows next = {};
-        if (t0 + 2 < tiles) next = key_rows(ks, k0 + 2 * kKeys, wtid);
+        KeyReads next0 = {}, next1 = {};  // tiles t0 + 2 and t1 + 2, this warpgroup's parts
+        if (t0 + 2 < tiles) next0 = key_reads(ks, k0 + 2 * kKeys, wtid);
+        if (ks.sparse && t1 + 2 < tiles) next1 = key_reads(ks, k1 + 2 * kKeys, wtid);
         part_landed(bar(0, 1), ph0);
         wgmma_fence();
         qk_atoms<T>(s, sq, st0, 4, kAtoms, false);
@@ -400,11 +413,11 @@ __global__ void __launch_bounds__(kThreads, 1) latent_kernel(const LatentArgs ar
         if (t0 + 2 < tiles) {
           mbar_arrive(mbar(kBarKeysRead));  // every mask of this tile has read key_ok
           mbar_wait(mbar(kBarKeysRead), ph2);
-          load_part(ks, next, st0, 0, false, key_ok, bar(0, 0), wtid);
+          load_part(ks, key_rows(ks, next0, k0 + 2 * kKeys, wtid), st0, 0, false, key_ok, bar(0, 0), wtid);
         }
 
         if (has1) {
-          if (t1 + 2 < tiles) next = key_rows(ks, k1 + 2 * kKeys, wtid);
+          if (!ks.sparse && t1 + 2 < tiles) next1 = key_reads(ks, k1 + 2 * kKeys, wtid);  // a page: cached
           mbar_wait(mbar(kBarP1), ph1);
           float f1[2];
 #pragma unroll
@@ -423,7 +436,7 @@ __global__ void __launch_bounds__(kThreads, 1) latent_kernel(const LatentArgs ar
           wgmma_wait<0>();
           fence_regs(o[0]);
           fence_regs(o[1]);
-          if (t1 + 2 < tiles) load_part(ks, next, st1, 0, true, nullptr, bar(1, 0), wtid);
+          if (t1 + 2 < tiles) load_part(ks, key_rows(ks, next1, k1 + 2 * kKeys, wtid), st1, 0, true, nullptr, bar(1, 0), wtid);
           m_raw[0] = m1[0];
           m_raw[1] = m1[1];
         } else {
@@ -431,13 +444,14 @@ __global__ void __launch_bounds__(kThreads, 1) latent_kernel(const LatentArgs ar
           m_raw[1] = m0[1];
         }
       } else {
-        KeyRows next = {};
+        KeyReads next0 = {}, next1 = {};  // tiles t0 + 2 and t1 + 2, this warpgroup's parts
         if (has1) {
           // S1 over stage 1: this warpgroup's part first, then warpgroup 0's (with the rope).
           part_landed(bar(1, 1), ph1);
           wgmma_fence();
           qk_atoms<T>(s, sq, st1, 4, 8, true);
-          if (t1 + 2 < tiles) next = key_rows(ks, k1 + 2 * kKeys, wtid);
+          if (t1 + 2 < tiles) next1 = key_reads(ks, k1 + 2 * kKeys, wtid);
+          if (ks.sparse && t0 + 2 < tiles) next0 = key_reads(ks, k0 + 2 * kKeys, wtid);
           part_landed(bar(1, 0), ph1);
           wgmma_fence();
           qk_atoms<T>(s, sq, st1, 0, 4, false);
@@ -445,6 +459,8 @@ __global__ void __launch_bounds__(kThreads, 1) latent_kernel(const LatentArgs ar
           wgmma_commit();
           wgmma_wait<0>();
           fence_regs(s);
+        } else if (ks.sparse && t0 + 2 < tiles) {
+          next0 = key_reads(ks, k0 + 2 * kKeys, wtid);
         }
         mbar_wait(mbar(kBarP0), ph0);
 #pragma unroll
@@ -497,17 +513,17 @@ __global__ void __launch_bounds__(kThreads, 1) latent_kernel(const LatentArgs ar
         wgmma_fence();
         pv_ss<T>(o, sp0, st0, 1);
         wgmma_commit();
+        if (!ks.sparse && t0 + 2 < tiles) next0 = key_reads(ks, k0 + 2 * kKeys, wtid);
         if (has1) {
           wgmma_wait<1>();  // P1 V1_R: stage 1's atoms 4-7 are free
 #pragma unroll
           for (int kk = 0; kk < 4; ++kk) fence_regs(pf[kk]);
-          if (t1 + 2 < tiles) load_part(ks, next, st1, 1, false, key_ok + kKeys, bar(1, 1), wtid);
+          if (t1 + 2 < tiles) load_part(ks, key_rows(ks, next1, k1 + 2 * kKeys, wtid), st1, 1, false, key_ok + kKeys, bar(1, 1), wtid);
         }
-        if (t0 + 2 < tiles) next = key_rows(ks, k0 + 2 * kKeys, wtid);
         wgmma_wait<0>();
         fence_regs(o[0]);
         fence_regs(o[1]);
-        if (t0 + 2 < tiles) load_part(ks, next, st0, 1, true, nullptr, bar(0, 1), wtid);
+        if (t0 + 2 < tiles) load_part(ks, key_rows(ks, next0, k0 + 2 * kKeys, wtid), st0, 1, true, nullptr, bar(0, 1), wtid);
       }
       phase ^= (has1 ? 3u : 1u) | (t0 + 2 < tiles ? 4u : 0u);
     }
