@@ -130,6 +130,12 @@ struct LatentPlanOptions {
   bool causal = true;   // dense plans: bottom-right causal among the new tokens
   int topk = 0;         // 0: dense; > 0: sparse, indices [T, topk] (<= config.max_topk)
   LatentIndices indices = LatentIndices::kPositions;  // sparse plans
+  // true: every request splits its keys by config.kv_split_size alone, so a result is the same
+  // bits alone or in any batch (what a batch-invariant engine needs). false: a batch that fills
+  // the GPU on its own splits long requests less (fewer partial rows to write and merge), so the
+  // last bits of a result may depend on the batch it is planned with; the same plan gives the
+  // same bits every run. The CPU backend always splits by kv_split_size.
+  bool batch_invariant = false;
 };
 
 // What the last plan() decided, for tools and tests.
@@ -143,7 +149,7 @@ struct LatentPlanInfo {
   int num_merges = 0;        // row blocks whose split key ranges are merged
   int64_t partial_rows = 0;  // rows of fp32 partial results the splits write
   int block_rows = 0;        // (token, head) rows per item at most
-  int kv_split_size = 0;     // keys per split (config.kv_split_size resolved)
+  int kv_split_size = 0;     // keys per split in this plan (config.kv_split_size, or a multiple)
   // Dense: visible (query, key) pairs per head; sparse: total_q * topk (entries, before -1 and
   // topk_length, which only run() sees).
   int64_t visible_pairs = 0;

@@ -95,7 +95,7 @@ class LatentAttention:
 
     def plan(self, query_lens: Any, kv_lens: Any = None, block_table: Any = None, *, causal: bool = True,
              sm_scale: Optional[float] = None, topk: int = 0, indices: str = "positions",
-             stream: Any = None) -> None:
+             batch_invariant: bool = False, stream: Any = None) -> None:
         """Plans on the host (no device sync); a rejected plan leaves the previous one in force.
 
         ``query_lens``: new tokens per request (their q rows consecutive, in request order);
@@ -116,6 +116,11 @@ class LatentAttention:
         naming keys by request-local position (``indices="positions"``, what the indexer
         produces) or global cache slot (``"slots"``, FlashMLA's convention: ``block * block_size
         + offset``; ``kv_lens`` and ``block_table`` are then not needed).
+
+        ``batch_invariant=True`` splits every request's keys by ``kv_split_size`` alone, so a
+        request's result has the same bits alone or in any batch; by default a batch that fills
+        the GPU on its own splits long requests less (faster decode; the last bits may then depend
+        on the batch, and the same plan still gives the same bits every run).
         """
         if sm_scale is None:
             scale = 0.0
@@ -125,7 +130,8 @@ class LatentAttention:
                 raise ValueError(f"mlakit: sm_scale: must be a positive finite number or None, got {sm_scale}")
         flat, cols = (None, 0) if block_table is None else _flat_block_table(block_table)
         s = _stream_handle(stream, device=self._device)
-        self._impl.plan(query_lens, kv_lens, flat, cols, scale, bool(causal), int(topk), str(indices), s)
+        self._impl.plan(query_lens, kv_lens, flat, cols, scale, bool(causal), int(topk), str(indices),
+                        bool(batch_invariant), s)
 
     def run(self, q: Any, kv_cache: Any, *, q_pe: Any = None, indices: Any = None, topk_length: Any = None,
             attn_sink: Any = None, k_scale: Any = None, out: Any = None, lse: Any = None, max_logits: Any = None,

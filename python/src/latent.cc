@@ -106,7 +106,7 @@ void bind_latent(nb::module_& m) {
           "plan",
           [](mlakit::LatentAttention& self, nb::handle query_lens, nb::handle kv_lens, nb::handle block_table,
              int block_table_cols, float sm_scale, bool causal, int topk, const std::string& indices,
-             uintptr_t stream) {
+             bool batch_invariant, uintptr_t stream) {
             const std::vector<int32_t> q = host_indptr(query_lens, "query_lens");
             std::vector<int32_t> kv, bt;
             mlakit::LatentBatch b;
@@ -158,12 +158,13 @@ void bind_latent(nb::module_& m) {
             o.causal = causal;
             o.topk = topk;
             o.indices = parse_indices(indices);
+            o.batch_invariant = batch_invariant;
             nb::gil_scoped_release release;
             self.plan(b, o, as_stream(stream));
           },
           nb::arg("query_lens").none(), nb::arg("kv_lens").none(), nb::arg("block_table").none(),
           nb::arg("block_table_cols"), nb::arg("sm_scale"), nb::arg("causal"), nb::arg("topk"), nb::arg("indices"),
-          nb::arg("stream"))
+          nb::arg("batch_invariant"), nb::arg("stream"))
       .def(
           "run",
           [](const mlakit::LatentAttention& self, nb::handle q, nb::handle q_pe, nb::handle kv_cache,

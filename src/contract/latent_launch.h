@@ -63,6 +63,9 @@ namespace cuda {
 // an sm_90 device and a build with 90a in MLAKIT_CUDA_ARCHS); if not, why (for the caller's error).
 bool latent_kernel_available(int device, std::string* why);
 
+// The kernel's persistent grid on `device` (its SMs): the workers a plan's items are spread over.
+int latent_grid(int device);
+
 // One run on `device`: the kernel over every work item, then the split merges, on `stream`.
 void launch_latent(const latent::LatentArgs& args, int device, Stream stream);
 

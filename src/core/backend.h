@@ -51,6 +51,9 @@ using Event = void*;
 struct LatentChoice {
   int block_rows = 0;
   int split_size = 0;
+  // Workers pulling the plan's items (the CUDA kernel's persistent CTAs); 0: a plan's splits
+  // stay split_size whatever the batch (LatentPlanOptions::batch_invariant).
+  int workers = 0;
 };
 
 class Backend {

@@ -44,8 +44,9 @@ class CudaBackend final : public Backend {
       throw Error(ErrorKind::kUnsupported, "config.device", "no latent-attention kernel for " + to_string(device()) +
                                                                 ": " + why + "; run it on Device::cpu()");
     }
-    // 512 keys per split: a decode batch of 128 x 4096 keys at 16 heads is ~8 waves of items.
-    return {64, c.kv_split_size > 0 ? c.kv_split_size : 512};
+    // 512 keys per split: one request alone over 4096 keys already spreads over 8 SMs; a batch
+    // that fills the GPU splits less (plan::LatentScheduler), one CTA per SM.
+    return {64, c.kv_split_size > 0 ? c.kv_split_size : 512, cuda::latent_grid(index_)};
   }
   void latent_attention(const latent::LatentArgs& args, Stream stream) const override {
     cuda::launch_latent(args, index_, stream);

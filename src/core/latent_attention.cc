@@ -64,7 +64,7 @@ struct LatentAttention::Impl {
         backend(std::move(s.backend)),
         choice(s.choice),
         layout(s.layout),
-        scheduler(c, s.layout, s.choice.block_rows, s.choice.split_size) {
+        scheduler(c, s.layout, s.choice.block_rows, s.choice.split_size, s.choice.workers) {
     staging = std::make_unique<backend::PlanStaging>(
         *backend, layout.total_bytes, 0,
         c.upload_in_run ? backend::PlanStaging::Upload::kInRun : backend::PlanStaging::Upload::kInPlan);
@@ -118,6 +118,7 @@ void LatentAttention::plan(const LatentBatch& batch, const LatentPlanOptions& op
   i.num_merges = r.num_merges;
   i.partial_rows = r.partial_rows;
   i.visible_pairs = r.visible_pairs;
+  i.kv_split_size = r.split_size;
 }
 
 void LatentAttention::run(const LatentLayer& layer, const TensorView& out, const TensorView* lse, Stream stream) const {

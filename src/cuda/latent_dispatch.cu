@@ -120,11 +120,16 @@ bool latent_kernel_available(int device, std::string* why) {
 #endif
 }
 
+int latent_grid(int device) {
+  int sms = 0;
+  MLAKIT_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  return sms;
+}
+
 void launch_latent(const LatentArgs& a, int device, Stream stream) {
   DeviceGuard guard(device);
   auto* s = static_cast<cudaStream_t>(stream);
-  int sms = 0;
-  MLAKIT_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  const int sms = latent_grid(device);
 #if MLAKIT_WITH_SM90
   if (a.cache_format == 1) {  // fp8_ds_mla rows (bf16 only)
     MLAKIT_CUDA_CHECK(sm90::launch_latent_bf16_fp8ds(a, device, sms, s));

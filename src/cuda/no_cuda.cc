@@ -30,6 +30,7 @@ bool latent_kernel_available(int, std::string* why) {
   *why = "mlakit was built without CUDA";
   return false;
 }
+int latent_grid(int) { return 0; }
 void launch_latent(const latent::LatentArgs&, int, Stream) { no_cuda(); }
 
 }  // namespace cuda

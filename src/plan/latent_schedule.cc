@@ -38,8 +38,8 @@ int32_t item_cost(int rows, int64_t keys) {
 }  // namespace
 
 LatentScheduler::LatentScheduler(const LatentConfig& config, const latent::LatentLayout& layout, int block_rows,
-                                 int split_size)
-    : config_(config), layout_(layout), block_rows_(block_rows), split_size_(split_size) {
+                                 int split_size, int workers)
+    : config_(config), layout_(layout), block_rows_(block_rows), split_size_(split_size), workers_(workers) {
   order_.resize(static_cast<size_t>(config.max_batch));
   cost_.resize(static_cast<size_t>(config.max_batch));
   merges_.resize(static_cast<size_t>(layout.max_merges));
@@ -56,9 +56,10 @@ LatentScheduleResult LatentScheduler::build(const LatentBatch& b, const LatentPl
   auto* page_ptr = reinterpret_cast<int32_t*>(block + l.page_indptr_offset);
 
   LatentScheduleResult res;
-  // Per request, in request order: the block's offsets and lengths, and the sort key.
-  int32_t* const costs = cost_.data();
-  int32_t cost_lo = kCostBuckets, cost_hi = 0;
+  // Per request, in request order: the block's offsets and lengths, and the items it makes at
+  // each widening of the split.
+  const bool widen = workers_ > 0 && !o.batch_invariant;
+  int64_t items_at[kMaxWiden + 1] = {};
   qo[0] = 0;
   page_ptr[0] = 0;
   for (int r = 0; r < b.batch_size; ++r) {
@@ -67,10 +68,33 @@ LatentScheduleResult LatentScheduler::build(const LatentBatch& b, const LatentPl
     qo[r + 1] = static_cast<int32_t>(qo[r] + q);
     kv[r] = static_cast<int32_t>(kvr);
     page_ptr[r + 1] = static_cast<int32_t>(page_ptr[r] + (t.reads_table ? (kvr + bs - 1) / bs : 0));
+    if (!widen || q == 0) continue;
+    const int64_t rows_r = q * H;
+    const int64_t blocks = sparse ? q * ((H + BR - 1) / BR) : (rows_r + BR - 1) / BR;
+    if (rows_r > latent::kSplitRowsMax) {
+      for (int k = 0; k <= kMaxWiden; ++k) items_at[k] += blocks;
+      continue;
+    }
+    const int64_t keys = sparse ? o.topk : kvr;
+    for (int k = 0; k <= kMaxWiden; ++k)
+      items_at[k] += blocks * latent::split_range(keys, static_cast<int64_t>(split_size_) << k).count;
+  }
+  int64_t split = split_size_;
+  if (widen) {  // item counts only fall as the split widens; stop where they stop falling
+    const int64_t enough = static_cast<int64_t>(kItemsPerWorker) * workers_;
+    for (int k = 1; k <= kMaxWiden && items_at[k] >= enough && items_at[k] < items_at[k - 1]; ++k)
+      split = static_cast<int64_t>(split_size_) << k;
+  }
+  res.split_size = static_cast<int>(split);
+  // The sort key of each request.
+  int32_t* const costs = cost_.data();
+  int32_t cost_lo = kCostBuckets, cost_hi = 0;
+  for (int r = 0; r < b.batch_size; ++r) {
+    const int64_t q = qo[r + 1] - qo[r];
     const int64_t rows_r = q * H;
     const bool may_split = rows_r <= latent::kSplitRowsMax;
-    const int64_t keys = sparse ? o.topk : kvr;
-    const int64_t first = may_split ? latent::split_range(keys, split_size_).len : keys;
+    const int64_t keys = sparse ? o.topk : kv[r];
+    const int64_t first = may_split ? latent::split_range(keys, split).len : keys;
     const int32_t c = item_cost(static_cast<int>(std::min<int64_t>(BR, sparse ? H : rows_r)), first);
     costs[r] = c;
     cost_lo = std::min(cost_lo, c);
@@ -116,7 +140,7 @@ LatentScheduleResult LatentScheduler::build(const LatentBatch& b, const LatentPl
     const bool may_split = rows_r <= latent::kSplitRowsMax;
     if (!sparse) {
       res.visible_pairs += visible_pairs(q, kvr, o.causal, -1);
-      const latent::Split sp = may_split ? latent::split_range(kvr, split_size_) : latent::Split{1, kvr};
+      const latent::Split sp = may_split ? latent::split_range(kvr, split) : latent::Split{1, kvr};
       const int64_t row0 = static_cast<int64_t>(qo[r]) * H;
       for (int64_t rb = 0; rb < rows_r; rb += BR) {
         const int rows = static_cast<int>(std::min<int64_t>(BR, rows_r - rb));
@@ -144,7 +168,7 @@ LatentScheduleResult LatentScheduler::build(const LatentBatch& b, const LatentPl
       continue;
     }
     // Sparse: one token's heads per item, over its index entries.
-    const latent::Split sp = may_split ? latent::split_range(o.topk, split_size_) : latent::Split{1, o.topk};
+    const latent::Split sp = may_split ? latent::split_range(o.topk, split) : latent::Split{1, o.topk};
     for (int64_t tok = qo[r]; tok < qo[r + 1]; ++tok) {
       for (int hb = 0; hb < H; hb += BR) {
         const int rows = std::min(BR, H - hb);

@@ -20,13 +20,23 @@ struct LatentScheduleResult {
   int num_merges = 0;
   int64_t partial_rows = 0;
   int64_t visible_pairs = 0;
+  int split_size = 0;     // keys per split in this plan
   size_t used_bytes = 0;  // the prefix of the block plan() publishes
 };
 
 class LatentScheduler {
  public:
-  // `layout` from latent::make_layout for this config, block_rows and split_size.
-  LatentScheduler(const LatentConfig& config, const latent::LatentLayout& layout, int block_rows, int split_size);
+  // `layout` from latent::make_layout for this config, block_rows and split_size; `workers` pull
+  // the items (0: every plan splits by split_size, as with options.batch_invariant).
+  LatentScheduler(const LatentConfig& config, const latent::LatentLayout& layout, int block_rows, int split_size,
+                  int workers = 0);
+
+  // A plan's keys per split: split_size, or, unless options.batch_invariant, split_size x 2^k for
+  // the largest k <= kMaxWiden that still makes at least kItemsPerWorker x workers items (and
+  // fewer than 2^(k-1) does). A
+  // batch that fills the workers on its own gains nothing from finer splits and pays for each:
+  // a partial row (fp32, written, then read by the merge) and a pipeline start per item.
+  static constexpr int kMaxWiden = 5, kItemsPerWorker = 3;
 
   // Writes the block for a batch that check_latent_plan accepted (`totals` its result).
   LatentScheduleResult build(const LatentBatch& batch, const LatentPlanOptions& options, const LatentTotals& totals,
@@ -35,7 +45,7 @@ class LatentScheduler {
  private:
   LatentConfig config_;
   latent::LatentLayout layout_;
-  int block_rows_, split_size_;
+  int block_rows_, split_size_, workers_;
   std::vector<int32_t> order_;             // requests, costliest first
   std::vector<int32_t> cost_;              // per request (clamped): the sort key
   std::vector<int32_t> bucket_;            // counts, then start offsets, per cost

@@ -424,11 +424,13 @@ TEST_F(CudaLatentTest, DeviceBlockTableGivesTheSameBits) {
 class CudaLatentBatchInvariance : public CudaLatentParamTest<int> {};  // heads
 
 TEST_P(CudaLatentBatchInvariance, RequestAloneEqualsRequestInBatch) {
-  // Each request alone gives the bits it gets inside the batch: decodes that split, MTP, an
-  // extend, a 2-token request over its own tokens, one with no new token; then sparse.
+  // With batch_invariant, each request alone gives the bits it gets inside the batch: decodes
+  // that split, MTP, an extend, a 2-token request over its own tokens, one with no new token;
+  // then sparse.
   const int heads = GetParam();
   const std::vector<int32_t> q = {1, 3, 1, 70, 2, 0, 1}, kv = {1800, 40, 520, 300, 2, 5, 3000};
   LatentCase batch = make_latent_case(config(heads, 16), q, kv, 660 + heads);
+  batch.opts.batch_invariant = true;
   for (int sparse = 0; sparse < 2; ++sparse) {
     SCOPED_TRACE(sparse ? "sparse" : "dense");
     if (sparse) add_sparse(batch, 700, LatentIndices::kPositions, 661 + heads, true);

@@ -147,7 +147,8 @@ TEST_F(CudaLatentFp8Test, NanCodeReachesItsRowsOnly) {
 
 TEST_F(CudaLatentFp8Test, RequestAloneEqualsRequestInBatch) {
   const std::vector<int32_t> q = {1, 3, 1, 70}, kv = {1800, 40, 520, 300};
-  const LatentCase batch = make_latent_case(fp8_config(128, 64), q, kv, 960);
+  LatentCase batch = make_latent_case(fp8_config(128, 64), q, kv, 960);
+  batch.opts.batch_invariant = true;
   const LatentResult all = run_latent_cuda(batch);
   int64_t t0 = 0;
   for (size_t r = 0; r < q.size(); ++r) {
