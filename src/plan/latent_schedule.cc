@@ -59,6 +59,7 @@ LatentScheduleResult LatentScheduler::build(const LatentBatch& b, const LatentPl
   // Per request, in request order: the block's offsets and lengths, and the items it makes at
   // each widening of the split.
   const bool widen = workers_ > 0 && !o.batch_invariant;
+  const int64_t head_blocks = (H + BR - 1) / BR;
   int64_t items_at[kMaxWiden + 1] = {};
   qo[0] = 0;
   page_ptr[0] = 0;
@@ -70,14 +71,21 @@ LatentScheduleResult LatentScheduler::build(const LatentBatch& b, const LatentPl
     page_ptr[r + 1] = static_cast<int32_t>(page_ptr[r] + (t.reads_table ? (kvr + bs - 1) / bs : 0));
     if (!widen || q == 0) continue;
     const int64_t rows_r = q * H;
-    const int64_t blocks = sparse ? q * ((H + BR - 1) / BR) : (rows_r + BR - 1) / BR;
+    const int64_t blocks = sparse ? q * head_blocks : (rows_r + BR - 1) / BR;
     if (rows_r > latent::kSplitRowsMax) {
       for (int k = 0; k <= kMaxWiden; ++k) items_at[k] += blocks;
       continue;
     }
+    // Splits at split_size << k: ceil(n / 2^k) of the n at split_size (one division a request:
+    // this pass is inside plan()'s microseconds), through split_range where they exceed its cap.
     const int64_t keys = sparse ? o.topk : kvr;
-    for (int k = 0; k <= kMaxWiden; ++k)
-      items_at[k] += blocks * latent::split_range(keys, static_cast<int64_t>(split_size_) << k).count;
+    const int64_t n = keys > split_size_ ? (keys + split_size_ - 1) / split_size_ : 1;
+    for (int k = 0; k <= kMaxWiden; ++k) {
+      const int64_t nk = (n + (int64_t{1} << k) - 1) >> k;
+      items_at[k] += blocks * (nk <= latent::kMaxSplits
+                                   ? nk
+                                   : latent::split_range(keys, static_cast<int64_t>(split_size_) << k).count);
+    }
   }
   int64_t split = split_size_;
   if (widen) {  // item counts only fall as the split widens; stop where they stop falling
