@@ -45,7 +45,6 @@ constexpr int kSmemUsed = kOffKeyOk + kStages * kKeys * 4;
 constexpr int kSmemBytes = kSmemUsed + 1024;  // room to align the base
 static_assert(kSmemBytes <= 232448, "one CTA per SM");
 
-
 // A thread's two keys of a tile: j = tid / 8 and j + 32 (8 threads a row: a 128-byte line per
 // atom and warp instruction). Their rows are looked up a tile ahead of the copies (the page
 // and index reads are dependent global loads), so the lookups' latency hides behind a tile.
