@@ -84,14 +84,7 @@ struct KeySource {
     return slot_row(req_pages[pos >> block_shift], pos & ((int64_t{1} << block_shift) - 1));
   }
   // Key `k` (absolute: position or entry) -> its row, or null when it names none.
-  __device__ __forceinline__ const unsigned char* row(int64_t k) const {
-    if (k >= key_end) return nullptr;
-    if (!sparse) return position_row(k);
-    const int64_t x = a->indices[static_cast<int64_t>(it->token) * a->indices_stride_tok + k];
-    if (p->h->index_kind == 0) return x >= 0 && x < p->kv[it->request] ? position_row(x) : nullptr;
-    if (x < 0 || x >= a->num_slots) return nullptr;
-    return slot_row(x >> block_shift, x & ((int64_t{1} << block_shift) - 1));
-  }
+  __device__ __forceinline__ const unsigned char* row(int64_t k) const { return row_from(k, first_read(k)); }
   // The same in two steps, so a kernel can issue the first read early and use it a while later:
   // the read (sparse: key k's index entry; dense: the page of position k; -1 past the keys), then
   // the row from it (dense and slots by arithmetic; positions through the page, a second read).
@@ -108,6 +101,36 @@ struct KeySource {
     return slot_row(v >> block_shift, v & ((int64_t{1} << block_shift) - 1));
   }
 };
+
+// An item's keys: sets ks.key_end to the keys it reads (dense: up to its last row's visible end,
+// causal bottom-right; sparse: cut at the token's topk_length) and row_hi to the visible ends of
+// this thread's rows r0 and r0 + 8 (dense; sparse: INT64_MAX, no bound); returns its 64-key tiles.
+__device__ __forceinline__ int item_key_bounds(const Plan& plan, const LatentArgs& a, const LatentItem& it, int r0,
+                                               KeySource& ks, int64_t (&row_hi)[2]) {
+  const LatentHeader& h = *plan.h;
+  if (!ks.sparse) {
+    const int H = h.num_heads;
+    const int64_t kv_len = plan.kv[it.request];
+    const int64_t q_begin = plan.qo[it.request];
+    const int64_t q_len = plan.qo[it.request + 1] - q_begin;
+    auto visible_end = [&](int i) -> int64_t {
+      if (i >= it.rows) return it.key_begin;
+      const int64_t t = (it.row_begin + i) / H - q_begin;
+      const int64_t vis = h.causal ? min(max(kv_len - q_len + t + 1, int64_t{0}), kv_len) : kv_len;
+      return max(int64_t{it.key_begin}, min(vis, int64_t{it.key_end}));
+    };
+    row_hi[0] = visible_end(r0);
+    row_hi[1] = visible_end(r0 + 8);
+    ks.key_end = visible_end(it.rows - 1);
+  } else {
+    row_hi[0] = row_hi[1] = INT64_MAX;
+    if (a.topk_length != nullptr) {
+      const int64_t n = a.topk_length[static_cast<int64_t>(it.token) * a.topk_length_stride];
+      ks.key_end = min(max(n, int64_t{it.key_begin}), int64_t{it.key_end});
+    }
+  }
+  return ks.key_end > it.key_begin ? static_cast<int>((ks.key_end - it.key_begin + kKeys - 1) / kKeys) : 0;
+}
 
 // Loads the item's q rows (row i = packed row row_begin + i); rows past the item's are zeros.
 __device__ __forceinline__ void load_q(const LatentArgs& a, const LatentItem& it, int H, uint32_t sq, int tid) {

@@ -207,32 +207,10 @@ __global__ void __launch_bounds__(kThreads, 1) latent_kernel(const LatentArgs ar
 
   for (int item = blockIdx.x; item < num_items; item += gridDim.x) {
     const LatentItem it = plan.items[item];
-    const int64_t kv_len = plan.kv[it.request];
-    const int64_t q_begin = plan.qo[it.request];
-    const int64_t q_len = plan.qo[it.request + 1] - q_begin;
-
-    // Each row's end of visible keys (dense), and the item's: its last row sees the most.
-    int64_t row_hi[2];
     KeySource ks{&plan, &a, &it, latent::request_pages(h, plan.page_ptr, plan.pages, it.request), block_shift, it.key_end,
                  h.sparse != 0, 1};
-    if (!ks.sparse) {
-      auto visible_end = [&](int i) -> int64_t {
-        if (i >= it.rows) return it.key_begin;
-        const int64_t t = (it.row_begin + i) / H - q_begin;
-        const int64_t vis = h.causal ? min(max(kv_len - q_len + t + 1, int64_t{0}), kv_len) : kv_len;
-        return max(int64_t{it.key_begin}, min(vis, int64_t{it.key_end}));
-      };
-      row_hi[0] = visible_end(r0);
-      row_hi[1] = visible_end(r0 + 8);
-      ks.key_end = visible_end(it.rows - 1);
-    } else {
-      row_hi[0] = row_hi[1] = INT64_MAX;
-      if (a.topk_length != nullptr) {
-        const int64_t n = a.topk_length[static_cast<int64_t>(it.token) * a.topk_length_stride];
-        ks.key_end = min(max(n, int64_t{it.key_begin}), int64_t{it.key_end});
-      }
-    }
-    const int tiles = ks.key_end > it.key_begin ? static_cast<int>((ks.key_end - it.key_begin + kKeys - 1) / kKeys) : 0;
+    int64_t row_hi[2];  // this thread's rows' ends of visible keys (dense)
+    const int tiles = item_key_bounds(plan, a, it, r0, ks, row_hi);
 
     load_q(a, it, H, sq, tid);
     Fp8Keys<kCache> fk;  // the next tile's codes, decoded while this tile's P V runs

@@ -198,7 +198,14 @@ __device__ __forceinline__ void exp_rows(const float (&s)[32], float scale_log2,
     }
 }
 
-// O's rows x f; the products stay ahead of the next wgmma (fence_regs): moved between its
+// O's accumulators stay where a wgmma left them or where the next one takes them (the compiler
+// must not move their reads or writes across an asynchronous product).
+__device__ __forceinline__ void fence_o(float (&o)[2][64]) {
+  fence_regs(o[0]);
+  fence_regs(o[1]);
+}
+
+// O's rows x f; the products stay ahead of the next wgmma (fence_o): moved between its
 // instructions they would make ptxas serialize every wgmma of the kernel.
 __device__ __forceinline__ void scale_o(float (&o)[2][64], const float (&f)[2]) {
 #pragma unroll
@@ -210,8 +217,7 @@ __device__ __forceinline__ void scale_o(float (&o)[2][64], const float (&f)[2]) 
       o[j][4 * n + 2] *= f[1];
       o[j][4 * n + 3] *= f[1];
     }
-  fence_regs(o[0]);
-  fence_regs(o[1]);
+  fence_o(o);
 }
 
 template <typename T>
@@ -260,11 +266,10 @@ __device__ __forceinline__ void scale_p(uint32_t sp, const float (&f)[2], int r0
   fence_proxy_async_smem();
 }
 
-// After a P V has completed: its accumulators and A fragments stay where the wgmma left them (the
-// compiler must not move their reads or reuse their registers across the asynchronous product).
+// After a P V has completed: its accumulators and A fragments stay where the wgmma left them
+// (the compiler must not move their reads or reuse their registers across the asynchronous product).
 __device__ __forceinline__ void fence_frags(float (&o)[2][64], uint32_t (&pf)[4][4]) {
-  fence_regs(o[0]);
-  fence_regs(o[1]);
+  fence_o(o);
 #pragma unroll
   for (int kk = 0; kk < 4; ++kk) fence_regs(pf[kk]);
 }
@@ -314,33 +319,13 @@ __global__ void __launch_bounds__(kThreads, 1) latent_kernel(const LatentArgs ar
 
   for (int item = blockIdx.x; item < num_items; item += gridDim.x) {
     const LatentItem it = plan.items[item];
-    const int64_t kv_len = plan.kv[it.request];
-    const int64_t q_begin = plan.qo[it.request];
-    const int64_t q_len = plan.qo[it.request + 1] - q_begin;
-
-    // Each row's end of visible keys (dense), and the item's: its last row sees the most. Keys
-    // are positions or index entries, below 2^31 (the plan's lengths are int32).
-    int row_hi[2];
     KeySource ks{&plan, &a, &it, latent::request_pages(h, plan.page_ptr, plan.pages, it.request), block_shift, it.key_end,
                  h.sparse != 0, 2};
-    if (!ks.sparse) {
-      auto visible_end = [&](int i) -> int64_t {
-        if (i >= it.rows) return it.key_begin;
-        const int64_t t = (it.row_begin + i) / H - q_begin;
-        const int64_t vis = h.causal ? min(max(kv_len - q_len + t + 1, int64_t{0}), kv_len) : kv_len;
-        return max(int64_t{it.key_begin}, min(vis, int64_t{it.key_end}));
-      };
-      row_hi[0] = static_cast<int>(visible_end(r0));
-      row_hi[1] = static_cast<int>(visible_end(r0 + 8));
-      ks.key_end = visible_end(it.rows - 1);
-    } else {
-      row_hi[0] = row_hi[1] = INT32_MAX;
-      if (a.topk_length != nullptr) {
-        const int64_t n = a.topk_length[static_cast<int64_t>(it.token) * a.topk_length_stride];
-        ks.key_end = min(max(n, int64_t{it.key_begin}), int64_t{it.key_end});
-      }
-    }
-    const int tiles = ks.key_end > it.key_begin ? static_cast<int>((ks.key_end - it.key_begin + kKeys - 1) / kKeys) : 0;
+    int64_t hi[2];
+    const int tiles = item_key_bounds(plan, a, it, r0, ks, hi);
+    // This thread's rows' ends of visible keys (dense) in int: keys are positions or index
+    // entries, below 2^31 (the plan's lengths are int32); sparse rows have none.
+    const int row_hi[2] = {static_cast<int>(min(hi[0], int64_t{INT32_MAX})), static_cast<int>(min(hi[1], int64_t{INT32_MAX}))};
 
     // q, and the first two tiles: each warpgroup its parts of both stages.
     load_q(a, it, H, sq, tid);
@@ -434,8 +419,7 @@ __global__ void __launch_bounds__(kThreads, 1) latent_kernel(const LatentArgs ar
           pv_ss<T>(o, sp1, st1, 0);
           wgmma_commit();
           wgmma_wait<0>();
-          fence_regs(o[0]);
-          fence_regs(o[1]);
+          fence_o(o);
           if (t1 + 2 < tiles) load_part(ks, key_rows(ks, next1, k1 + 2 * kKeys, wtid), st1, 0, true, nullptr, bar(1, 0), wtid);
           m_raw[0] = m1[0];
           m_raw[1] = m1[1];
@@ -521,8 +505,7 @@ __global__ void __launch_bounds__(kThreads, 1) latent_kernel(const LatentArgs ar
           if (t1 + 2 < tiles) load_part(ks, key_rows(ks, next1, k1 + 2 * kKeys, wtid), st1, 1, false, key_ok + kKeys, bar(1, 1), wtid);
         }
         wgmma_wait<0>();
-        fence_regs(o[0]);
-        fence_regs(o[1]);
+        fence_o(o);
         if (t0 + 2 < tiles) load_part(ks, key_rows(ks, next0, k0 + 2 * kKeys, wtid), st0, 1, true, nullptr, bar(0, 1), wtid);
       }
       phase ^= (has1 ? 3u : 1u) | (t0 + 2 < tiles ? 4u : 0u);
