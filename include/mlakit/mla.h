@@ -19,6 +19,16 @@
 //   5. out [T, H, Dv] (ready for the output projection); optional lse [T, H] (float32, natural log;
 //      any non-overlapping strides, as RaggedPrefill::run takes: an [H, T] buffer's transposed view).
 //
+// Absorbed requests (MlaConfig::absorb_max_query_len): a request with few new tokens against its
+// context skips steps 2-4. Its new tokens are written into the cache by the same gather; then
+// its q_nope is absorbed through W_UK (each head's Dn rows of kv_b_proj) into the latent space,
+// it attends over the cached latent rows themselves (mlakit/latent.h: every head reads the same
+// L + R wide rows, with V their first L columns), and the L wide result is projected through W_UV
+// (each head's Dv rows) into out. The same attention in fewer FLOPs when the context is long
+// against the new tokens (up-projecting the context costs 2 L H (Dn + Dv) a row; attending in
+// latent space adds 2 (L + R + L) - 2 (Dn + R + Dv) a (query, key) pair and head): what engines
+// run for decode, speculative verification and short extends.
+//
 // L = kv_lora_rank (512), Dn = qk_nope_head_dim (128), R = qk_rope_head_dim (64),
 // Dv = v_head_dim (128) for DeepSeek-Coder-V2-Lite (H = 16) and DeepSeek-V3 (H = 128).
 //
@@ -88,6 +98,19 @@ struct MlaConfig {
   // The CPU backend runs it; CUDA refuses it (kUnsupported): there it would need the rounding
   // fused into the up-projection to pay (docs/fp8.md).
   bool fp8_attention = false;
+  // Absorbed requests (top of this file): a request whose new tokens number 1 ..
+  // absorb_max_query_len and no more than its context tokens attends in latent space; the others
+  // up-project. -1 = the backend's measured crossover (docs/mla.md): on CUDA where the latent
+  // kernel runs this config (Hopper; kv_lora_rank 512, qk_rope_head_dim 64; a power-of-two
+  // block_size up to 256; an FP8 cache with bf16), else 0. 0 = never. A value > 0 on a config
+  // the latent attention does not take is refused (kUnsupported naming this field), and so is
+  // any with fp8_attention.
+  int absorb_max_query_len = -1;
+  // Capacity of a step's absorbed new tokens; once a step's absorbed requests reach it, the later
+  // ones up-project instead. The workspace holds (Dn + R + 2 L + Dv) 16-bit values and one float
+  // per absorbed token and head (a 16-bit cache; 688 KB a token at 128 heads, 86 KB at 16).
+  // 0 = min(max_tokens, 512).
+  int64_t max_absorbed_tokens = 0;
 };
 
 // One engine step's requests, all host arrays. Request b has context_lens[b] tokens in the cache
@@ -116,7 +139,10 @@ struct MlaPlanOptions {
   // step. graph_rows = G > 0 sizes them for G rows (>= this step's context + new tokens, <=
   // workspace_rows; a step that needs context chunks is rejected): plan every step of a graph
   // with the same G, and allocate the layer tensors with at least as many rows as were captured.
-  // 0 = sized for this step exactly (eager). graph_rows_bucket() gives a rule for G.
+  // 0 = sized for this step exactly (eager). graph_rows_bucket() gives a rule for G, of the rows
+  // MlaStep::gathered_rows() counts (absorbed requests' contexts are not gathered). With G > 0
+  // the absorbed launches (absorption, latent attention, W_UV projection) cover
+  // MlaConfig::max_absorbed_tokens rows, whatever the step absorbs.
   int64_t graph_rows = 0;
 };
 
@@ -138,6 +164,9 @@ struct MlaPlanInfo {
   int num_context_chunks = 0; // chunked: context launches (each merged by LSE)
   int64_t launch_rows = 0;    // rows the first gather/up-projection covers (graph_rows or exact)
   int64_t visible_pairs = 0;  // unmasked (query, key) pairs per head
+  int absorbed_requests = 0;  // requests attended in latent space (MlaConfig::absorb_max_query_len)
+  int64_t absorbed_tokens = 0;  // their new tokens
+  int absorb_max_query_len = 0;  // the config's, resolved (-1 becomes the backend's crossover)
 };
 
 // One layer's tensors for run(). T >= the plan's new tokens (rows past them are ignored, so
@@ -176,6 +205,10 @@ class MlaStep {
   // match the config or the plan.
   void run(const MlaLayer& layer, const TensorView& out, const TensorView* lse = nullptr,
            Stream stream = nullptr) const;
+
+  // Rows the step's first gather covers for `batch` (no checks): every new token, and the context
+  // of each request that up-projects. What graph_rows must reach.
+  int64_t gathered_rows(const MlaBatch& batch) const;
 
   const MlaConfig& config() const;
   MlaPlanInfo info() const;

@@ -12,6 +12,10 @@ namespace mlakit {
 namespace blas {
 
 // Row-major: A [m, k] (row stride lda), B [n, k] (ldb), C [m, n] (ldc); strides in elements.
+// b_kn: B is stored [k, n] instead (C = A B): the absorbed form's q_nope W_UK, where W_UK is a
+// head's [qk_nope, kv_lora_rank] rows of kv_b_proj as the checkpoint holds them.
+// batch > 1: `batch` independent products, the i-th at a + i * stride_a, b + i * stride_b and
+// c + i * stride_c (elements): one per head in the absorbed form.
 struct GemmArgs {
   int64_t m, n, k;
   const void* a;
@@ -21,6 +25,9 @@ struct GemmArgs {
   void* c;
   int64_t ldc;
   DType dtype;  // of A, B and C: bf16 or fp16
+  bool b_kn = false;
+  int64_t batch = 1;
+  int64_t stride_a = 0, stride_b = 0, stride_c = 0;
 };
 
 // Dispatches on the device; m == 0 does nothing.

@@ -52,8 +52,10 @@ const char* cpu_blas_name() {
 #endif
 }
 
-void gemm_nt_cpu(const GemmArgs& g) {
-  if (g.m == 0 || g.n == 0) return;
+namespace {
+
+// One product of the batch, B [n, k] (ldb).
+void gemm_nt_one(const GemmArgs& g) {
   if (g.dtype == DType::kBF16 && cpu::gemm_nt_bf16_available(g.k)) {
     cpu::gemm_nt_bf16(g.m, g.n, g.k, static_cast<const uint16_t*>(g.a), g.lda, static_cast<const uint16_t*>(g.b),
                       g.ldb, static_cast<uint16_t*>(g.c), g.ldc);
@@ -83,6 +85,31 @@ void gemm_nt_cpu(const GemmArgs& g) {
   auto* out = static_cast<uint16_t*>(g.c);
   for (int64_t i = 0; i < g.m; ++i)
     for (int64_t j = 0; j < g.n; ++j) out[i * g.ldc + j] = store(c[static_cast<size_t>(i * g.n + j)], g.dtype);
+}
+
+}  // namespace
+
+void gemm_nt_cpu(const GemmArgs& g) {
+  if (g.m == 0 || g.n == 0) return;
+  const size_t es = 2;
+  thread_local std::vector<uint16_t> bt;  // b_kn: B transposed into [n, k], the layout the products take
+  for (int64_t i = 0; i < g.batch; ++i) {
+    GemmArgs one = g;
+    one.a = static_cast<const char*>(g.a) + i * g.stride_a * static_cast<int64_t>(es);
+    one.b = static_cast<const char*>(g.b) + i * g.stride_b * static_cast<int64_t>(es);
+    one.c = static_cast<char*>(g.c) + i * g.stride_c * static_cast<int64_t>(es);
+    one.batch = 1;
+    if (g.b_kn) {
+      bt.resize(static_cast<size_t>(g.n * g.k));
+      const auto* src = static_cast<const uint16_t*>(one.b);
+      for (int64_t x = 0; x < g.k; ++x)
+        for (int64_t j = 0; j < g.n; ++j) bt[static_cast<size_t>(j * g.k + x)] = src[x * g.ldb + j];
+      one.b = bt.data();
+      one.ldb = g.k;
+      one.b_kn = false;
+    }
+    gemm_nt_one(one);
+  }
 }
 
 }  // namespace blas

@@ -160,6 +160,11 @@ void check_config(const MlaConfig& c) {
   if (c.max_tokens + c.max_context_tokens > INT32_MAX) {
     invalid("config.max_context_tokens", "max_tokens + max_context_tokens must be < 2^31");
   }
+  if (c.absorb_max_query_len < -1) {
+    invalid("config.absorb_max_query_len", "must be >= -1 (-1 = the backend's crossover, 0 = never), got " +
+                                               str(c.absorb_max_query_len));
+  }
+  if (c.max_absorbed_tokens < 0) invalid("config.max_absorbed_tokens", "must be >= 0 (0 = min(max_tokens, 512))");
   if (c.workspace_rows < 0) invalid("config.workspace_rows", "must be >= 0 (0 = max_tokens + max_context_tokens)");
   if (c.workspace_rows > 0 && c.workspace_rows < c.max_tokens) {
     invalid("config.workspace_rows", str(c.workspace_rows) + " is less than config.max_tokens = " +
@@ -168,7 +173,7 @@ void check_config(const MlaConfig& c) {
 }
 
 BatchTotals check_batch(const MlaConfig& c, const MlaLayout& l, const MlaBatch& b,
-                        const MlaPlanOptions& o) {
+                        const MlaPlanOptions& o, int absorb_max_query_len, uint8_t* absorbed) {
   if (b.batch_size < 0) invalid("batch_size", "must be >= 0, got " + str(b.batch_size));
   if (b.batch_size > c.max_batch) {
     invalid("batch_size", str(b.batch_size) + " exceeds config.max_batch = " + str(c.max_batch));
@@ -219,7 +224,9 @@ BatchTotals check_batch(const MlaConfig& c, const MlaLayout& l, const MlaBatch& 
       }
     }
   }
-  const int64_t rows = t.total_q + t.total_context;
+  t.absorbed = choose_absorbed(b, absorb_max_query_len, l.max_absorbed, absorbed);
+  const int64_t rows = t.total_q + t.absorbed.up_context;
+  t.gathered_rows = rows;
   t.chunked = rows > l.rows;
   if (o.graph_rows < 0) invalid("options.graph_rows", "must be >= 0");
   if (o.graph_rows > 0) {
@@ -227,8 +234,8 @@ BatchTotals check_batch(const MlaConfig& c, const MlaLayout& l, const MlaBatch& 
       invalid("options.graph_rows", str(o.graph_rows) + " exceeds the workspace rows " + str(l.rows));
     }
     if (rows > o.graph_rows) {
-      invalid("options.graph_rows", "this step's context + new tokens (" + str(rows) + ") exceed graph_rows = " +
-                                        str(o.graph_rows));
+      invalid("options.graph_rows", "this step's gathered rows (new tokens + the up-projected context, " + str(rows) +
+                                        ") exceed graph_rows = " + str(o.graph_rows));
     }
   }
   return t;

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 
+#include "mla/absorb_choice.h"
 #include "mla/mla_layout.h"
 #include "mlakit/mla.h"
 
@@ -17,11 +18,16 @@ void check_config(const MlaConfig& config);
 struct BatchTotals {
   int64_t total_q = 0;
   int64_t total_context = 0;
-  bool chunked = false;  // context + new tokens exceed the workspace rows
+  AbsorbChoice absorbed;  // the requests attended in latent space
+  int64_t gathered_rows = 0;  // every new token and the up-projected requests' context
+  bool chunked = false;  // gathered_rows exceed the workspace rows
 };
 
+// Checks the batch and options, and chooses the absorbed requests (absorb_max_query_len
+// resolved, 0 = none; layout.max_absorbed the capacity), writing absorbed[r] for every request.
 BatchTotals check_batch(const MlaConfig& config, const MlaLayout& layout, const MlaBatch& batch,
-                        const MlaPlanOptions& options);
+                        const MlaPlanOptions& options, int absorb_max_query_len = 0,
+                        uint8_t* absorbed = nullptr);
 
 struct TensorRules {
   int64_t total_q = 0;

@@ -3,7 +3,7 @@
 namespace mlakit {
 namespace mla {
 
-MlaLayout make_layout(const MlaConfig& c, int block_m) {
+MlaLayout make_layout(const MlaConfig& c, int block_m, int64_t max_absorbed) {
   using plan::align_up;
   MlaLayout l;
   l.rows = c.workspace_rows > 0 ? c.workspace_rows : c.max_tokens + c.max_context_tokens;
@@ -20,6 +20,9 @@ MlaLayout make_layout(const MlaConfig& c, int block_m) {
   off = align_up(off + sizeof(int32_t) * static_cast<size_t>(c.max_tokens), 256);
   l.gather_offset = off;
   off = align_up(off + sizeof(int32_t) * static_cast<size_t>(c.max_tokens + c.max_context_tokens), 256);
+  l.max_absorbed = max_absorbed;
+  l.absorbed_offset = off;
+  off = align_up(off + sizeof(int32_t) * static_cast<size_t>(max_absorbed), 256);
   l.blocks_offset = off;
   off += static_cast<size_t>(1 + l.max_chunks) * l.schedule.total_bytes;
   l.plan_bytes = align_up(off, 256);
@@ -50,6 +53,19 @@ MlaLayout make_layout(const MlaConfig& c, int block_m) {
     off = align_up(off + rows * static_cast<size_t>(c.qk_rope_head_dim), 256);
     l.descale_offset = off;
     off = align_up(off + 3 * static_cast<size_t>(c.max_batch) * heads * sizeof(float), 256);
+  }
+  if (max_absorbed > 0) {
+    const size_t n = static_cast<size_t>(max_absorbed) * heads;
+    l.abs_q_offset = off;
+    off = align_up(off + n * static_cast<size_t>(c.qk_nope_head_dim + c.qk_rope_head_dim) * es, 256);
+    l.abs_q_latent_offset = off;
+    off = align_up(off + n * static_cast<size_t>(c.kv_lora_rank) * es, 256);
+    l.abs_o_latent_offset = off;
+    off = align_up(off + n * static_cast<size_t>(c.kv_lora_rank) * es, 256);
+    l.abs_out_offset = off;
+    off = align_up(off + n * static_cast<size_t>(c.v_head_dim) * es, 256);
+    l.abs_lse_offset = off;
+    off = align_up(off + n * sizeof(float), 256);
   }
   l.buffer_bytes = off;
   return l;

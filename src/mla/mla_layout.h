@@ -5,7 +5,8 @@
 //     new tokens into the cache; launches 1..: context chunks);
 //   * buffers that run() fills: gathered latents, up-projected K/V and, when the config allows
 //     context chunks, the chunk output and the LSEs they are merged with; with fp8_attention
-//     also q, K/V and k_pe in e4m3 and the descale factors.
+//     also q, K/V and k_pe in e4m3 and the descale factors; with absorbed requests their q rows,
+//     absorbed q, latent output, projected output and LSE, compacted in absorbed-token order.
 // Offsets are fixed by the config, so a graph captured under one plan reads the next plan's data.
 #pragma once
 
@@ -22,13 +23,15 @@ struct MlaHeader {
   int32_t total_q;     // new tokens this step (the entries of slots)
   int32_t chunked;     // 0: one fused launch; 1: new tokens, then context chunks
   int32_t num_chunks;
-  int32_t reserved[13];
+  int32_t absorbed_tokens;  // entries of the absorbed token list
+  int32_t reserved[12];
 };
 static_assert(sizeof(MlaHeader) == 64, "header is 64 bytes");
 
 struct MlaLayout {
   int64_t rows = 0;        // workspace_rows (resolved)
   int64_t max_chunks = 0;  // context chunks the worst step needs
+  int64_t max_absorbed = 0;  // absorbed tokens a step may have (0: absorption off)
   int latent_width = 0;    // kv_lora_rank + qk_rope_head_dim
   int kv_width = 0;        // num_heads * (qk_nope_head_dim + v_head_dim)
   plan::ScheduleLayout schedule{};  // one attention schedule block
@@ -37,6 +40,7 @@ struct MlaLayout {
   size_t counts_offset = 0;  // int32[1 + max_chunks]
   size_t slots_offset = 0;   // int32[max_tokens]: cache slot of each new token
   size_t gather_offset = 0;  // int32[max_tokens + max_context_tokens]: every launch's map
+  size_t absorbed_offset = 0;  // int32[max_absorbed]: the absorbed new tokens (rows of q / out)
   size_t blocks_offset = 0;  // (1 + max_chunks) schedule blocks of schedule.total_bytes
   size_t plan_bytes = 0;
 
@@ -50,6 +54,12 @@ struct MlaLayout {
   size_t kv8_offset = 0;        // e4m3 [rows, num_heads, Dn + Dv]       (fp8_attention only)
   size_t rope8_offset = 0;      // e4m3 [rows, R]                        (fp8_attention only)
   size_t descale_offset = 0;    // fp32 [3, max_batch, num_heads]: q, k, v (fp8_attention only)
+  // Absorbed requests (max_absorbed > 0), [max_absorbed, num_heads, width]:
+  size_t abs_q_offset = 0;       // q rows, Dn + R (16-bit)
+  size_t abs_q_latent_offset = 0;  // q_nope W_UK, L
+  size_t abs_o_latent_offset = 0;  // latent attention's output, L
+  size_t abs_out_offset = 0;     // its W_UV projection, Dv
+  size_t abs_lse_offset = 0;     // fp32 [max_absorbed, num_heads]
   size_t buffer_bytes = 0;
 
   size_t block_offset(int launch) const {
@@ -57,8 +67,12 @@ struct MlaLayout {
   }
 };
 
-// The config must have been checked (check_config).
-MlaLayout make_layout(const MlaConfig& config, int block_m);
+// The config must have been checked (check_config). max_absorbed: the absorbed-token capacity,
+// 0 when the step never absorbs.
+MlaLayout make_layout(const MlaConfig& config, int block_m, int64_t max_absorbed = 0);
+
+// Where the header's absorbed-token count lives in the plan block (the copies read it on the device).
+constexpr size_t kAbsorbedCountOffset = offsetof(MlaHeader, absorbed_tokens);
 
 }  // namespace mla
 }  // namespace mlakit

@@ -89,11 +89,30 @@ struct Fp8Args {
   int max_batch = 0;
 };
 
+// Absorbed requests: rows of a [rows, heads, width] tensor copied by index, all heads of a row:
+// for r < min(*count, rows), dst[dst_map ? dst_map[r] : r] = src[src_map ? src_map[r] : r]. The
+// absorbed tokens' q rows into a compact buffer (src_map), their out and lse rows back
+// (dst_map). Strides in elements, the width contiguous; elem_bytes 2 (16-bit) or 4 (fp32).
+// Rows past the count are left as they are (nothing reads them).
+struct RowCopyArgs {
+  const void* src = nullptr;
+  int64_t src_row = 0, src_head = 0;
+  void* dst = nullptr;
+  int64_t dst_row = 0, dst_head = 0;
+  const int32_t* src_map = nullptr;  // workspace
+  const int32_t* dst_map = nullptr;  // workspace
+  const int32_t* count = nullptr;    // workspace
+  int64_t rows = 0;                  // launch size, >= any *count it will see
+  int heads = 0, width = 0;
+  int elem_bytes = 2;
+};
+
 class MlaOps {
  public:
   virtual ~MlaOps() = default;
   virtual void gather(const GatherArgs& a, Stream stream) const = 0;
   virtual void quantize_fp8(const Fp8Args& a, Stream stream) const = 0;
+  virtual void copy_rows(const RowCopyArgs& a, Stream stream) const = 0;
 };
 
 std::unique_ptr<MlaOps> make_ops(Device device);

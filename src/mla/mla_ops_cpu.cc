@@ -65,6 +65,17 @@ void gather_fp8_cache(const GatherArgs& a) {
 
 class CpuOps final : public MlaOps {
  public:
+  void copy_rows(const RowCopyArgs& a, Stream) const override {
+    const int64_t n = std::min<int64_t>(*a.count, a.rows);
+    const size_t bytes = static_cast<size_t>(a.width) * static_cast<size_t>(a.elem_bytes);
+    for (int64_t r = 0; r < n; ++r) {
+      const int64_t sr = a.src_map ? a.src_map[r] : r, dr = a.dst_map ? a.dst_map[r] : r;
+      for (int h = 0; h < a.heads; ++h) {
+        std::memcpy(static_cast<char*>(a.dst) + (dr * a.dst_row + h * a.dst_head) * a.elem_bytes,
+                    static_cast<const char*>(a.src) + (sr * a.src_row + h * a.src_head) * a.elem_bytes, bytes);
+      }
+    }
+  }
   void gather(const GatherArgs& a, Stream) const override {
     if (a.cache.format != KvCacheDtype::kAuto) {
       gather_fp8_cache(a);

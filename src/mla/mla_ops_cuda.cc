@@ -14,6 +14,7 @@ class CudaOps final : public MlaOps {
     if (a.cache.format == KvCacheDtype::kAuto) cuda::mla::launch_gather(a, s);
     else cuda::mla::launch_gather_fp8(a, s);
   }
+  void copy_rows(const RowCopyArgs& a, Stream s) const override { cuda::mla::launch_copy_rows(a, s); }
   // Never reached: MlaStep refuses fp8_attention on CUDA at construction (mla_step.cc).
   void quantize_fp8(const Fp8Args&, Stream) const override {
     throw Error(ErrorKind::kUnsupported, "config.fp8_attention", "the MLA step's FP8 attention runs on the CPU only");

@@ -23,7 +23,7 @@ PlanBuilder::PlanBuilder(const MlaConfig& c, const MlaLayout& l, const cuda::Ker
       ctx_start_(static_cast<size_t>(c.max_batch) + 1) {}
 
 void PlanBuilder::build(const MlaBatch& b, const MlaPlanOptions& o, const BatchTotals& t,
-                        uint8_t* block, StepPlan* out) {
+                        uint8_t* block, StepPlan* out, const uint8_t* absorbed) {
   const MlaConfig& c = config_;
   const MlaLayout& l = layout_;
   const int n = b.batch_size;
@@ -31,6 +31,8 @@ void PlanBuilder::build(const MlaBatch& b, const MlaPlanOptions& o, const BatchT
   auto* counts = reinterpret_cast<int32_t*>(block + l.counts_offset);
   auto* slots = reinterpret_cast<int32_t*>(block + l.slots_offset);
   auto* gather = reinterpret_cast<int32_t*>(block + l.gather_offset);
+  auto* absorbed_list = reinterpret_cast<int32_t*>(block + l.absorbed_offset);
+  auto up = [&](int r) { return absorbed == nullptr || absorbed[r] == 0; };
 
   // Cache slots of positions [p0, p0 + count) of request r, written to dst: one division for the
   // run, then block by block (a 64-bit division per token was most of plan()'s cost at 8k tokens).
@@ -47,12 +49,22 @@ void PlanBuilder::build(const MlaBatch& b, const MlaPlanOptions& o, const BatchT
       ++blk;
     }
   };
+  // ctx_start_: the up-projected requests' contexts, concatenated (what the chunks cover).
   qo_[0] = 0;
   ctx_start_[0] = 0;
   for (int r = 0; r < n; ++r) {
     qo_[r + 1] = qo_[r] + b.query_lens[r];
-    ctx_start_[r + 1] = ctx_start_[r] + b.context_lens[r];
+    ctx_start_[r + 1] = ctx_start_[r] + (up(r) ? b.context_lens[r] : 0);
   }
+  // The absorbed new tokens, in request order: the tail of the first launch's map.
+  int64_t num_absorbed = 0;
+  for (int r = 0; r < n; ++r) {
+    if (up(r)) continue;
+    for (int64_t i = qo_[r]; i < qo_[r + 1]; ++i) absorbed_list[num_absorbed++] = static_cast<int32_t>(i);
+  }
+  auto append_absorbed = [&](int32_t* dst) {
+    for (int64_t j = 0; j < num_absorbed; ++j) dst[j] = new_token_entry(absorbed_list[j]);
+  };
   // New tokens: the slots the first launch's gather writes them to.
   for (int r = 0; r < n; ++r) {
     if (b.slot_mapping) {
@@ -68,9 +80,13 @@ void PlanBuilder::build(const MlaBatch& b, const MlaPlanOptions& o, const BatchT
   out->totals = t;
   out->launches.clear();
   out->visible_pairs = 0;
+  out->graph = o.graph_rows > 0;
+  out->up_requests = false;
+  for (int r = 0; r < n && !out->up_requests; ++r) out->up_requests = up(r) && b.query_lens[r] > 0;
   int64_t used_gather = 0;
 
-  auto add_launch = [&](int64_t rows_used, int64_t rows_launched, bool causal, bool new_tokens) {
+  // rows_used: map entries (the absorbed tail included); gemm_used: the rows attention reads.
+  auto add_launch = [&](int64_t rows_used, int64_t gemm_used, int64_t rows_launched, bool causal, bool new_tokens) {
     const int i = static_cast<int>(out->launches.size());
     counts[i] = static_cast<int32_t>(rows_used);
     po.causal = causal;
@@ -78,7 +94,8 @@ void PlanBuilder::build(const MlaBatch& b, const MlaPlanOptions& o, const BatchT
                                                               qo_.data(), kv_.data(), n, po, head_dim_qk, kind_,
                                                               c.num_heads, grid_blocks_);
     out->visible_pairs += r.visible_pairs;
-    out->launches.push_back(LaunchPlan{used_gather, rows_launched, causal, new_tokens});
+    out->launches.push_back(
+        LaunchPlan{used_gather, rows_launched, out->graph ? rows_launched : gemm_used, causal, new_tokens});
     used_gather += rows_used;
     out->used_bytes = l.block_offset(i) + plan::block_used_bytes(l.schedule, kind_, r);
   };
@@ -86,8 +103,13 @@ void PlanBuilder::build(const MlaBatch& b, const MlaPlanOptions& o, const BatchT
   if (!t.chunked) {
     // [context; new] per request, one causal launch (bottom-right aligned). Context rows come
     // from the cache, new tokens from kv_c / k_pe (written to the cache by the same gather).
+    // An absorbed request has no keys here.
     kv_[0] = 0;
     for (int r = 0; r < n; ++r) {
+      if (!up(r)) {
+        kv_[r + 1] = kv_[r];
+        continue;
+      }
       const int64_t len = static_cast<int64_t>(b.context_lens[r]) + b.query_lens[r];
       kv_[r + 1] = static_cast<int32_t>(kv_[r] + len);
       write_slots(r, 0, b.context_lens[r], gather + kv_[r]);
@@ -96,17 +118,25 @@ void PlanBuilder::build(const MlaBatch& b, const MlaPlanOptions& o, const BatchT
       }
     }
     const int64_t rows = kv_[n];
-    add_launch(rows, o.graph_rows > 0 ? o.graph_rows : rows, true, true);
+    append_absorbed(gather + rows);
+    add_launch(rows + num_absorbed, rows, o.graph_rows > 0 ? o.graph_rows : rows + num_absorbed, true, true);
   } else {
     // New tokens over themselves, causal; this gather also writes them into the cache.
-    std::copy(qo_.begin(), qo_.begin() + n + 1, kv_.begin());
-    for (int64_t i = 0; i < t.total_q; ++i) gather[i] = new_token_entry(static_cast<int32_t>(i));
-    add_launch(t.total_q, t.total_q, true, true);
+    kv_[0] = 0;
+    int64_t up_tokens = 0;
+    for (int r = 0; r < n; ++r) {
+      const int64_t len = up(r) ? b.query_lens[r] : 0;
+      kv_[r + 1] = static_cast<int32_t>(kv_[r] + len);
+      for (int64_t j = 0; j < len; ++j) gather[up_tokens++] = new_token_entry(static_cast<int32_t>(qo_[r] + j));
+    }
+    append_absorbed(gather + up_tokens);
+    add_launch(t.total_q, up_tokens, t.total_q, true, true);
     // Then the concatenated contexts in chunks of the workspace rows, read from the cache only
     // (after the write above, in stream order); every key precedes every new token, so no mask.
     // A request with nothing in a chunk gets lse = -inf there.
-    for (int64_t c0 = 0; c0 < t.total_context; c0 += l.rows) {
-      const int64_t c1 = std::min(t.total_context, c0 + l.rows);
+    const int64_t up_context = ctx_start_[n];
+    for (int64_t c0 = 0; c0 < up_context; c0 += l.rows) {
+      const int64_t c1 = std::min(up_context, c0 + l.rows);
       kv_[0] = 0;
       int64_t w = used_gather;
       for (int r = 0; r < n; ++r) {
@@ -116,7 +146,7 @@ void PlanBuilder::build(const MlaBatch& b, const MlaPlanOptions& o, const BatchT
         write_slots(r, lo - ctx_start_[r], len, gather + w);
         w += len;
       }
-      add_launch(c1 - c0, c1 - c0, false, false);
+      add_launch(c1 - c0, c1 - c0, c1 - c0, false, false);
     }
   }
 
@@ -124,6 +154,7 @@ void PlanBuilder::build(const MlaBatch& b, const MlaPlanOptions& o, const BatchT
   h.total_q = static_cast<int32_t>(t.total_q);
   h.chunked = t.chunked ? 1 : 0;
   h.num_chunks = static_cast<int32_t>(out->launches.size()) - 1;
+  h.absorbed_tokens = static_cast<int32_t>(num_absorbed);
   std::memcpy(block, &h, sizeof(h));
 }
 

@@ -30,7 +30,8 @@ namespace mla {
 // What run() needs on the host for one launch (gather + up-projection + attention).
 struct LaunchPlan {
   int64_t gather_begin = 0;  // first entry of its gather map
-  int64_t rows = 0;          // rows its gather and up-projection cover (>= the rows it uses)
+  int64_t rows = 0;          // rows its gather covers (>= the rows it uses)
+  int64_t gemm_rows = 0;     // rows its up-projection covers: `rows`, less the absorbed tail when eager
   bool causal = false;
   bool new_tokens = false;   // its map holds the step's new tokens: its gather writes the cache
 };
@@ -39,6 +40,8 @@ struct StepPlan {
   BatchTotals totals;
   std::vector<LaunchPlan> launches;  // [0]: fused or new tokens; then context chunks
   int64_t visible_pairs = 0;
+  bool graph = false;        // options.graph_rows > 0: every launch sized for any step
+  bool up_requests = false;  // some request with new tokens up-projects
   size_t used_bytes = 0;  // prefix of the plan block to publish
 };
 
@@ -48,8 +51,12 @@ class PlanBuilder {
   PlanBuilder(const MlaConfig& config, const MlaLayout& layout, const cuda::KernelChoice& kernel);
 
   // Writes the plan block for a validated batch into `block` (layout.plan_bytes) and fills `out`.
+  // absorbed[r] != 0 (check_batch's choice; null = none): request r attends in latent space. Its
+  // new tokens stay in the first launch's map, after every other row (the gather writes them into
+  // the cache; no attention of the launch reads them), and the absorbed token list names them; its
+  // queries get no key in the launches (their rows are written again by the latent path).
   void build(const MlaBatch& batch, const MlaPlanOptions& options, const BatchTotals& totals,
-             uint8_t* block, StepPlan* out);
+             uint8_t* block, StepPlan* out, const uint8_t* absorbed = nullptr);
 
  private:
   const MlaConfig& config_;

@@ -3,8 +3,11 @@
 // gather with its fused cache write (mla_ops.h), the up-projection (blas.h).
 #include "mlakit/mla.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <string>
+#include <vector>
 
 #include "core/backend.h"
 #include "core/plan_staging.h"
@@ -15,16 +18,73 @@
 #include "mla/mla_plan_build.h"
 #include "plan/kernel_select.h"
 #include "mlakit/error.h"
+#include "mlakit/latent.h"
 
 namespace mlakit {
 
 namespace {
 
+// Absorbed requests on CUDA below this many new tokens (MlaConfig::absorb_max_query_len = -1):
+// the crossover measured on the H100 (docs/mla.md, bench/results/mla-absorb-h100).
+constexpr int kAbsorbCrossoverCuda = 0;
+// On the CPU backend the up-projection path stays the default (docs/mla.md).
+constexpr int kAbsorbCrossoverCpu = 0;
+
+// The latent attention an absorbing step runs (the step's cache, heads and capacities).
+LatentConfig latent_config(const MlaConfig& c, int64_t max_absorbed) {
+  LatentConfig l;
+  l.num_heads = c.num_heads;
+  l.kv_lora_rank = c.kv_lora_rank;
+  l.qk_rope_head_dim = c.qk_rope_head_dim;
+  l.dtype = c.dtype;
+  l.kv_cache_dtype = c.kv_cache_dtype;
+  l.block_size = c.block_size;
+  l.num_blocks = c.num_blocks;
+  l.max_batch = c.max_batch;
+  l.max_q_tokens = max_absorbed;
+  l.max_kv_tokens = c.max_context_tokens + c.max_tokens;
+  l.device = c.device;
+  l.upload_in_run = c.upload_in_run;
+  return l;
+}
+
 struct Setup {
   std::unique_ptr<backend::Backend> backend;
   cuda::KernelChoice choice{};
   mla::MlaLayout layout;
+  int absorb_max_query_len = 0;  // resolved
+  LatentConfig latent;           // when absorb_max_query_len > 0
 };
+
+// absorb_max_query_len resolved: -1 becomes the backend's crossover where the latent attention
+// takes the config, else 0; an explicit value > 0 must be runnable. Sets s.latent.
+void resolve_absorb(const MlaConfig& c, Setup& s) {
+  const int64_t cap = c.max_absorbed_tokens > 0 ? c.max_absorbed_tokens : std::min<int64_t>(c.max_tokens, 512);
+  const bool automatic = c.absorb_max_query_len < 0;
+  const int want = automatic ? (c.device.is_cuda() ? kAbsorbCrossoverCuda : kAbsorbCrossoverCpu)
+                             : c.absorb_max_query_len;
+  s.absorb_max_query_len = 0;
+  if (want == 0) return;
+  if (c.fp8_attention) {
+    if (automatic) return;
+    throw Error(ErrorKind::kUnsupported, "config.absorb_max_query_len",
+                "absorbed requests attend in bf16 / fp16: not with config.fp8_attention");
+  }
+  s.latent = latent_config(c, cap);
+  try {
+    LatentAttention::workspace_sizes(s.latent);  // checks the config, allocates nothing
+  } catch (const Error& e) {
+    if (automatic && (e.kind() == ErrorKind::kUnsupported || e.kind() == ErrorKind::kInvalidArgument ||
+                      e.kind() == ErrorKind::kTypeMismatch)) {
+      return;
+    }
+    std::string why = e.what();
+    if (why.rfind("mlakit: ", 0) == 0) why = why.substr(8);
+    throw Error(e.kind(), "config.absorb_max_query_len",
+                "absorbed requests need the latent attention (mlakit/latent.h), which refuses this config: " + why);
+  }
+  s.absorb_max_query_len = want;
+}
 
 Setup setup(const MlaConfig& c) {
   mla::check_config(c);
@@ -48,7 +108,8 @@ Setup setup(const MlaConfig& c) {
                     std::to_string(c.v_head_dim) + " on " + to_string(c.device));
   }
   plan::size_kv_split(s.choice, c.kv_split, c.max_batch, c.max_tokens, c.num_heads);
-  s.layout = mla::make_layout(c, s.choice.block_m);
+  resolve_absorb(c, s);
+  s.layout = mla::make_layout(c, s.choice.block_m, s.absorb_max_query_len > 0 ? s.latent.max_q_tokens : 0);
   return s;
 }
 
@@ -74,13 +135,29 @@ struct MlaStep::Impl {
   std::unique_ptr<backend::PlanStaging> staging;
   std::unique_ptr<mla::PlanBuilder> builder;
   uint8_t* buffers = nullptr;
+  // Absorbed requests: the latent attention and its batch of them (host arrays, sized once).
+  int absorb_max_query_len = 0;
+  std::unique_ptr<LatentAttention> latent;
+  std::vector<uint8_t> absorbed;  // [max_batch]: the last plan's choice
+  std::vector<int32_t> latent_q, latent_kv, latent_table;
 
   bool planned = false;
   mla::StepPlan plan;
   MlaPlanInfo info;
 
   Impl(const MlaConfig& c, Setup s)
-      : config(c), backend(std::move(s.backend)), choice(s.choice), layout(s.layout) {
+      : config(c),
+        backend(std::move(s.backend)),
+        choice(s.choice),
+        layout(s.layout),
+        absorb_max_query_len(s.absorb_max_query_len),
+        absorbed(static_cast<size_t>(c.max_batch), 0) {
+    info.absorb_max_query_len = absorb_max_query_len;
+    if (absorb_max_query_len > 0) {
+      latent = std::make_unique<LatentAttention>(s.latent);
+      latent_q.resize(static_cast<size_t>(c.max_batch));
+      latent_kv.resize(static_cast<size_t>(c.max_batch));
+    }
     ops = mla::make_ops(c.device);
     // cuBLASLt's handle is created on first use; do it here, never inside a graph capture.
     if (c.device.is_cuda()) cuda::blas::init(c.device.index);
@@ -207,9 +284,11 @@ struct MlaStep::Impl {
     }
     g.dtype = t;
     ops->gather(g, s);
+    // An eager step whose new tokens all attend in latent space needs only the cache write.
+    if (i == 0 && !plan.graph && !plan.up_requests && !plan.totals.chunked) return;
 
     blas::GemmArgs m{};
-    m.m = lp.rows;
+    m.m = lp.gemm_rows;
     m.n = layout.kv_width;
     m.k = c.kv_lora_rank;
     m.a = latent;
@@ -256,12 +335,171 @@ struct MlaStep::Impl {
     a.scratch = staging->scratch();  // launches run in stream order, so they share it
     backend->attention(choice, a, s);
   }
+
+  // The absorbed requests' latent attention plan: their new tokens over their whole cached
+  // context (kv_len = context + new, causal among the new), pages from their block-table rows.
+  // Planned every step, empty when none is absorbed, so a captured run replays whatever comes.
+  void plan_latent(const MlaBatch& b, const MlaPlanOptions& o, Stream stream) {
+    const MlaConfig& c = config;
+    int n = 0, cols = 1;
+    for (int r = 0; r < b.batch_size; ++r) {
+      if (!absorbed[static_cast<size_t>(r)]) continue;
+      latent_q[static_cast<size_t>(n)] = b.query_lens[r];
+      latent_kv[static_cast<size_t>(n)] = b.context_lens[r] + b.query_lens[r];
+      cols = std::max(cols, (latent_kv[static_cast<size_t>(n)] + c.block_size - 1) / c.block_size);
+      ++n;
+    }
+    if (latent_table.size() < static_cast<size_t>(n) * static_cast<size_t>(cols)) {
+      latent_table.resize(static_cast<size_t>(n) * static_cast<size_t>(cols));
+    }
+    for (int r = 0, j = 0; r < b.batch_size; ++r) {
+      if (!absorbed[static_cast<size_t>(r)]) continue;
+      const int32_t* row = b.block_table + static_cast<int64_t>(r) * b.block_table_cols;
+      const int used = (latent_kv[static_cast<size_t>(j)] + c.block_size - 1) / c.block_size;
+      std::copy(row, row + used, latent_table.begin() + static_cast<int64_t>(j) * cols);
+      ++j;
+    }
+    LatentBatch lb;
+    lb.batch_size = n;
+    lb.query_lens = latent_q.data();
+    lb.kv_lens = latent_kv.data();
+    lb.block_table = latent_table.data();
+    lb.block_table_cols = cols;
+    LatentPlanOptions lo;
+    lo.sm_scale = o.sm_scale > 0.0f ? o.sm_scale
+                                    : static_cast<float>(1.0 / std::sqrt(static_cast<double>(c.qk_nope_head_dim +
+                                                                                             c.qk_rope_head_dim)));
+    lo.causal = true;
+    latent->plan(lb, lo, stream);
+  }
+
+  // Eager steps skip what absorbs nothing; a captured step keeps every launch, for any plan.
+  void absorbed_part(const MlaLayer& y, const TensorView& out, const TensorView* lse, Stream s) const {
+    if (latent && (plan.graph || plan.totals.absorbed.tokens > 0)) run_absorbed(y, out, lse, s);
+  }
+
+  // The absorbed requests (mlakit/mla.h): after the launches above wrote their new tokens into
+  // the cache, in stream order: their q rows compacted, q_nope W_UK per head, the latent
+  // attention, its W_UV projection per head, and the rows copied back into out (and lse).
+  void run_absorbed(const MlaLayer& y, const TensorView& out, const TensorView* lse, Stream s) const {
+    const MlaConfig& c = config;
+    const DType t = c.dtype;
+    const int64_t H = c.num_heads, L = c.kv_lora_rank, R = c.qk_rope_head_dim;
+    const int64_t Dn = c.qk_nope_head_dim, Dv = c.v_head_dim, Dqk = Dn + R;
+    const int64_t rows = plan.graph ? layout.max_absorbed : plan.totals.absorbed.tokens;
+    const int32_t* list = ws_i32(layout.absorbed_offset);
+    const int32_t* count = ws_i32(mla::kAbsorbedCountOffset);
+    uint8_t* q_rows = buffers + layout.abs_q_offset;
+    uint8_t* q_lat = buffers + layout.abs_q_latent_offset;
+    uint8_t* o_lat = buffers + layout.abs_o_latent_offset;
+    uint8_t* o_rows = buffers + layout.abs_out_offset;
+    float* lse_rows = reinterpret_cast<float*>(buffers + layout.abs_lse_offset);
+    const int64_t wstride = y.kv_b_proj.strides[0];
+    const size_t es = dtype_size(t);
+
+    mla::RowCopyArgs in{};
+    in.src = y.q.data;
+    in.src_row = y.q.strides[0];
+    in.src_head = y.q.strides[1];
+    in.dst = q_rows;
+    in.dst_row = H * Dqk;
+    in.dst_head = Dqk;
+    in.src_map = list;
+    in.count = count;
+    in.rows = rows;
+    in.heads = static_cast<int>(H);
+    in.width = static_cast<int>(Dqk);
+    in.elem_bytes = static_cast<int>(es);
+    ops->copy_rows(in, s);
+
+    // q_lat[:, h] = q_nope[:, h] W_UK[h]: W_UK[h] is kv_b_proj's rows [h (Dn + Dv), + Dn), [Dn, L].
+    blas::GemmArgs ab{};
+    ab.m = rows;
+    ab.n = L;
+    ab.k = Dn;
+    ab.a = q_rows;
+    ab.lda = H * Dqk;
+    ab.b = y.kv_b_proj.data;
+    ab.ldb = wstride;
+    ab.c = q_lat;
+    ab.ldc = H * L;
+    ab.dtype = t;
+    ab.b_kn = true;
+    ab.batch = H;
+    ab.stride_a = Dqk;
+    ab.stride_b = (Dn + Dv) * wstride;
+    ab.stride_c = L;
+    blas::gemm_nt(ab, c.device, s);
+
+    const TensorView q_view = view3(q_lat, t, rows, H, L, H * L, L, c.device);
+    const TensorView q_pe = view3(q_rows + Dn * es, t, rows, H, R, H * Dqk, Dqk, c.device);
+    const TensorView o_view = view3(o_lat, t, rows, H, L, H * L, L, c.device);
+    const TensorView lse_view(lse_rows, DType::kFP32, {rows, H}, c.device);
+    LatentLayer ll;
+    ll.q = q_view;
+    ll.q_pe = &q_pe;
+    ll.kv_cache = y.kv_cache;
+    if (c.kv_cache_dtype == KvCacheDtype::kFp8) ll.k_scale = &y.k_scale;
+    latent->run(ll, o_view, lse ? &lse_view : nullptr, s);
+
+    // out_rows[:, h] = o_lat[:, h] W_UV[h]^T: W_UV[h] is kv_b_proj's rows [h (Dn + Dv) + Dn, + Dv), [Dv, L].
+    blas::GemmArgs pv{};
+    pv.m = rows;
+    pv.n = Dv;
+    pv.k = L;
+    pv.a = o_lat;
+    pv.lda = H * L;
+    pv.b = static_cast<const uint8_t*>(y.kv_b_proj.data) + Dn * wstride * static_cast<int64_t>(es);
+    pv.ldb = wstride;
+    pv.c = o_rows;
+    pv.ldc = H * Dv;
+    pv.dtype = t;
+    pv.batch = H;
+    pv.stride_a = L;
+    pv.stride_b = (Dn + Dv) * wstride;
+    pv.stride_c = Dv;
+    blas::gemm_nt(pv, c.device, s);
+
+    mla::RowCopyArgs back{};
+    back.src = o_rows;
+    back.src_row = H * Dv;
+    back.src_head = Dv;
+    back.dst = out.data;
+    back.dst_row = out.strides[0];
+    back.dst_head = out.strides[1];
+    back.dst_map = list;
+    back.count = count;
+    back.rows = rows;
+    back.heads = static_cast<int>(H);
+    back.width = static_cast<int>(Dv);
+    back.elem_bytes = static_cast<int>(es);
+    ops->copy_rows(back, s);
+    if (lse) {
+      mla::RowCopyArgs l = back;
+      l.src = lse_rows;
+      l.src_row = H;
+      l.src_head = 1;
+      l.dst = lse->data;
+      l.dst_row = lse->strides[0];
+      l.dst_head = lse->strides[1];
+      l.width = 1;
+      l.elem_bytes = 4;
+      ops->copy_rows(l, s);
+    }
+  }
 };
 
 WorkspaceSizes MlaStep::workspace_sizes(const MlaConfig& config) {
   const Setup s = setup(config);
-  return {backend::PlanStaging::host_bytes(s.layout.plan_bytes),
-          backend::PlanStaging::device_bytes(s.layout.plan_bytes, s.choice.scratch_bytes) + s.layout.buffer_bytes};
+  WorkspaceSizes w{backend::PlanStaging::host_bytes(s.layout.plan_bytes),
+                   backend::PlanStaging::device_bytes(s.layout.plan_bytes, s.choice.scratch_bytes) +
+                       s.layout.buffer_bytes};
+  if (s.absorb_max_query_len > 0) {
+    const WorkspaceSizes l = LatentAttention::workspace_sizes(s.latent);
+    w.host_bytes += l.host_bytes;
+    w.device_bytes += l.device_bytes;
+  }
+  return w;
 }
 
 MlaStep::MlaStep(const MlaConfig& config) : impl_(std::make_unique<Impl>(config, setup(config))) {}
@@ -270,10 +508,12 @@ MlaStep::~MlaStep() = default;
 void MlaStep::plan(const MlaBatch& batch, const MlaPlanOptions& options, Stream stream) {
   Impl& m = *impl_;
   // Everything is checked before the staging buffer or the current plan is touched.
-  const mla::BatchTotals totals = mla::check_batch(m.config, m.layout, batch, options);
+  const mla::BatchTotals totals =
+      mla::check_batch(m.config, m.layout, batch, options, m.absorb_max_query_len, m.absorbed.data());
   uint8_t* block = m.staging->begin();
   try {
-    m.builder->build(batch, options, totals, block, &m.plan);
+    m.builder->build(batch, options, totals, block, &m.plan, m.absorbed.data());
+    if (m.latent) m.plan_latent(batch, options, stream);
   } catch (...) {
     // Only an internal limit can fail here, after the checks above; the step's plan (and, with
     // upload_in_run, the staging a captured graph uploads) is then partly rewritten: refuse to
@@ -290,7 +530,17 @@ void MlaStep::plan(const MlaBatch& batch, const MlaPlanOptions& options, Stream 
   i.chunked = totals.chunked;
   i.num_context_chunks = static_cast<int>(m.plan.launches.size()) - 1;
   i.launch_rows = m.plan.launches[0].rows;
-  i.visible_pairs = m.plan.visible_pairs;
+  i.visible_pairs = m.plan.visible_pairs + (m.latent ? m.latent->info().visible_pairs : 0);
+  i.absorbed_requests = totals.absorbed.requests;
+  i.absorbed_tokens = totals.absorbed.tokens;
+  i.absorb_max_query_len = m.absorb_max_query_len;
+}
+
+int64_t MlaStep::gathered_rows(const MlaBatch& batch) const {
+  const Impl& m = *impl_;
+  int64_t q = 0;
+  for (int r = 0; r < batch.batch_size; ++r) q += batch.query_lens[r];
+  return q + mla::choose_absorbed(batch, m.absorb_max_query_len, m.layout.max_absorbed, nullptr).up_context;
 }
 
 void MlaStep::run(const MlaLayer& y, const TensorView& out, const TensorView* lse, Stream s) const {
@@ -306,6 +556,7 @@ void MlaStep::run(const MlaLayer& y, const TensorView& out, const TensorView* ls
   if (!m.plan.totals.chunked) {
     // One launch over [context; new] per request.
     m.launch(0, y, out, lse, s);
+    m.absorbed_part(y, out, lse, s);
     return;
   }
   // Chunked: the new tokens first, then each context chunk merged into (out, lse) by LSE.
@@ -321,6 +572,7 @@ void MlaStep::run(const MlaLayer& y, const TensorView& out, const TensorView* ls
     m.launch(static_cast<int>(i), y, chunk_out, &chunk_lse, s);
     m.backend->merge(out_q, lse_run, chunk_out, chunk_lse, out_q, &lse_run, s);
   }
+  m.absorbed_part(y, out, lse, s);
 }
 
 const MlaConfig& MlaStep::config() const { return impl_->config; }

@@ -68,11 +68,23 @@ bool tune_log() {
 // A shape as the algorithm cache keys it: everything that decides which algorithms apply, with
 // the row count as its class for tuned entries and exact for first-choice entries (the last
 // field, kKeyByClass, tells them apart).
-using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int, bool>;
-constexpr size_t kKeyByClass = 7;
+using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int, bool, int64_t, int64_t, int64_t,
+                       int64_t, bool>;
+constexpr size_t kKeyByClass = 12;
 Key key_of(const GemmShape& s, bool by_class) {
-  return Key{by_class ? mlakit::blas::gemm_m_class(s.m) : s.m, s.n, s.k, s.lda, s.ldb, s.ldc,
-             static_cast<int>(s.dtype), by_class};
+  return Key{by_class ? mlakit::blas::gemm_m_class(s.m) : s.m,
+             s.n,
+             s.k,
+             s.lda,
+             s.ldb,
+             s.ldc,
+             static_cast<int>(s.dtype),
+             s.b_kn,
+             s.batch,
+             s.stride_a,
+             s.stride_b,
+             s.stride_c,
+             by_class};
 }
 
 // The alignment (bytes, at most 256: what cuBLASLt assumes unless told) all three pointers share.
@@ -111,7 +123,7 @@ Handle& handle_for(int device) {
 }
 
 GemmShape shape_of(const mlakit::blas::GemmArgs& g) {
-  return GemmShape{g.m, g.n, g.k, g.lda, g.ldb, g.ldc, g.dtype};
+  return GemmShape{g.m, g.n, g.k, g.lda, g.ldb, g.ldc, g.dtype, g.b_kn, g.batch, g.stride_a, g.stride_b, g.stride_c};
 }
 
 // The algorithm for g: its class's tuned one, else the first choice for its exact shape (cached).
@@ -143,7 +155,7 @@ GemmAlgo algo_for(Handle& hd, const GemmShape& s) {
 void init(int device_index) { handle_for(device_index); }
 
 void gemm_nt(const mlakit::blas::GemmArgs& g, int device_index, Stream stream) {
-  if (g.m == 0 || g.n == 0) return;
+  if (g.m == 0 || g.n == 0 || g.batch == 0) return;
   Handle& hd = handle_for(device_index);
   const GemmShape s = shape_of(g);
   const GemmAlgo algo = algo_for(hd, s);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <string>
+#include <utility>
 
 #include "cuda/common/cuda_check.h"
 #include "mla/gemm_tuning.h"
@@ -22,6 +23,8 @@ void check(cublasStatus_t s, const char* what) {
 // The descriptors of one shape, in opaque structs on the stack (the *Init calls allocate nothing,
 // so a run costs no heap traffic). Row-major C[m, n] = A[m, k] B[n, k]^T is column-major
 // C^T[n, m] = op_T(B) op_N(A): B and A as stored, column-major with leading dims ldb and lda.
+// A row-major B [k, n] (b_kn) is column-major [n, k] already: op_N. A batch sets each layout's
+// count and stride.
 struct Descs {
   cublasLtMatmulDescOpaque_t op;
   cublasLtMatrixLayoutOpaque_t b, a, c;
@@ -29,15 +32,27 @@ struct Descs {
   explicit Descs(const GemmShape& s) {
     const cudaDataType_t t = s.dtype == DType::kBF16 ? CUDA_R_16BF : CUDA_R_16F;
     check(cublasLtMatmulDescInit(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F), "cublasLtMatmulDescInit");
-    const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+    const cublasOperation_t ta = s.b_kn ? CUBLAS_OP_N : CUBLAS_OP_T, tb = CUBLAS_OP_N;
     check(cublasLtMatmulDescSetAttribute(&op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)), "TRANSA");
     check(cublasLtMatmulDescSetAttribute(&op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)), "TRANSB");
-    check(cublasLtMatrixLayoutInit(&b, t, static_cast<uint64_t>(s.k), static_cast<uint64_t>(s.n), s.ldb),
-          "cublasLtMatrixLayoutInit(B)");
+    const uint64_t b_rows = static_cast<uint64_t>(s.b_kn ? s.n : s.k), b_cols = static_cast<uint64_t>(s.b_kn ? s.k : s.n);
+    check(cublasLtMatrixLayoutInit(&b, t, b_rows, b_cols, s.ldb), "cublasLtMatrixLayoutInit(B)");
     check(cublasLtMatrixLayoutInit(&a, t, static_cast<uint64_t>(s.k), static_cast<uint64_t>(s.m), s.lda),
           "cublasLtMatrixLayoutInit(A)");
     check(cublasLtMatrixLayoutInit(&c, t, static_cast<uint64_t>(s.n), static_cast<uint64_t>(s.m), s.ldc),
           "cublasLtMatrixLayoutInit(C)");
+    if (s.batch > 1) {
+      const int32_t count = static_cast<int32_t>(s.batch);
+      const std::pair<cublasLtMatrixLayoutOpaque_t*, int64_t> layouts[] = {{&b, s.stride_b}, {&a, s.stride_a},
+                                                                            {&c, s.stride_c}};
+      for (const auto& l : layouts) {
+        check(cublasLtMatrixLayoutSetAttribute(l.first, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof(count)),
+              "BATCH_COUNT");
+        check(cublasLtMatrixLayoutSetAttribute(l.first, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &l.second,
+                                               sizeof(l.second)),
+              "STRIDED_BATCH_OFFSET");
+      }
+    }
   }
 };
 

@@ -17,10 +17,13 @@ namespace mlakit {
 namespace cuda {
 namespace blas {
 
-// Row-major C[m, n] = A[m, k] B[n, k]^T, strides in elements (mla/blas.h's GemmArgs without pointers).
+// Row-major C[m, n] = A[m, k] B[n, k]^T (B [k, n] with b_kn), `batch` of them at the strides,
+// strides in elements (mla/blas.h's GemmArgs without pointers).
 struct GemmShape {
   int64_t m, n, k, lda, ldb, ldc;
   DType dtype;
+  bool b_kn = false;
+  int64_t batch = 1, stride_a = 0, stride_b = 0, stride_c = 0;
 };
 
 struct GemmAlgo {

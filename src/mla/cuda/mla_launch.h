@@ -13,6 +13,8 @@ namespace mla {
 void launch_gather(const mlakit::mla::GatherArgs& args, Stream stream);
 // The same on an FP8 cache (args.cache.format kFp8 or kFp8DsMla; gather_fp8.cu).
 void launch_gather_fp8(const mlakit::mla::GatherArgs& args, Stream stream);
+// Rows copied by index (mla_ops.h, RowCopyArgs; row_copy_by_index.cu). rows == 0 launches nothing.
+void launch_copy_rows(const mlakit::mla::RowCopyArgs& args, Stream stream);
 
 }  // namespace mla
 }  // namespace cuda

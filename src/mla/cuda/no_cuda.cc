@@ -13,6 +13,7 @@ namespace cuda {
 namespace mla {
 void launch_gather(const mlakit::mla::GatherArgs&, Stream) { no_cuda(); }
 void launch_gather_fp8(const mlakit::mla::GatherArgs&, Stream) { no_cuda(); }
+void launch_copy_rows(const mlakit::mla::RowCopyArgs&, Stream) { no_cuda(); }
 }  // namespace mla
 namespace blas {
 void gemm_nt(const mlakit::blas::GemmArgs&, int, Stream) { no_cuda(); }
