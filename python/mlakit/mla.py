@@ -151,6 +151,15 @@ class MlaStep:
     the 16-bit step's float64 reference (``MlaConfig::fp8_attention``, ``docs/fp8.md``). The CPU
     backend runs it (slower than 16-bit attention there: the CPU has no FP8 products); CUDA
     refuses it.
+
+    ``absorb_max_query_len``: a request with 1 to this many new tokens, and no more new tokens
+    than context tokens, attends in latent space (q_nope absorbed through W_UK, the latent
+    attention of :class:`mlakit.LatentAttention` over the cache, W_UV after it) instead of
+    up-projecting its context: decode, speculative verification and short extends. ``-1`` (the
+    default) takes the backend's measured crossover (``MlaConfig::absorb_max_query_len``,
+    ``docs/mla.md``), ``0`` never absorbs. ``max_absorbed_tokens`` (0: ``min(max_tokens, 512)``)
+    caps a step's absorbed tokens; later requests up-project. ``info.absorbed_requests`` tells
+    what a plan chose; :meth:`gathered_rows` gives the rows ``graph_rows`` must cover.
     """
 
     def __init__(self, num_heads: int = 16, kv_lora_rank: int = 512, qk_nope_head_dim: int = 128,
@@ -158,7 +167,8 @@ class MlaStep:
                  device: Any = "cpu", block_size: int = 16, num_blocks: int, max_batch: int,
                  max_tokens: int, max_context_tokens: int = 0, workspace_rows: int = 0,
                  upload_in_run: bool = False, fp8_attention: bool = False,
-                 kv_cache_dtype: Any = "auto") -> None:
+                 kv_cache_dtype: Any = "auto", absorb_max_query_len: int = -1,
+                 max_absorbed_tokens: int = 0) -> None:
         device_name = _device_name(device)
         if device_name == "cuda":
             device_name = "cuda:0"
@@ -166,7 +176,8 @@ class MlaStep:
                                 int(qk_rope_head_dim), int(v_head_dim), _dtype_name(dtype),
                                 int(block_size), int(num_blocks), int(max_batch), int(max_tokens),
                                 int(max_context_tokens), int(workspace_rows), device_name,
-                                bool(upload_in_run), bool(fp8_attention), _kv_cache_dtype_name(kv_cache_dtype))
+                                bool(upload_in_run), bool(fp8_attention), _kv_cache_dtype_name(kv_cache_dtype),
+                                int(absorb_max_query_len), int(max_absorbed_tokens))
         self._device = device_name
         self.handle: int = next(_handles)
         _registry[self.handle] = self
@@ -182,6 +193,14 @@ class MlaStep:
     device = property(lambda self: self._impl.device)
     fp8_attention = property(lambda self: self._impl.fp8_attention)
     kv_cache_dtype = property(lambda self: self._impl.kv_cache_dtype, doc='"auto", "fp8" or "fp8_ds_mla"')
+    absorb_max_query_len = property(lambda self: self._impl.absorb_max_query_len,
+                                    doc="the absorbed requests' limit in force (-1 resolved; 0: none)")
+
+    def gathered_rows(self, query_lens: Any, context_lens: Any) -> int:
+        """Rows the step's first gather covers for these lengths: every new token, and the context
+        of each request that up-projects (absorbed requests' contexts are not gathered). What a
+        plan's ``graph_rows`` must reach: bucket it with :func:`mlakit.graph_rows_bucket`."""
+        return int(self._impl.gathered_rows(query_lens, context_lens))
 
     @property
     def planned(self) -> bool:

@@ -35,7 +35,8 @@ mlakit::MlaConfig make_config(int num_heads, int kv_lora_rank, int qk_nope_head_
                               int v_head_dim, const std::string& dtype, int block_size, int64_t num_blocks,
                               int max_batch, int64_t max_tokens, int64_t max_context_tokens,
                               int64_t workspace_rows, const std::string& device, bool upload_in_run,
-                              bool fp8_attention, const std::string& kv_cache_dtype) {
+                              bool fp8_attention, const std::string& kv_cache_dtype, int absorb_max_query_len,
+                              int64_t max_absorbed_tokens) {
   mlakit::MlaConfig c;
   c.num_heads = num_heads;
   c.kv_lora_rank = kv_lora_rank;
@@ -53,6 +54,8 @@ mlakit::MlaConfig make_config(int num_heads, int kv_lora_rank, int qk_nope_head_
   c.upload_in_run = upload_in_run;
   c.fp8_attention = fp8_attention;
   c.kv_cache_dtype = parse_kv_cache_dtype(kv_cache_dtype);
+  c.absorb_max_query_len = absorb_max_query_len;
+  c.max_absorbed_tokens = max_absorbed_tokens;
   return c;
 }
 
@@ -67,11 +70,17 @@ void bind_mla(nb::module_& m) {
       .def_ro("num_context_chunks", &mlakit::MlaPlanInfo::num_context_chunks)
       .def_ro("launch_rows", &mlakit::MlaPlanInfo::launch_rows)
       .def_ro("visible_pairs", &mlakit::MlaPlanInfo::visible_pairs)
+      .def_ro("absorbed_requests", &mlakit::MlaPlanInfo::absorbed_requests)
+      .def_ro("absorbed_tokens", &mlakit::MlaPlanInfo::absorbed_tokens)
+      .def_ro("absorb_max_query_len", &mlakit::MlaPlanInfo::absorb_max_query_len)
       .def("__repr__", [](const mlakit::MlaPlanInfo& i) {
         return "MlaPlanInfo(batch_size=" + std::to_string(i.batch_size) + ", total_q=" + std::to_string(i.total_q) +
                ", total_context=" + std::to_string(i.total_context) + ", chunked=" + (i.chunked ? "True" : "False") +
                ", num_context_chunks=" + std::to_string(i.num_context_chunks) +
-               ", launch_rows=" + std::to_string(i.launch_rows) + ", visible_pairs=" + std::to_string(i.visible_pairs) + ")";
+               ", launch_rows=" + std::to_string(i.launch_rows) + ", visible_pairs=" + std::to_string(i.visible_pairs) +
+               ", absorbed_requests=" + std::to_string(i.absorbed_requests) +
+               ", absorbed_tokens=" + std::to_string(i.absorbed_tokens) +
+               ", absorb_max_query_len=" + std::to_string(i.absorb_max_query_len) + ")";
       });
 
   nb::class_<mlakit::MlaStep>(m, "MlaStep", "The MLA prefill step (native object).")
@@ -79,17 +88,20 @@ void bind_mla(nb::module_& m) {
            [](mlakit::MlaStep* self, int num_heads, int kv_lora_rank, int qk_nope_head_dim, int qk_rope_head_dim,
               int v_head_dim, const std::string& dtype, int block_size, int64_t num_blocks, int max_batch,
               int64_t max_tokens, int64_t max_context_tokens, int64_t workspace_rows, const std::string& device,
-              bool upload_in_run, bool fp8_attention, const std::string& kv_cache_dtype) {
+              bool upload_in_run, bool fp8_attention, const std::string& kv_cache_dtype, int absorb_max_query_len,
+              int64_t max_absorbed_tokens) {
              new (self) mlakit::MlaStep(make_config(num_heads, kv_lora_rank, qk_nope_head_dim, qk_rope_head_dim,
                                                     v_head_dim, dtype, block_size, num_blocks, max_batch, max_tokens,
                                                     max_context_tokens, workspace_rows, device, upload_in_run,
-                                                    fp8_attention, kv_cache_dtype));
+                                                    fp8_attention, kv_cache_dtype, absorb_max_query_len,
+                                                    max_absorbed_tokens));
            },
            nb::arg("num_heads"), nb::arg("kv_lora_rank"), nb::arg("qk_nope_head_dim"), nb::arg("qk_rope_head_dim"),
            nb::arg("v_head_dim"), nb::arg("dtype"), nb::arg("block_size"), nb::arg("num_blocks"),
            nb::arg("max_batch"), nb::arg("max_tokens"), nb::arg("max_context_tokens"), nb::arg("workspace_rows"),
            nb::arg("device"), nb::arg("upload_in_run") = false, nb::arg("fp8_attention") = false,
-           nb::arg("kv_cache_dtype") = "auto")
+           nb::arg("kv_cache_dtype") = "auto", nb::arg("absorb_max_query_len") = -1,
+           nb::arg("max_absorbed_tokens") = 0)
       .def(
           "plan",
           [](mlakit::MlaStep& self, nb::handle query_lens, nb::handle context_lens, nb::handle block_table,
@@ -162,6 +174,27 @@ void bind_mla(nb::module_& m) {
           nb::arg("q").none(), nb::arg("kv_c").none(), nb::arg("k_pe").none(), nb::arg("kv_b_proj").none(),
           nb::arg("kv_cache").none(), nb::arg("out").none(), nb::arg("lse").none(), nb::arg("stream").none(),
           nb::arg("k_scale").none() = nb::none())
+      .def(
+          "gathered_rows",
+          [](const mlakit::MlaStep& self, nb::handle query_lens, nb::handle context_lens) {
+            const std::vector<int32_t> q = host_indptr(query_lens, "query_lens");
+            const std::vector<int32_t> ctx = host_indptr(context_lens, "context_lens");
+            if (ctx.size() != q.size())
+              throw Error(ErrorKind::kInvalidArgument, "context_lens",
+                          "has " + std::to_string(ctx.size()) + " entries but query_lens has " + std::to_string(q.size()));
+            for (size_t i = 0; i < q.size(); ++i) {
+              if (q[i] < 0 || ctx[i] < 0)
+                throw Error(ErrorKind::kInvalidArgument, q[i] < 0 ? "query_lens" : "context_lens",
+                            "entry " + std::to_string(i) + " is negative");
+            }
+            mlakit::MlaBatch b;
+            b.batch_size = static_cast<int>(q.size());
+            b.query_lens = q.data();
+            b.context_lens = ctx.data();
+            return self.gathered_rows(b);
+          },
+          nb::arg("query_lens").none(), nb::arg("context_lens").none())
+      .def_prop_ro("absorb_max_query_len", [](const mlakit::MlaStep& s) { return s.info().absorb_max_query_len; })
       .def_prop_ro("planned", &mlakit::MlaStep::planned)
       .def("info", &mlakit::MlaStep::info)
       .def_prop_ro("num_heads", [](const mlakit::MlaStep& s) { return s.config().num_heads; })
@@ -181,17 +214,18 @@ void bind_mla(nb::module_& m) {
           [](int num_heads, int kv_lora_rank, int qk_nope_head_dim, int qk_rope_head_dim, int v_head_dim,
              const std::string& dtype, int block_size, int64_t num_blocks, int max_batch, int64_t max_tokens,
              int64_t max_context_tokens, int64_t workspace_rows, const std::string& device, bool fp8_attention,
-             const std::string& kv_cache_dtype) {
+             const std::string& kv_cache_dtype, int absorb_max_query_len, int64_t max_absorbed_tokens) {
             mlakit::WorkspaceSizes w = mlakit::MlaStep::workspace_sizes(make_config(
                 num_heads, kv_lora_rank, qk_nope_head_dim, qk_rope_head_dim, v_head_dim, dtype, block_size,
                 num_blocks, max_batch, max_tokens, max_context_tokens, workspace_rows, device, false, fp8_attention,
-                kv_cache_dtype));
+                kv_cache_dtype, absorb_max_query_len, max_absorbed_tokens));
             return nb::make_tuple(w.host_bytes, w.device_bytes);
           },
           nb::arg("num_heads"), nb::arg("kv_lora_rank"), nb::arg("qk_nope_head_dim"), nb::arg("qk_rope_head_dim"),
           nb::arg("v_head_dim"), nb::arg("dtype"), nb::arg("block_size"), nb::arg("num_blocks"),
           nb::arg("max_batch"), nb::arg("max_tokens"), nb::arg("max_context_tokens"), nb::arg("workspace_rows"),
-          nb::arg("device"), nb::arg("fp8_attention") = false, nb::arg("kv_cache_dtype") = "auto");
+          nb::arg("device"), nb::arg("fp8_attention") = false, nb::arg("kv_cache_dtype") = "auto",
+          nb::arg("absorb_max_query_len") = -1, nb::arg("max_absorbed_tokens") = 0);
   m.def("graph_rows_bucket", &mlakit::graph_rows_bucket, nb::arg("rows"), nb::arg("cap"),
         nb::arg("step_above") = 256,
         "The MlaStep.plan(graph_rows=...) bucket of a step of `rows` rows (context + new tokens) under "

@@ -184,3 +184,31 @@ def test_stream_graph_plan_and_replay_in_one_call(upload_in_run):
         with graph.capture():
             raise RuntimeError("inside")
     assert graph.captured
+
+
+@pytest.mark.parametrize("workspace_rows", [0, 400], ids=["one_launch", "chunks"])
+def test_absorbed_requests_vs_torch_reference(workspace_rows):
+    # Decode, MTP and a 4-token extend attended in latent space (absorb_max_query_len 4) beside a
+    # prefill chunk and a new request; needs the Hopper latent kernel.
+    try:
+        mlakit.LatentAttention(H, dtype=torch.bfloat16, device="cuda", num_blocks=1, max_batch=1, max_q_tokens=1,
+                               max_kv_tokens=64)
+    except ValueError as e:
+        pytest.skip(f"LatentAttention on CUDA: {e}")
+    gen = torch.Generator().manual_seed(9)
+    q_lens, ctx_lens = [1, 300, 2, 4, 1], [700, 300, 90, 33, 0]
+    num_blocks = 128
+    bt = block_table(gen, q_lens, ctx_lens, num_blocks)
+    x = layer(gen, sum(q_lens), num_blocks)
+    ref = reference(x, q_lens, ctx_lens, bt)
+    step = mlakit.MlaStep(H, dtype=torch.bfloat16, device=DEV, block_size=BS, num_blocks=num_blocks,
+                          max_batch=8, max_tokens=400, max_context_tokens=2048, workspace_rows=workspace_rows,
+                          absorb_max_query_len=4)
+    step.plan(q_lens, ctx_lens, bt)
+    assert (step.info.absorbed_requests, step.info.absorbed_tokens) == (3, 7)
+    assert step.info.chunked == (workspace_rows > 0)
+    out = torch.full((sum(q_lens), H, DV), float("nan"), device=DEV, dtype=torch.bfloat16)
+    mt.mla_step_out(step, x["q"], x["kv_c"], x["k_pe"], x["w"], x["cache"], out)
+    torch.cuda.synchronize()
+    assert not out.isnan().any()
+    assert rel(out, ref) < 1e-2

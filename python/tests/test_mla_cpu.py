@@ -222,3 +222,33 @@ def test_fp8_attention_within_fp8_error(rng, workspace_rows):
     assert not np.isnan(out).any()
     assert 1e-3 < rel(out, ref_out) < 6e-2
     assert np.max(np.abs(lse - ref_lse) / (1 + np.abs(ref_lse))) < 0.15
+
+
+@pytest.mark.parametrize("workspace_rows", [0, 30], ids=["one_launch", "chunks"])
+def test_absorbed_requests_match_numpy_reference(rng, workspace_rows):
+    # Decode and MTP requests (absorbed: new tokens <= 3 and <= their context) next to a prefill
+    # chunk and a request whose one new token has no context (up-projected).
+    c = make_case(rng, [1, 20, 3, 1, 2], [40, 5, 70, 0, 1])
+    ref_out, ref_lse = numpy_reference(c)
+    step = mlakit.MlaStep(H, L, DN, R, DV, dtype="fp16", device="cpu", block_size=BS,
+                          num_blocks=c["cache"].shape[0], max_batch=8, max_tokens=28,
+                          max_context_tokens=128, workspace_rows=workspace_rows, absorb_max_query_len=3)
+    assert step.absorb_max_query_len == 3
+    assert step.gathered_rows(c["q_lens"], c["ctx_lens"]) == 27 + 5 + 0 + 1
+    step.plan(c["q_lens"], c["ctx_lens"], c["bt"])
+    assert (step.info.absorbed_requests, step.info.absorbed_tokens) == (2, 4)
+    assert step.info.chunked == (workspace_rows > 0)
+    cache = c["cache"].copy()
+    out, lse = step.run(c["q"], c["kv_c"], c["k_pe"], c["w"], cache, return_lse=True)
+    assert not np.isnan(out).any()
+    assert rel(out, ref_out) < 5e-3
+    assert np.max(np.abs(lse - ref_lse) / (1 + np.abs(ref_lse))) < 5e-3
+
+
+def test_absorbing_is_off_by_default_on_the_cpu_and_named_when_refused():
+    step = mlakit.MlaStep(H, L, DN, R, DV, dtype="fp16", device="cpu", block_size=BS, num_blocks=4,
+                          max_batch=2, max_tokens=8)
+    assert step.absorb_max_query_len == 0
+    with pytest.raises(ValueError, match="absorb_max_query_len"):
+        mlakit.MlaStep(H, L, DN, R, DV, dtype="fp16", device="cpu", block_size=24, num_blocks=4,
+                       max_batch=2, max_tokens=8, absorb_max_query_len=2)
