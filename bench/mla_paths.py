@@ -311,6 +311,7 @@ class MlakitStepPath(Path):
     name = "mlakit_step"
     upload_in_run = False  # MlaStep(upload_in_run=): the plan uploaded by the step's first run()
     kv_cache_dtype = "auto"  # MlaStep(kv_cache_dtype=): "auto" reads the model's bf16 cache
+    absorb = -1  # MlaStep(absorb_max_query_len=): -1 the library's choice ("<path>/a<N>" sets N)
 
     # How the binding is driven (python/mlakit/mla.py, docs/mla.md):
     #   step = mlakit.MlaStep(H, kv_lora_rank, qk_nope, qk_rope, v_head, dtype=, device=, block_size=,
@@ -331,12 +332,14 @@ class MlakitStepPath(Path):
         # workspace_rows = new + context capacity: every step of the schedule runs as one causal
         # launch over [context; new] (no context chunks, which a graph could not replay either).
         self.rows_cap = k.max_tokens + k.max_ctx_tokens
+        self.absorb_cap = min(k.max_tokens, 512)  # MlaStep's max_absorbed_tokens default
         extra = {"upload_in_run": True} if self.upload_in_run else {}
         self.step = mlakit.MlaStep(c.heads, c.kv_lora_rank, c.qk_nope, c.qk_rope, c.v_head,
                                    dtype=self.model.dtype, device="cuda" if self.dev.type == "cuda" else "cpu",
                                    block_size=c.block_size, num_blocks=k.num_blocks, max_batch=k.max_batch,
                                    max_tokens=k.max_tokens, max_context_tokens=k.max_ctx_tokens,
-                                   workspace_rows=self.rows_cap, kv_cache_dtype=self.kv_cache_dtype, **extra)
+                                   workspace_rows=self.rows_cap, kv_cache_dtype=self.kv_cache_dtype,
+                                   absorb_max_query_len=self.absorb, **extra)
         # An FP8 cache per layer (uint8, as vLLM allocates them) and the fp8 layer scale; "auto"
         # uses the model's bf16 caches.
         self.caches, self.k_scale = None, None
@@ -361,10 +364,10 @@ class MlakitStepPath(Path):
         for cache in self.caches or []:
             cache.zero_()
 
-    def _plan(self, st, graph_rows=0):
+    def _plan(self, st, graph_rows=0, graph_absorbed=-1):
         # Host lists and the CPU block table as the engine's scheduler has them: no device sync.
         self.step.plan(st.q_lens, st.ctx_lens, st.block_table_host, sm_scale=self.cfg.sm_scale,
-                       graph_rows=graph_rows)
+                       graph_rows=graph_rows, graph_absorbed_tokens=graph_absorbed)
 
     def _run_layer(self, l, rows):
         """Layer l on the first `rows` rows of the input buffers (>= the plan's new tokens)."""
@@ -390,8 +393,9 @@ class MlakitStepGraphPath(MlakitStepPath):
     """mlakit's MLA step, re-planned per step, all layers replayed from one CUDA graph per token bucket."""
     name = "mlakit_step_graph"
 
-    # The bucket of a step is mlakit.graph_rows_bucket(context + new tokens, workspace rows,
-    # caps.bucket_step), the rule mlakit-bench seed uses. A step is planned with graph_rows = its
+    # The bucket of a step is mlakit.graph_rows_bucket(its gathered rows, workspace rows,
+    # caps.bucket_step), the rule mlakit-bench seed uses (gathered rows: context + new tokens, less
+    # the context of the requests the step absorbs: MlaStep.gathered_rows). A step is planned with graph_rows = its
     # bucket, which sizes the host-sized launches (gather, up-projection GEMM) for that many rows;
     # the inputs are views of the first min(bucket, capacity) rows of the fixed input buffers (the
     # cache write's grid is sized by them). Graphs are captured lazily, the first time a bucket is seen: in
@@ -409,22 +413,27 @@ class MlakitStepGraphPath(MlakitStepPath):
         self.host_split = []    # per run_step: (plan us, replay us)
 
     def bucket(self, st):
-        return _mlakit().graph_rows_bucket(st.T + st.ctx_total, self.rows_cap, self.caps.bucket_step)
+        """(graph_rows, graph_absorbed_tokens) of the step: its gathered rows bucketed as above,
+        its absorbed tokens rounded up to a multiple of 64 (0 when it absorbs none: its graph
+        holds no absorbed launches)."""
+        absorbed, rows = self.step.graph_shape(st.q_lens, st.ctx_lens)
+        return (_mlakit().graph_rows_bucket(rows, self.rows_cap, self.caps.bucket_step),
+                min(-(-absorbed // 64) * 64, self.absorb_cap))
 
     def plan(self, st):
-        self._plan(st, self.bucket(st))
+        self._plan(st, *self.bucket(st))
 
     def layer(self, l, st):
         raise RuntimeError("mlakit_step_graph runs whole steps")
 
     def run_step(self, st):
-        g_rows = self.bucket(st)
+        key = self.bucket(st)
         t0 = time.perf_counter()
-        self._plan(st, g_rows)  # the plan every replay reads (published to the device workspace)
+        self._plan(st, *key)  # the plan every replay reads (published to the device workspace)
         t1 = time.perf_counter()
-        g = self.graphs.get(g_rows)
+        g = self.graphs.get(key)
         if g is None:
-            g = self.graphs[g_rows] = self._capture(g_rows)
+            g = self.graphs[key] = self._capture(key[0])
         t2 = time.perf_counter()
         g.replay()
         # Host time of the two calls (compare_mla reports their medians): plan() from Python, and
@@ -484,18 +493,18 @@ class MlakitStepNativeGraphPath(MlakitStepGraphUploadInRunPath):
     # step is one Python -> C++ crossing instead of plan() plus torch's CUDAGraph.replay().
 
     def run_step(self, st):
-        g_rows = self.bucket(st)
-        g = self.graphs.get(g_rows)
+        key = self.bucket(st)
+        g = self.graphs.get(key)
         if g is None:
-            self._plan(st, g_rows)
-            g = self.graphs[g_rows] = self._capture(g_rows)
+            self._plan(st, *key)
+            g = self.graphs[key] = self._capture(key[0])
         t0 = time.perf_counter()
         if self.emulated:
-            self._plan(st, g_rows)
+            self._plan(st, *key)
             g.replay()
         else:
             self.step.plan(st.q_lens, st.ctx_lens, st.block_table_host, sm_scale=self.cfg.sm_scale,
-                           graph_rows=g_rows, replay=g)
+                           graph_rows=key[0], graph_absorbed_tokens=key[1], replay=g)
         self.host_split.append(((time.perf_counter() - t0) * 1e6, 0.0))  # plan + launch, one call
         return self.out0[:st.T]
 
@@ -569,6 +578,15 @@ DEFAULT_PATHS = ["fa2_vllm", "flashinfer_fa3", "flashinfer_fa3_host", "flashinfe
                  "mlakit_step_graph_uir", "mlakit_step_graph_native"]
 
 
+def with_absorb(names, limits):
+    """names with every mlakit step path once per absorb_max_query_len of `limits`
+    ("<path>/a<N>"), each right after the other; other paths as they are."""
+    out = []
+    for n in names:
+        out += [f"{n}/a{a}" for a in limits] if n.startswith("mlakit_step") else [n]
+    return out
+
+
 def with_kv_cache_dtypes(names, kinds):
     """names with every mlakit step path once per cache format of `kinds` ("auto": as it is,
     else "<path>@<kind>"), each right after the other; other paths as they are."""
@@ -582,11 +600,21 @@ def with_kv_cache_dtypes(names, kinds):
 
 
 def is_path_name(name):
+    name, _, absorb = name.partition("/a")
+    if absorb and not (absorb.lstrip("-").isdigit() and name.startswith("mlakit_step")):
+        return False
     base, _, kind = name.partition("@")
     return base in PATH_NAMES and (not kind or (kind in M.KV_CACHE_DTYPES and base.startswith("mlakit_step")))
 
 
 def make_path(name, cfg, model, caps):
+    if "/a" in name:
+        if not is_path_name(name):
+            raise ValueError(f"unknown path {name!r}: '/a<N>' (absorb_max_query_len) follows an mlakit_step path only")
+        head, _, absorb = name.partition("/a")
+        p = make_path(head, cfg, model, caps)
+        p.absorb, p.name = int(absorb), name
+        return p
     base, _, kind = name.partition("@")
     if kind:
         if not is_path_name(name):

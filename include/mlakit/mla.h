@@ -140,10 +140,13 @@ struct MlaPlanOptions {
   // workspace_rows; a step that needs context chunks is rejected): plan every step of a graph
   // with the same G, and allocate the layer tensors with at least as many rows as were captured.
   // 0 = sized for this step exactly (eager). graph_rows_bucket() gives a rule for G, of the rows
-  // MlaStep::gathered_rows() counts (absorbed requests' contexts are not gathered). With G > 0
-  // the absorbed launches (absorption, latent attention, W_UV projection) cover
-  // MlaConfig::max_absorbed_tokens rows, whatever the step absorbs.
+  // MlaStep::gathered_rows() counts (absorbed requests' contexts are not gathered).
   int64_t graph_rows = 0;
+  // With graph_rows > 0, the rows the absorbed requests' launches (q copy, absorption, latent
+  // attention, W_UV projection) cover, and so the most new tokens the step absorbs (requests past
+  // it up-project): -1 = MlaConfig::max_absorbed_tokens; 0 = none (no such launches are
+  // captured). A bucket of MlaStep::absorbed_tokens() keeps the step's choice. Ignored when eager.
+  int64_t graph_absorbed_tokens = -1;
 };
 
 // A graph_rows for a step of `rows` rows (its context + new tokens) under a workspace of `cap`
@@ -206,8 +209,11 @@ class MlaStep {
   void run(const MlaLayer& layer, const TensorView& out, const TensorView* lse = nullptr,
            Stream stream = nullptr) const;
 
-  // Rows the step's first gather covers for `batch` (no checks): every new token, and the context
-  // of each request that up-projects. What graph_rows must reach.
+  // For graph buckets (no checks; only the lengths of `batch` are read): the new tokens the step
+  // absorbs (up to config.max_absorbed_tokens), and the rows its first gather covers, every new
+  // token and the context of each request that up-projects, when at least those tokens are
+  // absorbed. What graph_absorbed_tokens and graph_rows must reach.
+  int64_t absorbed_tokens(const MlaBatch& batch) const;
   int64_t gathered_rows(const MlaBatch& batch) const;
 
   const MlaConfig& config() const;

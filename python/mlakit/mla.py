@@ -159,7 +159,8 @@ class MlaStep:
     default) takes the backend's measured crossover (``MlaConfig::absorb_max_query_len``,
     ``docs/mla.md``), ``0`` never absorbs. ``max_absorbed_tokens`` (0: ``min(max_tokens, 512)``)
     caps a step's absorbed tokens; later requests up-project. ``info.absorbed_requests`` tells
-    what a plan chose; :meth:`gathered_rows` gives the rows ``graph_rows`` must cover.
+    what a plan chose; :meth:`graph_shape` gives what ``graph_absorbed_tokens`` and ``graph_rows``
+    must cover.
     """
 
     def __init__(self, num_heads: int = 16, kv_lora_rank: int = 512, qk_nope_head_dim: int = 128,
@@ -196,11 +197,14 @@ class MlaStep:
     absorb_max_query_len = property(lambda self: self._impl.absorb_max_query_len,
                                     doc="the absorbed requests' limit in force (-1 resolved; 0: none)")
 
-    def gathered_rows(self, query_lens: Any, context_lens: Any) -> int:
-        """Rows the step's first gather covers for these lengths: every new token, and the context
-        of each request that up-projects (absorbed requests' contexts are not gathered). What a
-        plan's ``graph_rows`` must reach: bucket it with :func:`mlakit.graph_rows_bucket`."""
-        return int(self._impl.gathered_rows(query_lens, context_lens))
+    def graph_shape(self, query_lens: Any, context_lens: Any) -> tuple:
+        """``(absorbed_tokens, gathered_rows)`` of a step of these lengths: the new tokens it
+        absorbs, and the rows its first gather covers (every new token, and the context of each
+        request that up-projects) when at least that many are absorbed. What a graph-replayed
+        plan's ``graph_absorbed_tokens`` and ``graph_rows`` must reach: bucket them (e.g. the
+        rows with :func:`mlakit.graph_rows_bucket`) and capture one graph per pair."""
+        a, rows = self._impl.graph_shape(query_lens, context_lens)
+        return int(a), int(rows)
 
     @property
     def planned(self) -> bool:
@@ -212,7 +216,7 @@ class MlaStep:
 
     def plan(self, query_lens: Any, context_lens: Any, block_table: Any, *,
              slot_mapping: Any = None, sm_scale: Optional[float] = None, graph_rows: int = 0,
-             stream: Any = None, replay: Any = None) -> None:
+             graph_absorbed_tokens: int = -1, stream: Any = None, replay: Any = None) -> None:
         """Plans one engine step on the host (no device sync).
 
         ``query_lens`` / ``context_lens``: per request, new tokens this step and tokens already in
@@ -226,7 +230,10 @@ class MlaStep:
         ``graph_rows`` > 0 sizes run()'s gather/up-projection launches for that many rows, so a CUDA
         graph captured under one plan replays correctly after any later plan with the same
         ``graph_rows`` (its context + new tokens must fit, and its new tokens the captured
-        tensors' rows). A rejected plan leaves the previous one in force.
+        tensors' rows). ``graph_absorbed_tokens`` (with ``graph_rows``): the rows the absorbed
+        requests' launches cover and the most new tokens the step absorbs (``-1``:
+        ``max_absorbed_tokens``; ``0``: none, no such launches). A rejected plan leaves the previous
+        one in force.
 
         ``replay``: a :class:`mlakit.StreamGraph` of this step's layers, launched on ``stream``
         right after planning, in the same native call (a rejected plan launches nothing; a graph
@@ -236,7 +243,7 @@ class MlaStep:
         scale = 0.0 if sm_scale is None else float(sm_scale)
         s = _stream_handle(stream, device=self._device)
         self._impl.plan(query_lens, context_lens, flat, cols, slot_mapping, scale, int(graph_rows), s,
-                        None if replay is None else replay._impl)
+                        None if replay is None else replay._impl, int(graph_absorbed_tokens))
 
     def run(self, q: Any, kv_c: Any, k_pe: Any, kv_b_proj: Any, kv_cache: Any, out: Any = None,
             lse: Any = None, *, k_scale: Any = None, return_lse: bool = False, stream: Any = None) -> Any:

@@ -106,7 +106,7 @@ void bind_mla(nb::module_& m) {
           "plan",
           [](mlakit::MlaStep& self, nb::handle query_lens, nb::handle context_lens, nb::handle block_table,
              int block_table_cols, nb::handle slot_mapping, float sm_scale, int64_t graph_rows, uintptr_t stream,
-             const mlakit::StreamGraph* replay) {
+             const mlakit::StreamGraph* replay, int64_t graph_absorbed_tokens) {
             const std::vector<int32_t> q = host_indptr(query_lens, "query_lens");
             const std::vector<int32_t> ctx = host_indptr(context_lens, "context_lens");
             int64_t table_cols = -1;  // set when block_table comes as a 2-D array
@@ -147,6 +147,7 @@ void bind_mla(nb::module_& m) {
             mlakit::MlaPlanOptions o;
             o.sm_scale = sm_scale;
             o.graph_rows = graph_rows;
+            o.graph_absorbed_tokens = graph_absorbed_tokens;
             nb::gil_scoped_release release;
             self.plan(b, o, as_stream(stream));
             // A graph of the step's layers launched in the same native call: one Python -> C++
@@ -155,7 +156,7 @@ void bind_mla(nb::module_& m) {
           },
           nb::arg("query_lens").none(), nb::arg("context_lens").none(), nb::arg("block_table").none(),
           nb::arg("block_table_cols"), nb::arg("slot_mapping").none(), nb::arg("sm_scale"), nb::arg("graph_rows"),
-          nb::arg("stream"), nb::arg("replay").none() = nb::none())
+          nb::arg("stream"), nb::arg("replay").none() = nb::none(), nb::arg("graph_absorbed_tokens") = -1)
       .def(
           "run",
           [](const mlakit::MlaStep& self, nb::handle q, nb::handle kv_c, nb::handle k_pe, nb::handle kv_b_proj,
@@ -175,7 +176,7 @@ void bind_mla(nb::module_& m) {
           nb::arg("kv_cache").none(), nb::arg("out").none(), nb::arg("lse").none(), nb::arg("stream").none(),
           nb::arg("k_scale").none() = nb::none())
       .def(
-          "gathered_rows",
+          "graph_shape",
           [](const mlakit::MlaStep& self, nb::handle query_lens, nb::handle context_lens) {
             const std::vector<int32_t> q = host_indptr(query_lens, "query_lens");
             const std::vector<int32_t> ctx = host_indptr(context_lens, "context_lens");
@@ -191,7 +192,7 @@ void bind_mla(nb::module_& m) {
             b.batch_size = static_cast<int>(q.size());
             b.query_lens = q.data();
             b.context_lens = ctx.data();
-            return self.gathered_rows(b);
+            return nb::make_tuple(self.absorbed_tokens(b), self.gathered_rows(b));
           },
           nb::arg("query_lens").none(), nb::arg("context_lens").none())
       .def_prop_ro("absorb_max_query_len", [](const mlakit::MlaStep& s) { return s.info().absorb_max_query_len; })

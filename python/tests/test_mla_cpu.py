@@ -234,7 +234,7 @@ def test_absorbed_requests_match_numpy_reference(rng, workspace_rows):
                           num_blocks=c["cache"].shape[0], max_batch=8, max_tokens=28,
                           max_context_tokens=128, workspace_rows=workspace_rows, absorb_max_query_len=3)
     assert step.absorb_max_query_len == 3
-    assert step.gathered_rows(c["q_lens"], c["ctx_lens"]) == 27 + 5 + 0 + 1
+    assert step.graph_shape(c["q_lens"], c["ctx_lens"]) == (4, 27 + 5 + 0 + 1)
     step.plan(c["q_lens"], c["ctx_lens"], c["bt"])
     assert (step.info.absorbed_requests, step.info.absorbed_tokens) == (2, 4)
     assert step.info.chunked == (workspace_rows > 0)

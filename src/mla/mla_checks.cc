@@ -224,7 +224,14 @@ BatchTotals check_batch(const MlaConfig& c, const MlaLayout& l, const MlaBatch& 
       }
     }
   }
-  t.absorbed = choose_absorbed(b, absorb_max_query_len, l.max_absorbed, absorbed);
+  if (o.graph_absorbed_tokens < -1 || o.graph_absorbed_tokens > l.max_absorbed) {
+    invalid("options.graph_absorbed_tokens", "must be in [-1, " + str(l.max_absorbed) +
+                                                 "] (-1 = config.max_absorbed_tokens, which bounds it), got " +
+                                                 str(o.graph_absorbed_tokens));
+  }
+  const int64_t cap = o.graph_rows > 0 && o.graph_absorbed_tokens >= 0 ? o.graph_absorbed_tokens : l.max_absorbed;
+  t.absorbed = choose_absorbed(b, absorb_max_query_len, cap, absorbed);
+  t.absorbed_rows = o.graph_rows > 0 ? cap : t.absorbed.tokens;
   const int64_t rows = t.total_q + t.absorbed.up_context;
   t.gathered_rows = rows;
   t.chunked = rows > l.rows;

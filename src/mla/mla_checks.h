@@ -20,6 +20,7 @@ struct BatchTotals {
   int64_t total_context = 0;
   AbsorbChoice absorbed;  // the requests attended in latent space
   int64_t gathered_rows = 0;  // every new token and the up-projected requests' context
+  int64_t absorbed_rows = 0;  // rows of the absorbed launches (the tokens, or the graph's size)
   bool chunked = false;  // gathered_rows exceed the workspace rows
 };
 

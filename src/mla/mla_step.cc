@@ -373,9 +373,9 @@ struct MlaStep::Impl {
     latent->plan(lb, lo, stream);
   }
 
-  // Eager steps skip what absorbs nothing; a captured step keeps every launch, for any plan.
+  // Sized by the plan: the absorbed tokens (eager), or what a captured step covers for any plan.
   void absorbed_part(const MlaLayer& y, const TensorView& out, const TensorView* lse, Stream s) const {
-    if (latent && (plan.graph || plan.totals.absorbed.tokens > 0)) run_absorbed(y, out, lse, s);
+    if (latent && plan.totals.absorbed_rows > 0) run_absorbed(y, out, lse, s);
   }
 
   // The absorbed requests (mlakit/mla.h): after the launches above wrote their new tokens into
@@ -386,7 +386,7 @@ struct MlaStep::Impl {
     const DType t = c.dtype;
     const int64_t H = c.num_heads, L = c.kv_lora_rank, R = c.qk_rope_head_dim;
     const int64_t Dn = c.qk_nope_head_dim, Dv = c.v_head_dim, Dqk = Dn + R;
-    const int64_t rows = plan.graph ? layout.max_absorbed : plan.totals.absorbed.tokens;
+    const int64_t rows = plan.totals.absorbed_rows;
     const int32_t* list = ws_i32(layout.absorbed_offset);
     const int32_t* count = ws_i32(mla::kAbsorbedCountOffset);
     uint8_t* q_rows = buffers + layout.abs_q_offset;
@@ -534,6 +534,11 @@ void MlaStep::plan(const MlaBatch& batch, const MlaPlanOptions& options, Stream 
   i.absorbed_requests = totals.absorbed.requests;
   i.absorbed_tokens = totals.absorbed.tokens;
   i.absorb_max_query_len = m.absorb_max_query_len;
+}
+
+int64_t MlaStep::absorbed_tokens(const MlaBatch& batch) const {
+  const Impl& m = *impl_;
+  return mla::choose_absorbed(batch, m.absorb_max_query_len, m.layout.max_absorbed, nullptr).tokens;
 }
 
 int64_t MlaStep::gathered_rows(const MlaBatch& batch) const {

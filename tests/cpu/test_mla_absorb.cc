@@ -167,6 +167,22 @@ TEST(CpuMlaAbsorb, ContextChunksGraphRowsAndTheCapacity) {
     for (int64_t i = m.total_q() * per_row; i < r.out.numel(); ++i) ASSERT_TRUE(std::isnan(r.out.get(i))) << i;
     o.graph_rows = rows - 1;
     EXPECT_TRUE(throws_error([&] { step.plan(m.batch(), o); }, ErrorKind::kInvalidArgument, "options.graph_rows"));
+    // graph_absorbed_tokens bounds what the graph absorbs: 0 none (the step up-projects all), 5
+    // the first two absorbable requests (1 + 4 tokens).
+    EXPECT_EQ(step.absorbed_tokens(m.batch()), 8);
+    for (int64_t g : {0, 5}) {
+      SCOPED_TRACE("graph_absorbed_tokens " + std::to_string(g));
+      o.graph_rows = m.total_q() + m.total_ctx();
+      o.graph_absorbed_tokens = g;
+      step.plan(m.batch(), o);
+      EXPECT_EQ(step.info().absorbed_tokens, g);
+      HostTensor c2 = m.cache;
+      expect_matches(run_planned(step, m, c2), m, ref);
+      EXPECT_EQ(c2.bytes(), expected_cache(m).bytes());
+    }
+    o.graph_absorbed_tokens = 17;  // above config.max_absorbed_tokens
+    EXPECT_TRUE(
+        throws_error([&] { step.plan(m.batch(), o); }, ErrorKind::kInvalidArgument, "options.graph_absorbed_tokens"));
   }
   {
     SCOPED_TRACE("capacity of 5 absorbed tokens");
