@@ -44,6 +44,9 @@ inline mlakit::MlaConfig model_config(int heads, int block_size, Device dev) {
   c.dtype = DType::kBF16;
   c.block_size = block_size;
   c.device = dev;
+  // Every request up-projects: the seed's step as recorded (its graphs are keyed by gathered rows
+  // alone). bench/compare_mla.py --absorb measures the absorbed requests on the same schedule.
+  c.absorb_max_query_len = 0;
   return c;
 }
 

@@ -76,7 +76,8 @@ def test_step_vs_torch_reference(workspace_rows):
     x = layer(gen, sum(q_lens), num_blocks)
     ref = reference(x, q_lens, ctx_lens, bt)
     step = mlakit.MlaStep(H, dtype=torch.bfloat16, device=DEV, block_size=BS, num_blocks=num_blocks,
-                          max_batch=4, max_tokens=400, max_context_tokens=1024, workspace_rows=workspace_rows)
+                          max_batch=4, max_tokens=400, max_context_tokens=1024, workspace_rows=workspace_rows,
+                          absorb_max_query_len=0)
     step.plan(q_lens, ctx_lens, bt)
     assert step.info.chunked == (workspace_rows > 0)
     out = torch.full((sum(q_lens), H, DV), float("nan"), device=DEV, dtype=torch.bfloat16)

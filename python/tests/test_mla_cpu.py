@@ -67,7 +67,7 @@ def test_step_matches_numpy_reference_and_writes_cache(rng, workspace_rows, uplo
     step = mlakit.MlaStep(H, L, DN, R, DV, dtype="fp16", device="cpu", block_size=BS,
                           num_blocks=c["cache"].shape[0], max_batch=4, max_tokens=32,
                           max_context_tokens=128, workspace_rows=workspace_rows,
-                          upload_in_run=upload_in_run)
+                          upload_in_run=upload_in_run, absorb_max_query_len=0)
     step.plan(c["q_lens"], c["ctx_lens"], c["bt"])
     assert step.info.chunked == (workspace_rows > 0)
     cache = c["cache"].copy()
@@ -157,7 +157,8 @@ def test_outputs_it_allocates_hold_key_less_rows_past_the_step(rng, workspace_ro
     tq, extra = 30, 11
     step = mlakit.MlaStep(H, L, DN, R, DV, dtype="fp16", device="cpu", block_size=BS,
                           num_blocks=c["cache"].shape[0], max_batch=4, max_tokens=48,
-                          max_context_tokens=128, workspace_rows=workspace_rows)
+                          max_context_tokens=128, workspace_rows=workspace_rows,
+                          absorb_max_query_len=0)
     step.plan(c["q_lens"], c["ctx_lens"], c["bt"])
     want, want_lse = step.run(c["q"], c["kv_c"], c["k_pe"], c["w"], c["cache"].copy(), return_lse=True)
     q, kv_c, k_pe = _bucket(c, extra)
@@ -193,7 +194,8 @@ def test_lse_takes_any_non_overlapping_strides(rng, workspace_rows):
     c = make_case(rng, [20, 1, 9], [0, 37, 70])
     step = mlakit.MlaStep(H, L, DN, R, DV, dtype="fp16", device="cpu", block_size=BS,
                           num_blocks=c["cache"].shape[0], max_batch=4, max_tokens=32,
-                          max_context_tokens=128, workspace_rows=workspace_rows)
+                          max_context_tokens=128, workspace_rows=workspace_rows,
+                          absorb_max_query_len=0)
     step.plan(c["q_lens"], c["ctx_lens"], c["bt"])
     want, want_lse = step.run(c["q"], c["kv_c"], c["k_pe"], c["w"], c["cache"].copy(), return_lse=True)
     lse_ht = np.full((H, 30), np.nan, np.float32)
@@ -214,7 +216,7 @@ def test_fp8_attention_within_fp8_error(rng, workspace_rows):
     c = make_case(rng, [20, 1, 9], [0, 37, 70])
     ref_out, ref_lse = numpy_reference(c)
     kw = dict(dtype="fp16", device="cpu", block_size=BS, num_blocks=c["cache"].shape[0], max_batch=4,
-              max_tokens=32, max_context_tokens=128, workspace_rows=workspace_rows)
+              max_tokens=32, max_context_tokens=128, workspace_rows=workspace_rows, absorb_max_query_len=0)
     step = mlakit.MlaStep(H, L, DN, R, DV, fp8_attention=True, **kw)
     assert step.fp8_attention and not mlakit.MlaStep(H, L, DN, R, DV, **kw).fp8_attention
     step.plan(c["q_lens"], c["ctx_lens"], c["bt"])
@@ -245,10 +247,12 @@ def test_absorbed_requests_match_numpy_reference(rng, workspace_rows):
     assert np.max(np.abs(lse - ref_lse) / (1 + np.abs(ref_lse))) < 5e-3
 
 
-def test_absorbing_is_off_by_default_on_the_cpu_and_named_when_refused():
+def test_absorbing_by_default_on_the_cpu_and_named_when_refused():
     step = mlakit.MlaStep(H, L, DN, R, DV, dtype="fp16", device="cpu", block_size=BS, num_blocks=4,
                           max_batch=2, max_tokens=8)
-    assert step.absorb_max_query_len == 0
+    assert step.absorb_max_query_len > 0  # the CPU backend's measured crossover
+    assert mlakit.MlaStep(H, L, DN, R, DV, dtype="fp16", device="cpu", block_size=24, num_blocks=4,
+                          max_batch=2, max_tokens=8).absorb_max_query_len == 0  # no latent attention there
     with pytest.raises(ValueError, match="absorb_max_query_len"):
         mlakit.MlaStep(H, L, DN, R, DV, dtype="fp16", device="cpu", block_size=24, num_blocks=4,
                        max_batch=2, max_tokens=8, absorb_max_query_len=2)

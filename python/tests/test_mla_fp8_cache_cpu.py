@@ -18,6 +18,7 @@ H = 2
 
 
 def make_step(c, workspace_rows=0, **kw):
+    kw.setdefault("absorb_max_query_len", 0)  # the up-projection path (chunks); absorbed: test_mla_cpu.py
     return mlakit.MlaStep(H, c["L"], DN, R, DV, dtype=torch.bfloat16, device="cpu", block_size=BS,
                           num_blocks=c["num_blocks"], max_batch=4, max_tokens=32, max_context_tokens=128,
                           workspace_rows=workspace_rows, kv_cache_dtype=c["kind"], **kw)

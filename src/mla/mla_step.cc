@@ -24,11 +24,12 @@ namespace mlakit {
 
 namespace {
 
-// Absorbed requests on CUDA below this many new tokens (MlaConfig::absorb_max_query_len = -1):
-// the crossover measured on the H100 (docs/mla.md, bench/results/mla-absorb-h100).
+// MlaConfig::absorb_max_query_len = -1: the largest new-token count at which the absorbed form
+// measured faster than the up-projection (bench/mla_absorb_crossover.py; docs/mla.md). CUDA: 0
+// (off) until measured on the GPU. CPU: 16 heads on a Zen 4 (2 threads), contexts 1024 and 4096:
+// x12 at 1 new token, x1.17-1.29 at 128, x0.85-0.95 at 192-256.
 constexpr int kAbsorbCrossoverCuda = 0;
-// On the CPU backend the up-projection path stays the default (docs/mla.md).
-constexpr int kAbsorbCrossoverCpu = 0;
+constexpr int kAbsorbCrossoverCpu = 128;
 
 // The latent attention an absorbing step runs (the step's cache, heads and capacities).
 LatentConfig latent_config(const MlaConfig& c, int64_t max_absorbed) {

@@ -279,6 +279,7 @@ TEST(CpuMlaAbsorb, RefusedConfigsNameTheField) {
   c.absorb_max_query_len = -1;  // automatic: the step up-projects instead
   EXPECT_EQ(MlaStep(c).info().absorb_max_query_len, 0);
   c.block_size = 16;
+  EXPECT_GT(MlaStep(c).info().absorb_max_query_len, 0);  // the CPU backend's measured crossover
   c.absorb_max_query_len = 4;
   c.fp8_attention = true;
   EXPECT_TRUE(throws_error([&] { MlaStep s(c); }, ErrorKind::kUnsupported, "config.absorb_max_query_len"));

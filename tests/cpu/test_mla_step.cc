@@ -21,13 +21,15 @@ namespace test {
 namespace {
 
 // Real per-head dims (128 + 64, 128) with a small latent and few heads, so the float64 reference
-// stays fast; the DeepSeek shapes run in their own test.
+// stays fast; the DeepSeek shapes run in their own test. Every request up-projects (chunking and
+// graph rows count every context); absorbed requests: test_mla_absorb.cc.
 MlaConfig small_dims(int heads = 4, int lora = 64, int block_size = 16) {
   MlaConfig c;
   c.num_heads = heads;
   c.kv_lora_rank = lora;
   c.block_size = block_size;
   c.dtype = DType::kBF16;
+  c.absorb_max_query_len = 0;
   return c;
 }
 

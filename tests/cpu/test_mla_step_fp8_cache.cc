@@ -38,6 +38,7 @@ MlaConfig cache_dims(KvCacheDtype f, DType dtype = DType::kBF16, int block_size 
   c.block_size = block_size;
   c.dtype = dtype;
   c.kv_cache_dtype = f;
+  c.absorb_max_query_len = 0;  // the up-projection path; absorbed requests: test_mla_absorb.cc
   return c;
 }
 

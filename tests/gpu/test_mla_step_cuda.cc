@@ -36,12 +36,15 @@ namespace mlakit {
 namespace test {
 namespace {
 
+// Every request up-projects here (chunks and graph rows count every context; the CPU backend
+// compared against runs the same path); absorbed requests: test_mla_absorb_cuda.cc.
 MlaConfig dims(int heads, int block_size, int lora = 512) {
   MlaConfig c;
   c.num_heads = heads;
   c.kv_lora_rank = lora;
   c.block_size = block_size;
   c.dtype = DType::kBF16;
+  c.absorb_max_query_len = 0;
   return c;
 }
 

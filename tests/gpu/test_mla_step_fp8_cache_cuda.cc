@@ -44,6 +44,7 @@ MlaConfig cache_dims(KvCacheDtype f, int heads, int block_size, DType dtype = DT
   c.block_size = block_size;
   c.dtype = dtype;
   c.kv_cache_dtype = f;
+  c.absorb_max_query_len = 0;  // the up-projection path; absorbed requests: test_mla_absorb_cuda.cc
   return c;
 }
 
