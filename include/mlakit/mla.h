@@ -109,8 +109,11 @@ struct MlaConfig {
   // Capacity of a step's absorbed new tokens; once a step's absorbed requests reach it, the later
   // ones up-project instead. The workspace holds (Dn + R + 2 L + Dv) 16-bit values and one float
   // per absorbed token and head (a 16-bit cache; 688 KB a token at 128 heads, 86 KB at 16).
-  // 0 = min(max_tokens, 512).
+  // 0 = min(max_tokens, 512); max_tokens with max_topk > 0.
   int64_t max_absorbed_tokens = 0;
+  // DeepSeek-V3.2 steps (MlaPlanOptions::topk): the largest top-k a plan may take; 0 = none.
+  // Needs the latent attention as absorbed requests do (refused naming this field otherwise).
+  int max_topk = 0;
 };
 
 // One engine step's requests, all host arrays. Request b has context_lens[b] tokens in the cache
@@ -147,6 +150,15 @@ struct MlaPlanOptions {
   // it up-project): -1 = MlaConfig::max_absorbed_tokens; 0 = none (no such launches are
   // captured). A bucket of MlaStep::absorbed_tokens() keeps the step's choice. Ignored when eager.
   int64_t graph_absorbed_tokens = -1;
+  // DeepSeek-V3.2's sparse attention (DSA), topk = K > 0 (<= config.max_topk): a new token at
+  // position p >= K (it sees more than K keys) attends to the keys its row of
+  // MlaLayer::indices names (the layer's indexer output: request-local positions; an entry < 0
+  // or >= its request's context + new tokens is skipped, a repeated one counts each time; its
+  // first topk_length[t] entries when given), in latent space, as the absorbed requests do. A
+  // token at p < K sees at most K keys, all of which top-K selects: it attends densely (causal),
+  // through the up-projection. A request whose new tokens straddle K is split there. The sparse
+  // tokens must fit config.max_absorbed_tokens (and graph_absorbed_tokens in a graph).
+  int topk = 0;
 };
 
 // A graph_rows for a step of `rows` rows (its context + new tokens) under a workspace of `cap`
@@ -170,6 +182,7 @@ struct MlaPlanInfo {
   int absorbed_requests = 0;  // requests attended in latent space (MlaConfig::absorb_max_query_len)
   int64_t absorbed_tokens = 0;  // their new tokens
   int absorb_max_query_len = 0;  // the config's, resolved (-1 becomes the backend's crossover)
+  int64_t sparse_tokens = 0;  // new tokens attending through the indices (options.topk > 0)
 };
 
 // One layer's tensors for run(). T >= the plan's new tokens (rows past them are ignored, so
@@ -184,6 +197,11 @@ struct MlaLayer {
   // step's device (vLLM's layer._k_scale). Read when the step runs, so a captured CUDA graph
   // replays with the value the buffer holds then. Other formats take none.
   TensorView k_scale;
+  // Sparse plans (MlaPlanOptions::topk = K > 0): int32 [T, K], every new token's row of the
+  // layer's indexer output (only the rows of tokens at positions >= K are read), and optionally
+  // int32 [T] top-k lengths. On the step's device; last dimension contiguous.
+  const TensorView* indices = nullptr;
+  const TensorView* topk_length = nullptr;
 };
 
 class MlaStep {
@@ -210,11 +228,11 @@ class MlaStep {
            Stream stream = nullptr) const;
 
   // For graph buckets (no checks; only the lengths of `batch` are read): the new tokens the step
-  // absorbs (up to config.max_absorbed_tokens), and the rows its first gather covers, every new
-  // token and the context of each request that up-projects, when at least those tokens are
-  // absorbed. What graph_absorbed_tokens and graph_rows must reach.
-  int64_t absorbed_tokens(const MlaBatch& batch) const;
-  int64_t gathered_rows(const MlaBatch& batch) const;
+  // absorbs (up to config.max_absorbed_tokens; with topk > 0 its sparse tokens), and the rows its
+  // first gather covers, every new token and the context of each request part that up-projects,
+  // when at least those tokens are absorbed. What graph_absorbed_tokens and graph_rows must reach.
+  int64_t absorbed_tokens(const MlaBatch& batch, int topk = 0) const;
+  int64_t gathered_rows(const MlaBatch& batch, int topk = 0) const;
 
   const MlaConfig& config() const;
   MlaPlanInfo info() const;

@@ -165,6 +165,7 @@ void check_config(const MlaConfig& c) {
                                                str(c.absorb_max_query_len));
   }
   if (c.max_absorbed_tokens < 0) invalid("config.max_absorbed_tokens", "must be >= 0 (0 = min(max_tokens, 512))");
+  if (c.max_topk < 0) invalid("config.max_topk", "must be >= 0 (0 = no sparse steps)");
   if (c.workspace_rows < 0) invalid("config.workspace_rows", "must be >= 0 (0 = max_tokens + max_context_tokens)");
   if (c.workspace_rows > 0 && c.workspace_rows < c.max_tokens) {
     invalid("config.workspace_rows", str(c.workspace_rows) + " is less than config.max_tokens = " +
@@ -173,10 +174,14 @@ void check_config(const MlaConfig& c) {
 }
 
 BatchTotals check_batch(const MlaConfig& c, const MlaLayout& l, const MlaBatch& b,
-                        const MlaPlanOptions& o, int absorb_max_query_len, uint8_t* absorbed) {
+                        const MlaPlanOptions& o, int absorb_max_query_len, uint8_t* absorbed,
+                        const uint8_t* forced) {
   if (b.batch_size < 0) invalid("batch_size", "must be >= 0, got " + str(b.batch_size));
   if (b.batch_size > c.max_batch) {
     invalid("batch_size", str(b.batch_size) + " exceeds config.max_batch = " + str(c.max_batch));
+  }
+  if (o.topk < 0 || o.topk > c.max_topk) {
+    invalid("options.topk", "must be in [0, config.max_topk = " + str(c.max_topk) + "], got " + str(o.topk));
   }
   if (!std::isfinite(o.sm_scale) || o.sm_scale < 0.0f) {
     invalid("options.sm_scale", "must be finite and >= 0 (0 = 1/sqrt(qk head dim))");
@@ -230,7 +235,14 @@ BatchTotals check_batch(const MlaConfig& c, const MlaLayout& l, const MlaBatch& 
                                                  str(o.graph_absorbed_tokens));
   }
   const int64_t cap = o.graph_rows > 0 && o.graph_absorbed_tokens >= 0 ? o.graph_absorbed_tokens : l.max_absorbed;
-  t.absorbed = choose_absorbed(b, absorb_max_query_len, cap, absorbed);
+  t.absorbed = choose_absorbed(b, absorb_max_query_len, cap, absorbed, forced);
+  if (t.absorbed.forced_left > 0) {
+    invalid("options.topk", "the new tokens past topk attend sparsely in latent space and must fit " +
+                                std::string(o.graph_rows > 0 && o.graph_absorbed_tokens >= 0
+                                                ? "options.graph_absorbed_tokens"
+                                                : "config.max_absorbed_tokens") +
+                                " = " + str(cap) + "; this step has more");
+  }
   t.absorbed_rows = o.graph_rows > 0 ? cap : t.absorbed.tokens;
   const int64_t rows = t.total_q + t.absorbed.up_context;
   t.gathered_rows = rows;
@@ -267,6 +279,12 @@ void check_layer(const MlaConfig& c, const MlaLayer& y, const TensorView& out, c
     check_tensor(*lse, "lse", {-2, H}, r.total_q, DType::kFP32, dev, false, /*any_strides=*/true);
     check_no_overlap_2d(*lse, "lse");
   }
+}
+
+void check_sparse_layer(const MlaConfig& c, const MlaLayer& y, int64_t total_q, int topk, bool cuda) {
+  if (y.indices == nullptr) invalid("indices", "a sparse plan (options.topk > 0) needs the layer's indices [T, topk]");
+  check_tensor(*y.indices, "indices", {-2, topk}, total_q, DType::kInt32, c.device, cuda);
+  if (y.topk_length) check_tensor(*y.topk_length, "topk_length", {-2}, total_q, DType::kInt32, c.device, false);
 }
 
 }  // namespace mla

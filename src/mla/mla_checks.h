@@ -28,7 +28,11 @@ struct BatchTotals {
 // resolved, 0 = none; layout.max_absorbed the capacity), writing absorbed[r] for every request.
 BatchTotals check_batch(const MlaConfig& config, const MlaLayout& layout, const MlaBatch& batch,
                         const MlaPlanOptions& options, int absorb_max_query_len = 0,
-                        uint8_t* absorbed = nullptr);
+                        uint8_t* absorbed = nullptr, const uint8_t* forced = nullptr);
+
+// A sparse plan's layer inputs (options.topk > 0): indices [>= total_q, topk] int32, topk_length
+// [>= total_q] int32 when given.
+void check_sparse_layer(const MlaConfig& config, const MlaLayer& layer, int64_t total_q, int topk, bool cuda);
 
 struct TensorRules {
   int64_t total_q = 0;

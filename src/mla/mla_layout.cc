@@ -66,6 +66,13 @@ MlaLayout make_layout(const MlaConfig& c, int block_m, int64_t max_absorbed) {
     off = align_up(off + n * static_cast<size_t>(c.v_head_dim) * es, 256);
     l.abs_lse_offset = off;
     off = align_up(off + n * sizeof(float), 256);
+    if (c.max_topk > 0) {
+      const size_t rows = static_cast<size_t>(max_absorbed);
+      l.abs_indices_offset = off;
+      off = align_up(off + rows * static_cast<size_t>(c.max_topk) * sizeof(int32_t), 256);
+      l.abs_topk_length_offset = off;
+      off = align_up(off + rows * sizeof(int32_t), 256);
+    }
   }
   l.buffer_bytes = off;
   return l;

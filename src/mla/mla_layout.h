@@ -60,6 +60,8 @@ struct MlaLayout {
   size_t abs_o_latent_offset = 0;  // latent attention's output, L
   size_t abs_out_offset = 0;     // its W_UV projection, Dv
   size_t abs_lse_offset = 0;     // fp32 [max_absorbed, num_heads]
+  size_t abs_indices_offset = 0;      // int32 [max_absorbed, max_topk] (sparse steps: max_topk > 0)
+  size_t abs_topk_length_offset = 0;  // int32 [max_absorbed]            (sparse steps)
   size_t buffer_bytes = 0;
 
   size_t block_offset(int launch) const {

@@ -11,11 +11,13 @@
 
 #include "core/backend.h"
 #include "core/plan_staging.h"
+#include "mla/absorbed_path.h"
 #include "mla/blas.h"
 #include "mla/mla_checks.h"
 #include "mla/mla_layout.h"
 #include "mla/mla_ops.h"
 #include "mla/mla_plan_build.h"
+#include "mla/sparse_split.h"
 #include "plan/kernel_select.h"
 #include "mlakit/error.h"
 #include "mlakit/latent.h"
@@ -24,72 +26,29 @@ namespace mlakit {
 
 namespace {
 
-// MlaConfig::absorb_max_query_len = -1: the largest new-token count at which the absorbed form
-// measured faster than the up-projection (bench/mla_absorb_crossover.py; docs/mla.md). CUDA: 0
-// (off) until measured on the GPU. CPU: 16 heads on a Zen 4 (2 threads), contexts 1024 and 4096:
-// x12 at 1 new token, x1.17-1.29 at 128, x0.85-0.95 at 192-256.
-constexpr int kAbsorbCrossoverCuda = 0;
-constexpr int kAbsorbCrossoverCpu = 128;
-
-// The latent attention an absorbing step runs (the step's cache, heads and capacities).
-LatentConfig latent_config(const MlaConfig& c, int64_t max_absorbed) {
-  LatentConfig l;
-  l.num_heads = c.num_heads;
-  l.kv_lora_rank = c.kv_lora_rank;
-  l.qk_rope_head_dim = c.qk_rope_head_dim;
-  l.dtype = c.dtype;
-  l.kv_cache_dtype = c.kv_cache_dtype;
-  l.block_size = c.block_size;
-  l.num_blocks = c.num_blocks;
-  l.max_batch = c.max_batch;
-  l.max_q_tokens = max_absorbed;
-  l.max_kv_tokens = c.max_context_tokens + c.max_tokens;
-  l.device = c.device;
-  l.upload_in_run = c.upload_in_run;
-  return l;
-}
-
 struct Setup {
   std::unique_ptr<backend::Backend> backend;
   cuda::KernelChoice choice{};
+  // The config the step's plan is built for: a sparse step's batch is split into up to two parts
+  // a request (sparse_split.h), so with max_topk > 0 it holds twice max_batch (and the parts'
+  // contexts).
+  MlaConfig inner;
   mla::MlaLayout layout;
-  int absorb_max_query_len = 0;  // resolved
-  LatentConfig latent;           // when absorb_max_query_len > 0
+  mla::AbsorbSetup absorb;
 };
-
-// absorb_max_query_len resolved: -1 becomes the backend's crossover where the latent attention
-// takes the config, else 0; an explicit value > 0 must be runnable. Sets s.latent.
-void resolve_absorb(const MlaConfig& c, Setup& s) {
-  const int64_t cap = c.max_absorbed_tokens > 0 ? c.max_absorbed_tokens : std::min<int64_t>(c.max_tokens, 512);
-  const bool automatic = c.absorb_max_query_len < 0;
-  const int want = automatic ? (c.device.is_cuda() ? kAbsorbCrossoverCuda : kAbsorbCrossoverCpu)
-                             : c.absorb_max_query_len;
-  s.absorb_max_query_len = 0;
-  if (want == 0) return;
-  if (c.fp8_attention) {
-    if (automatic) return;
-    throw Error(ErrorKind::kUnsupported, "config.absorb_max_query_len",
-                "absorbed requests attend in bf16 / fp16: not with config.fp8_attention");
-  }
-  s.latent = latent_config(c, cap);
-  try {
-    LatentAttention::workspace_sizes(s.latent);  // checks the config, allocates nothing
-  } catch (const Error& e) {
-    if (automatic && (e.kind() == ErrorKind::kUnsupported || e.kind() == ErrorKind::kInvalidArgument ||
-                      e.kind() == ErrorKind::kTypeMismatch)) {
-      return;
-    }
-    std::string why = e.what();
-    if (why.rfind("mlakit: ", 0) == 0) why = why.substr(8);
-    throw Error(e.kind(), "config.absorb_max_query_len",
-                "absorbed requests need the latent attention (mlakit/latent.h), which refuses this config: " + why);
-  }
-  s.absorb_max_query_len = want;
-}
 
 Setup setup(const MlaConfig& c) {
   mla::check_config(c);
   Setup s;
+  s.inner = c;
+  if (c.max_topk > 0) {
+    // A part past top-k counts its request's context and dense tokens as context: the parts'
+    // contexts add up to at most twice the step's context and its new tokens. The workspace
+    // stays the config's.
+    s.inner.max_batch = 2 * c.max_batch;
+    s.inner.max_context_tokens = 2 * c.max_context_tokens + c.max_tokens;
+    s.inner.workspace_rows = c.workspace_rows > 0 ? c.workspace_rows : c.max_tokens + c.max_context_tokens;
+  }
   s.backend = backend::make_backend(c.device, "config.device");
   // The CUDA step would have to round K and V in the up-projection's epilogue and q in one pass
   // to gain from FP8 (docs/fp8.md): it has no such rounding, so FP8 attention is the CPU's.
@@ -108,9 +67,9 @@ Setup setup(const MlaConfig& c) {
                     std::to_string(c.qk_nope_head_dim + c.qk_rope_head_dim) + ", v = " +
                     std::to_string(c.v_head_dim) + " on " + to_string(c.device));
   }
-  plan::size_kv_split(s.choice, c.kv_split, c.max_batch, c.max_tokens, c.num_heads);
-  resolve_absorb(c, s);
-  s.layout = mla::make_layout(c, s.choice.block_m, s.absorb_max_query_len > 0 ? s.latent.max_q_tokens : 0);
+  plan::size_kv_split(s.choice, c.kv_split, s.inner.max_batch, c.max_tokens, c.num_heads);
+  s.absorb = mla::resolve_absorb(c);
+  s.layout = mla::make_layout(s.inner, s.choice.block_m, s.absorb.enabled ? s.absorb.latent.max_q_tokens : 0);
   return s;
 }
 
@@ -136,14 +95,17 @@ struct MlaStep::Impl {
   std::unique_ptr<backend::PlanStaging> staging;
   std::unique_ptr<mla::PlanBuilder> builder;
   uint8_t* buffers = nullptr;
-  // Absorbed requests: the latent attention and its batch of them (host arrays, sized once).
+  MlaConfig inner;  // Setup::inner
+  // Absorbed requests and sparse steps: the latent attention path, the choice of the last plan
+  // (per part of the planned batch), and the split of a sparse step into parts.
   int absorb_max_query_len = 0;
-  std::unique_ptr<LatentAttention> latent;
-  std::vector<uint8_t> absorbed;  // [max_batch]: the last plan's choice
-  std::vector<int32_t> latent_q, latent_kv, latent_table;
+  std::unique_ptr<mla::AbsorbedPath> absorbed_path;
+  std::vector<uint8_t> absorbed;
+  std::unique_ptr<mla::SparseSplit> split;
 
   bool planned = false;
   mla::StepPlan plan;
+  int plan_topk = 0;  // options.topk of the plan in force
   MlaPlanInfo info;
 
   Impl(const MlaConfig& c, Setup s)
@@ -151,21 +113,19 @@ struct MlaStep::Impl {
         backend(std::move(s.backend)),
         choice(s.choice),
         layout(s.layout),
-        absorb_max_query_len(s.absorb_max_query_len),
-        absorbed(static_cast<size_t>(c.max_batch), 0) {
+        inner(s.inner),
+        absorb_max_query_len(s.absorb.max_query_len),
+        absorbed(static_cast<size_t>(s.inner.max_batch), 0) {
     info.absorb_max_query_len = absorb_max_query_len;
-    if (absorb_max_query_len > 0) {
-      latent = std::make_unique<LatentAttention>(s.latent);
-      latent_q.resize(static_cast<size_t>(c.max_batch));
-      latent_kv.resize(static_cast<size_t>(c.max_batch));
-    }
+    if (c.max_topk > 0) split = std::make_unique<mla::SparseSplit>(c.max_batch);
     ops = mla::make_ops(c.device);
     // cuBLASLt's handle is created on first use; do it here, never inside a graph capture.
     if (c.device.is_cuda()) cuda::blas::init(c.device.index);
     staging = std::make_unique<backend::PlanStaging>(
         *backend, layout.plan_bytes, choice.scratch_bytes,
         c.upload_in_run ? backend::PlanStaging::Upload::kInRun : backend::PlanStaging::Upload::kInPlan);
-    builder = std::make_unique<mla::PlanBuilder>(config, layout, choice);
+    builder = std::make_unique<mla::PlanBuilder>(inner, layout, choice);
+    if (s.absorb.enabled) absorbed_path = std::make_unique<mla::AbsorbedPath>(config, s.absorb.latent, *ops, layout);
     buffers = static_cast<uint8_t*>(backend->alloc_device(layout.buffer_bytes));
     plan.launches.reserve(static_cast<size_t>(1 + layout.max_chunks));
     if (c.device.is_cuda()) {
@@ -337,155 +297,11 @@ struct MlaStep::Impl {
     backend->attention(choice, a, s);
   }
 
-  // The absorbed requests' latent attention plan: their new tokens over their whole cached
-  // context (kv_len = context + new, causal among the new), pages from their block-table rows.
-  // Planned every step, empty when none is absorbed, so a captured run replays whatever comes.
-  void plan_latent(const MlaBatch& b, const MlaPlanOptions& o, Stream stream) {
-    const MlaConfig& c = config;
-    int n = 0, cols = 1;
-    for (int r = 0; r < b.batch_size; ++r) {
-      if (!absorbed[static_cast<size_t>(r)]) continue;
-      latent_q[static_cast<size_t>(n)] = b.query_lens[r];
-      latent_kv[static_cast<size_t>(n)] = b.context_lens[r] + b.query_lens[r];
-      cols = std::max(cols, (latent_kv[static_cast<size_t>(n)] + c.block_size - 1) / c.block_size);
-      ++n;
-    }
-    if (latent_table.size() < static_cast<size_t>(n) * static_cast<size_t>(cols)) {
-      latent_table.resize(static_cast<size_t>(n) * static_cast<size_t>(cols));
-    }
-    for (int r = 0, j = 0; r < b.batch_size; ++r) {
-      if (!absorbed[static_cast<size_t>(r)]) continue;
-      const int32_t* row = b.block_table + static_cast<int64_t>(r) * b.block_table_cols;
-      const int used = (latent_kv[static_cast<size_t>(j)] + c.block_size - 1) / c.block_size;
-      std::copy(row, row + used, latent_table.begin() + static_cast<int64_t>(j) * cols);
-      ++j;
-    }
-    LatentBatch lb;
-    lb.batch_size = n;
-    lb.query_lens = latent_q.data();
-    lb.kv_lens = latent_kv.data();
-    lb.block_table = latent_table.data();
-    lb.block_table_cols = cols;
-    LatentPlanOptions lo;
-    lo.sm_scale = o.sm_scale > 0.0f ? o.sm_scale
-                                    : static_cast<float>(1.0 / std::sqrt(static_cast<double>(c.qk_nope_head_dim +
-                                                                                             c.qk_rope_head_dim)));
-    lo.causal = true;
-    latent->plan(lb, lo, stream);
-  }
-
-  // Sized by the plan: the absorbed tokens (eager), or what a captured step covers for any plan.
+  // Absorbed requests, after the launches above wrote their new tokens into the cache. Sized by
+  // the plan: the absorbed tokens (eager), or what a captured step covers for any plan.
   void absorbed_part(const MlaLayer& y, const TensorView& out, const TensorView* lse, Stream s) const {
-    if (latent && plan.totals.absorbed_rows > 0) run_absorbed(y, out, lse, s);
-  }
-
-  // The absorbed requests (mlakit/mla.h): after the launches above wrote their new tokens into
-  // the cache, in stream order: their q rows compacted, q_nope W_UK per head, the latent
-  // attention, its W_UV projection per head, and the rows copied back into out (and lse).
-  void run_absorbed(const MlaLayer& y, const TensorView& out, const TensorView* lse, Stream s) const {
-    const MlaConfig& c = config;
-    const DType t = c.dtype;
-    const int64_t H = c.num_heads, L = c.kv_lora_rank, R = c.qk_rope_head_dim;
-    const int64_t Dn = c.qk_nope_head_dim, Dv = c.v_head_dim, Dqk = Dn + R;
-    const int64_t rows = plan.totals.absorbed_rows;
-    const int32_t* list = ws_i32(layout.absorbed_offset);
-    const int32_t* count = ws_i32(mla::kAbsorbedCountOffset);
-    uint8_t* q_rows = buffers + layout.abs_q_offset;
-    uint8_t* q_lat = buffers + layout.abs_q_latent_offset;
-    uint8_t* o_lat = buffers + layout.abs_o_latent_offset;
-    uint8_t* o_rows = buffers + layout.abs_out_offset;
-    float* lse_rows = reinterpret_cast<float*>(buffers + layout.abs_lse_offset);
-    const int64_t wstride = y.kv_b_proj.strides[0];
-    const size_t es = dtype_size(t);
-
-    mla::RowCopyArgs in{};
-    in.src = y.q.data;
-    in.src_row = y.q.strides[0];
-    in.src_head = y.q.strides[1];
-    in.dst = q_rows;
-    in.dst_row = H * Dqk;
-    in.dst_head = Dqk;
-    in.src_map = list;
-    in.count = count;
-    in.rows = rows;
-    in.heads = static_cast<int>(H);
-    in.width = static_cast<int>(Dqk);
-    in.elem_bytes = static_cast<int>(es);
-    ops->copy_rows(in, s);
-
-    // q_lat[:, h] = q_nope[:, h] W_UK[h]: W_UK[h] is kv_b_proj's rows [h (Dn + Dv), + Dn), [Dn, L].
-    blas::GemmArgs ab{};
-    ab.m = rows;
-    ab.n = L;
-    ab.k = Dn;
-    ab.a = q_rows;
-    ab.lda = H * Dqk;
-    ab.b = y.kv_b_proj.data;
-    ab.ldb = wstride;
-    ab.c = q_lat;
-    ab.ldc = H * L;
-    ab.dtype = t;
-    ab.b_kn = true;
-    ab.batch = H;
-    ab.stride_a = Dqk;
-    ab.stride_b = (Dn + Dv) * wstride;
-    ab.stride_c = L;
-    blas::gemm_nt(ab, c.device, s);
-
-    const TensorView q_view = view3(q_lat, t, rows, H, L, H * L, L, c.device);
-    const TensorView q_pe = view3(q_rows + Dn * es, t, rows, H, R, H * Dqk, Dqk, c.device);
-    const TensorView o_view = view3(o_lat, t, rows, H, L, H * L, L, c.device);
-    const TensorView lse_view(lse_rows, DType::kFP32, {rows, H}, c.device);
-    LatentLayer ll;
-    ll.q = q_view;
-    ll.q_pe = &q_pe;
-    ll.kv_cache = y.kv_cache;
-    if (c.kv_cache_dtype == KvCacheDtype::kFp8) ll.k_scale = &y.k_scale;
-    latent->run(ll, o_view, lse ? &lse_view : nullptr, s);
-
-    // out_rows[:, h] = o_lat[:, h] W_UV[h]^T: W_UV[h] is kv_b_proj's rows [h (Dn + Dv) + Dn, + Dv), [Dv, L].
-    blas::GemmArgs pv{};
-    pv.m = rows;
-    pv.n = Dv;
-    pv.k = L;
-    pv.a = o_lat;
-    pv.lda = H * L;
-    pv.b = static_cast<const uint8_t*>(y.kv_b_proj.data) + Dn * wstride * static_cast<int64_t>(es);
-    pv.ldb = wstride;
-    pv.c = o_rows;
-    pv.ldc = H * Dv;
-    pv.dtype = t;
-    pv.batch = H;
-    pv.stride_a = L;
-    pv.stride_b = (Dn + Dv) * wstride;
-    pv.stride_c = Dv;
-    blas::gemm_nt(pv, c.device, s);
-
-    mla::RowCopyArgs back{};
-    back.src = o_rows;
-    back.src_row = H * Dv;
-    back.src_head = Dv;
-    back.dst = out.data;
-    back.dst_row = out.strides[0];
-    back.dst_head = out.strides[1];
-    back.dst_map = list;
-    back.count = count;
-    back.rows = rows;
-    back.heads = static_cast<int>(H);
-    back.width = static_cast<int>(Dv);
-    back.elem_bytes = static_cast<int>(es);
-    ops->copy_rows(back, s);
-    if (lse) {
-      mla::RowCopyArgs l = back;
-      l.src = lse_rows;
-      l.src_row = H;
-      l.src_head = 1;
-      l.dst = lse->data;
-      l.dst_row = lse->strides[0];
-      l.dst_head = lse->strides[1];
-      l.width = 1;
-      l.elem_bytes = 4;
-      ops->copy_rows(l, s);
+    if (absorbed_path && plan.totals.absorbed_rows > 0) {
+      absorbed_path->run(y, out, lse, plan.totals.absorbed_rows, ws(), buffers, s);
     }
   }
 };
@@ -495,8 +311,8 @@ WorkspaceSizes MlaStep::workspace_sizes(const MlaConfig& config) {
   WorkspaceSizes w{backend::PlanStaging::host_bytes(s.layout.plan_bytes),
                    backend::PlanStaging::device_bytes(s.layout.plan_bytes, s.choice.scratch_bytes) +
                        s.layout.buffer_bytes};
-  if (s.absorb_max_query_len > 0) {
-    const WorkspaceSizes l = LatentAttention::workspace_sizes(s.latent);
+  if (s.absorb.enabled) {
+    const WorkspaceSizes l = LatentAttention::workspace_sizes(s.absorb.latent);
     w.host_bytes += l.host_bytes;
     w.device_bytes += l.device_bytes;
   }
@@ -508,13 +324,29 @@ MlaStep::~MlaStep() = default;
 
 void MlaStep::plan(const MlaBatch& batch, const MlaPlanOptions& options, Stream stream) {
   Impl& m = *impl_;
-  // Everything is checked before the staging buffer or the current plan is touched.
+  // Everything is checked before the staging buffer or the current plan is touched. A sparse
+  // step (DeepSeek-V3.2) is checked as the caller gave it, then planned as its parts.
+  const MlaBatch* planned_batch = &batch;
+  const uint8_t* sparse = nullptr;
+  if (options.topk > 0 && m.split) {
+    MlaPlanOptions whole = options;
+    whole.graph_rows = 0;  // the parts' gathered rows are checked below
+    whole.graph_absorbed_tokens = -1;
+    mla::check_batch(m.config, m.layout, batch, whole);
+    planned_batch = &m.split->split(batch, options.topk);
+    sparse = m.split->sparse();
+  }
   const mla::BatchTotals totals =
-      mla::check_batch(m.config, m.layout, batch, options, m.absorb_max_query_len, m.absorbed.data());
+      mla::check_batch(m.inner, m.layout, *planned_batch, options, sparse ? 0 : m.absorb_max_query_len,
+                       m.absorbed.data(), sparse);
+  const float scale = options.sm_scale > 0.0f
+                          ? options.sm_scale
+                          : static_cast<float>(1.0 / std::sqrt(static_cast<double>(m.config.qk_nope_head_dim +
+                                                                                   m.config.qk_rope_head_dim)));
   uint8_t* block = m.staging->begin();
   try {
-    m.builder->build(batch, options, totals, block, &m.plan, m.absorbed.data());
-    if (m.latent) m.plan_latent(batch, options, stream);
+    m.builder->build(*planned_batch, options, totals, block, &m.plan, m.absorbed.data());
+    if (m.absorbed_path) m.absorbed_path->plan(*planned_batch, m.absorbed.data(), scale, options.topk, stream);
   } catch (...) {
     // Only an internal limit can fail here, after the checks above; the step's plan (and, with
     // upload_in_run, the staging a captured graph uploads) is then partly rewritten: refuse to
@@ -524,6 +356,7 @@ void MlaStep::plan(const MlaBatch& batch, const MlaPlanOptions& options, Stream 
   }
   m.staging->publish(m.plan.used_bytes, stream);
   m.planned = true;
+  m.plan_topk = options.topk;
   MlaPlanInfo& i = m.info;
   i.batch_size = batch.batch_size;
   i.total_q = totals.total_q;
@@ -531,21 +364,30 @@ void MlaStep::plan(const MlaBatch& batch, const MlaPlanOptions& options, Stream 
   i.chunked = totals.chunked;
   i.num_context_chunks = static_cast<int>(m.plan.launches.size()) - 1;
   i.launch_rows = m.plan.launches[0].rows;
-  i.visible_pairs = m.plan.visible_pairs + (m.latent ? m.latent->info().visible_pairs : 0);
+  i.visible_pairs = m.plan.visible_pairs + (m.absorbed_path ? m.absorbed_path->visible_pairs() : 0);
   i.absorbed_requests = totals.absorbed.requests;
   i.absorbed_tokens = totals.absorbed.tokens;
   i.absorb_max_query_len = m.absorb_max_query_len;
+  i.sparse_tokens = sparse ? m.split->sparse_tokens() : 0;
 }
 
-int64_t MlaStep::absorbed_tokens(const MlaBatch& batch) const {
+int64_t MlaStep::absorbed_tokens(const MlaBatch& batch, int topk) const {
   const Impl& m = *impl_;
+  if (topk > 0 && m.split) {
+    const MlaBatch& parts = m.split->split(batch, topk);
+    return mla::choose_absorbed(parts, 0, m.layout.max_absorbed, nullptr, m.split->sparse()).tokens;
+  }
   return mla::choose_absorbed(batch, m.absorb_max_query_len, m.layout.max_absorbed, nullptr).tokens;
 }
 
-int64_t MlaStep::gathered_rows(const MlaBatch& batch) const {
+int64_t MlaStep::gathered_rows(const MlaBatch& batch, int topk) const {
   const Impl& m = *impl_;
   int64_t q = 0;
   for (int r = 0; r < batch.batch_size; ++r) q += batch.query_lens[r];
+  if (topk > 0 && m.split) {
+    const MlaBatch& parts = m.split->split(batch, topk);
+    return q + mla::choose_absorbed(parts, 0, m.layout.max_absorbed, nullptr, m.split->sparse()).up_context;
+  }
   return q + mla::choose_absorbed(batch, m.absorb_max_query_len, m.layout.max_absorbed, nullptr).up_context;
 }
 
@@ -555,6 +397,7 @@ void MlaStep::run(const MlaLayer& y, const TensorView& out, const TensorView* ls
   if (!m.planned) throw Error(ErrorKind::kInvalidArgument, "plan", "run() called before plan()");
   const int64_t tq = m.plan.totals.total_q;
   mla::check_layer(c, y, out, lse, mla::TensorRules{tq, c.device.is_cuda()});
+  if (m.plan_topk > 0) mla::check_sparse_layer(c, y, tq, m.plan_topk, c.device.is_cuda());
   m.staging->upload(s);  // upload_in_run: the plan's copy ahead of this run's launches, if owed
 
   // Per launch: gather (the first also writes the new tokens into the cache), up-projection,
