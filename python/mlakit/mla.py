@@ -161,6 +161,12 @@ class MlaStep:
     caps a step's absorbed tokens; later requests up-project. ``info.absorbed_requests`` tells
     what a plan chose; :meth:`graph_shape` gives what ``graph_absorbed_tokens`` and ``graph_rows``
     must cover.
+
+    ``max_topk`` > 0 allows DeepSeek-V3.2 steps: ``plan(..., topk=K)`` sends every new token at a
+    position ``>= K`` through its row of the layer's indexer output (``run(..., indices=)``,
+    ``[T, K]`` int32 request-local positions, ``-1`` padded; ``topk_length`` optional) in latent
+    space, and the tokens below ``K`` (which see at most ``K`` keys, all of which top-K selects)
+    through the dense step (``MlaPlanOptions::topk``, ``docs/mla.md``).
     """
 
     def __init__(self, num_heads: int = 16, kv_lora_rank: int = 512, qk_nope_head_dim: int = 128,
@@ -169,7 +175,7 @@ class MlaStep:
                  max_tokens: int, max_context_tokens: int = 0, workspace_rows: int = 0,
                  upload_in_run: bool = False, fp8_attention: bool = False,
                  kv_cache_dtype: Any = "auto", absorb_max_query_len: int = -1,
-                 max_absorbed_tokens: int = 0) -> None:
+                 max_absorbed_tokens: int = 0, max_topk: int = 0) -> None:
         device_name = _device_name(device)
         if device_name == "cuda":
             device_name = "cuda:0"
@@ -178,7 +184,7 @@ class MlaStep:
                                 int(block_size), int(num_blocks), int(max_batch), int(max_tokens),
                                 int(max_context_tokens), int(workspace_rows), device_name,
                                 bool(upload_in_run), bool(fp8_attention), _kv_cache_dtype_name(kv_cache_dtype),
-                                int(absorb_max_query_len), int(max_absorbed_tokens))
+                                int(absorb_max_query_len), int(max_absorbed_tokens), int(max_topk))
         self._device = device_name
         self.handle: int = next(_handles)
         _registry[self.handle] = self
@@ -197,13 +203,13 @@ class MlaStep:
     absorb_max_query_len = property(lambda self: self._impl.absorb_max_query_len,
                                     doc="the absorbed requests' limit in force (-1 resolved; 0: none)")
 
-    def graph_shape(self, query_lens: Any, context_lens: Any) -> tuple:
+    def graph_shape(self, query_lens: Any, context_lens: Any, topk: int = 0) -> tuple:
         """``(absorbed_tokens, gathered_rows)`` of a step of these lengths: the new tokens it
         absorbs, and the rows its first gather covers (every new token, and the context of each
         request that up-projects) when at least that many are absorbed. What a graph-replayed
         plan's ``graph_absorbed_tokens`` and ``graph_rows`` must reach: bucket them (e.g. the
         rows with :func:`mlakit.graph_rows_bucket`) and capture one graph per pair."""
-        a, rows = self._impl.graph_shape(query_lens, context_lens)
+        a, rows = self._impl.graph_shape(query_lens, context_lens, int(topk))
         return int(a), int(rows)
 
     @property
@@ -216,7 +222,7 @@ class MlaStep:
 
     def plan(self, query_lens: Any, context_lens: Any, block_table: Any, *,
              slot_mapping: Any = None, sm_scale: Optional[float] = None, graph_rows: int = 0,
-             graph_absorbed_tokens: int = -1, stream: Any = None, replay: Any = None) -> None:
+             graph_absorbed_tokens: int = -1, topk: int = 0, stream: Any = None, replay: Any = None) -> None:
         """Plans one engine step on the host (no device sync).
 
         ``query_lens`` / ``context_lens``: per request, new tokens this step and tokens already in
@@ -243,10 +249,11 @@ class MlaStep:
         scale = 0.0 if sm_scale is None else float(sm_scale)
         s = _stream_handle(stream, device=self._device)
         self._impl.plan(query_lens, context_lens, flat, cols, slot_mapping, scale, int(graph_rows), s,
-                        None if replay is None else replay._impl, int(graph_absorbed_tokens))
+                        None if replay is None else replay._impl, int(graph_absorbed_tokens), int(topk))
 
     def run(self, q: Any, kv_c: Any, k_pe: Any, kv_b_proj: Any, kv_cache: Any, out: Any = None,
-            lse: Any = None, *, k_scale: Any = None, return_lse: bool = False, stream: Any = None) -> Any:
+            lse: Any = None, *, k_scale: Any = None, indices: Any = None, topk_length: Any = None,
+            return_lse: bool = False, stream: Any = None) -> Any:
         """One layer: writes the new tokens' ``[kv_c, k_pe]`` into ``kv_cache`` (mutated), then
         attention of ``q [T, H, nope + rope]`` (RoPE applied to the last ``rope`` columns) over
         each request's context and new tokens.
@@ -262,6 +269,10 @@ class MlaStep:
         format (656 bytes for ``"fp8_ds_mla"``); ``k_scale`` (``"fp8"`` only, required there):
         the layer's float32 scale, one element (``[]`` or ``[1]``), on the step's device, read
         when the step runs (a captured graph replays with the value the tensor holds then).
+
+        Sparse plans (``plan(..., topk=K)``): ``indices [T, K]`` int32 (the layer's indexer output,
+        request-local positions, ``-1`` padded) and optionally ``topk_length [T]`` int32, on the
+        step's device.
 
         ``T`` may exceed the plan's new tokens (a token bucket): rows past them are ignored. An
         ``out`` / ``lse`` passed in keeps its rows past them as they were (nothing is written
@@ -283,7 +294,8 @@ class MlaStep:
             if fresh:
                 _clear_past_the_step(fresh, self._impl.info().total_q, t, q, stream)
         self._impl.run(_native(q), _native(kv_c), _native(k_pe), _native(kv_b_proj), _native(kv_cache),
-                       _native(out), _native(lse), _launch_stream(stream, q), _native(k_scale))
+                       _native(out), _native(lse), _launch_stream(stream, q), _native(k_scale), _native(indices),
+                       _native(topk_length))
         return (out, lse) if return_lse else out
 
     def __repr__(self) -> str:

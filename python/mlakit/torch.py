@@ -25,7 +25,7 @@ Drop-in functions for engines written against FlashAttention / vLLM:
 :func:`flash_attn_varlen_func` (with :func:`varlen_replan` for CUDA graphs and
 :func:`varlen_trust_version` for offsets written behind PyTorch's back) and
 :func:`merge_attn_states`.
-``torch.ops.mlakit.mla_step_out(q, kv_c, k_pe, kv_b_proj, kv_cache, out, lse, handle, k_scale=None) -> ()``
+``torch.ops.mlakit.mla_step_out(q, kv_c, k_pe, kv_b_proj, kv_cache, out, lse, handle, k_scale=None, indices=None, topk_length=None) -> ()``
     One layer of an :class:`mlakit.MlaStep`'s plan. **Mutates ``kv_cache``, ``out`` and ``lse``**.
 ``torch.ops.mlakit.latent_attention(q, kv_cache, handle, q_pe, indices, topk_length, attn_sink, k_scale) -> out``
     One layer of a :class:`mlakit.LatentAttention`'s plan (``q_pe`` .. ``k_scale`` optional;
@@ -235,22 +235,26 @@ def _(output, prefix_output, prefix_lse, suffix_output, suffix_lse, output_lse):
 
 @torch.library.custom_op("mlakit::mla_step_out", mutates_args=("kv_cache", "out", "lse"))
 def _mla_step_out(q: Tensor, kv_c: Tensor, k_pe: Tensor, kv_b_proj: Tensor, kv_cache: Tensor,
-                  out: Tensor, lse: Optional[Tensor], handle: int, k_scale: Optional[Tensor] = None) -> None:
+                  out: Tensor, lse: Optional[Tensor], handle: int, k_scale: Optional[Tensor] = None,
+                  indices: Optional[Tensor] = None, topk_length: Optional[Tensor] = None) -> None:
     step = _mlakit._lookup(handle)
-    step._impl.run(q, kv_c, k_pe, kv_b_proj, kv_cache, out, lse, None, k_scale)
+    step._impl.run(q, kv_c, k_pe, kv_b_proj, kv_cache, out, lse, None, k_scale, indices, topk_length)
 
 
 @_mla_step_out.register_fake
-def _(q, kv_c, k_pe, kv_b_proj, kv_cache, out, lse, handle, k_scale=None):
+def _(q, kv_c, k_pe, kv_b_proj, kv_cache, out, lse, handle, k_scale=None, indices=None, topk_length=None):
     return None
 
 
 def mla_step_out(step: "_mlakit.MlaStep", q: Tensor, kv_c: Tensor, k_pe: Tensor, kv_b_proj: Tensor,
-                 kv_cache: Tensor, out: Tensor, lse: Optional[Tensor] = None, k_scale: Optional[Tensor] = None) -> None:
+                 kv_cache: Tensor, out: Tensor, lse: Optional[Tensor] = None, k_scale: Optional[Tensor] = None,
+                 indices: Optional[Tensor] = None, topk_length: Optional[Tensor] = None) -> None:
     """One layer of ``step``'s current plan through the custom op. **Mutates ``kv_cache``** (the
     new tokens' latents), ``out`` and ``lse``. ``k_scale``: the layer's cache scale of an
-    ``"fp8"`` cache (``MlaStep.run``)."""
-    torch.ops.mlakit.mla_step_out(q, kv_c, k_pe, kv_b_proj, kv_cache, out, lse, step.handle, k_scale)
+    ``"fp8"`` cache; ``indices`` / ``topk_length``: the layer's indexer output of a sparse plan
+    (DeepSeek-V3.2; ``MlaStep.run``)."""
+    torch.ops.mlakit.mla_step_out(q, kv_c, k_pe, kv_b_proj, kv_cache, out, lse, step.handle, k_scale, indices,
+                                  topk_length)
 
 
 # -- latent attention ------------------------------------------------------------------------

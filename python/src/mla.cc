@@ -36,7 +36,7 @@ mlakit::MlaConfig make_config(int num_heads, int kv_lora_rank, int qk_nope_head_
                               int max_batch, int64_t max_tokens, int64_t max_context_tokens,
                               int64_t workspace_rows, const std::string& device, bool upload_in_run,
                               bool fp8_attention, const std::string& kv_cache_dtype, int absorb_max_query_len,
-                              int64_t max_absorbed_tokens) {
+                              int64_t max_absorbed_tokens, int max_topk) {
   mlakit::MlaConfig c;
   c.num_heads = num_heads;
   c.kv_lora_rank = kv_lora_rank;
@@ -56,6 +56,7 @@ mlakit::MlaConfig make_config(int num_heads, int kv_lora_rank, int qk_nope_head_
   c.kv_cache_dtype = parse_kv_cache_dtype(kv_cache_dtype);
   c.absorb_max_query_len = absorb_max_query_len;
   c.max_absorbed_tokens = max_absorbed_tokens;
+  c.max_topk = max_topk;
   return c;
 }
 
@@ -73,6 +74,7 @@ void bind_mla(nb::module_& m) {
       .def_ro("absorbed_requests", &mlakit::MlaPlanInfo::absorbed_requests)
       .def_ro("absorbed_tokens", &mlakit::MlaPlanInfo::absorbed_tokens)
       .def_ro("absorb_max_query_len", &mlakit::MlaPlanInfo::absorb_max_query_len)
+      .def_ro("sparse_tokens", &mlakit::MlaPlanInfo::sparse_tokens)
       .def("__repr__", [](const mlakit::MlaPlanInfo& i) {
         return "MlaPlanInfo(batch_size=" + std::to_string(i.batch_size) + ", total_q=" + std::to_string(i.total_q) +
                ", total_context=" + std::to_string(i.total_context) + ", chunked=" + (i.chunked ? "True" : "False") +
@@ -80,7 +82,8 @@ void bind_mla(nb::module_& m) {
                ", launch_rows=" + std::to_string(i.launch_rows) + ", visible_pairs=" + std::to_string(i.visible_pairs) +
                ", absorbed_requests=" + std::to_string(i.absorbed_requests) +
                ", absorbed_tokens=" + std::to_string(i.absorbed_tokens) +
-               ", absorb_max_query_len=" + std::to_string(i.absorb_max_query_len) + ")";
+               ", absorb_max_query_len=" + std::to_string(i.absorb_max_query_len) +
+               ", sparse_tokens=" + std::to_string(i.sparse_tokens) + ")";
       });
 
   nb::class_<mlakit::MlaStep>(m, "MlaStep", "The MLA prefill step (native object).")
@@ -89,24 +92,24 @@ void bind_mla(nb::module_& m) {
               int v_head_dim, const std::string& dtype, int block_size, int64_t num_blocks, int max_batch,
               int64_t max_tokens, int64_t max_context_tokens, int64_t workspace_rows, const std::string& device,
               bool upload_in_run, bool fp8_attention, const std::string& kv_cache_dtype, int absorb_max_query_len,
-              int64_t max_absorbed_tokens) {
+              int64_t max_absorbed_tokens, int max_topk) {
              new (self) mlakit::MlaStep(make_config(num_heads, kv_lora_rank, qk_nope_head_dim, qk_rope_head_dim,
                                                     v_head_dim, dtype, block_size, num_blocks, max_batch, max_tokens,
                                                     max_context_tokens, workspace_rows, device, upload_in_run,
                                                     fp8_attention, kv_cache_dtype, absorb_max_query_len,
-                                                    max_absorbed_tokens));
+                                                    max_absorbed_tokens, max_topk));
            },
            nb::arg("num_heads"), nb::arg("kv_lora_rank"), nb::arg("qk_nope_head_dim"), nb::arg("qk_rope_head_dim"),
            nb::arg("v_head_dim"), nb::arg("dtype"), nb::arg("block_size"), nb::arg("num_blocks"),
            nb::arg("max_batch"), nb::arg("max_tokens"), nb::arg("max_context_tokens"), nb::arg("workspace_rows"),
            nb::arg("device"), nb::arg("upload_in_run") = false, nb::arg("fp8_attention") = false,
            nb::arg("kv_cache_dtype") = "auto", nb::arg("absorb_max_query_len") = -1,
-           nb::arg("max_absorbed_tokens") = 0)
+           nb::arg("max_absorbed_tokens") = 0, nb::arg("max_topk") = 0)
       .def(
           "plan",
           [](mlakit::MlaStep& self, nb::handle query_lens, nb::handle context_lens, nb::handle block_table,
              int block_table_cols, nb::handle slot_mapping, float sm_scale, int64_t graph_rows, uintptr_t stream,
-             const mlakit::StreamGraph* replay, int64_t graph_absorbed_tokens) {
+             const mlakit::StreamGraph* replay, int64_t graph_absorbed_tokens, int topk) {
             const std::vector<int32_t> q = host_indptr(query_lens, "query_lens");
             const std::vector<int32_t> ctx = host_indptr(context_lens, "context_lens");
             int64_t table_cols = -1;  // set when block_table comes as a 2-D array
@@ -148,6 +151,7 @@ void bind_mla(nb::module_& m) {
             o.sm_scale = sm_scale;
             o.graph_rows = graph_rows;
             o.graph_absorbed_tokens = graph_absorbed_tokens;
+            o.topk = topk;
             nb::gil_scoped_release release;
             self.plan(b, o, as_stream(stream));
             // A graph of the step's layers launched in the same native call: one Python -> C++
@@ -156,28 +160,35 @@ void bind_mla(nb::module_& m) {
           },
           nb::arg("query_lens").none(), nb::arg("context_lens").none(), nb::arg("block_table").none(),
           nb::arg("block_table_cols"), nb::arg("slot_mapping").none(), nb::arg("sm_scale"), nb::arg("graph_rows"),
-          nb::arg("stream"), nb::arg("replay").none() = nb::none(), nb::arg("graph_absorbed_tokens") = -1)
+          nb::arg("stream"), nb::arg("replay").none() = nb::none(), nb::arg("graph_absorbed_tokens") = -1,
+          nb::arg("topk") = 0)
       .def(
           "run",
           [](const mlakit::MlaStep& self, nb::handle q, nb::handle kv_c, nb::handle k_pe, nb::handle kv_b_proj,
-             nb::handle kv_cache, nb::handle out, nb::handle lse, nb::handle stream, nb::handle k_scale) {
+             nb::handle kv_cache, nb::handle out, nb::handle lse, nb::handle stream, nb::handle k_scale,
+             nb::handle indices, nb::handle topk_length) {
             TensorArg tq = tensor_arg(q, "q", false), tc = tensor_arg(kv_c, "kv_c", false),
                       tp = tensor_arg(k_pe, "k_pe", false), tw = tensor_arg(kv_b_proj, "kv_b_proj", false),
                       tk = tensor_arg(kv_cache, "kv_cache", true), to = tensor_arg(out, "out", true);
             std::optional<TensorArg> tl = optional_tensor_arg(lse, "lse", true);
             std::optional<TensorArg> ts = optional_tensor_arg(k_scale, "k_scale", false);
+            std::optional<TensorArg> ti = optional_tensor_arg(indices, "indices", false);
+            std::optional<TensorArg> tn = optional_tensor_arg(topk_length, "topk_length", false);
             mlakit::MlaLayer y{tq.view, tc.view, tp.view, tw.view, tk.view};
             if (ts) y.k_scale = ts->view;
+            if (ti) y.indices = &ti->view;
+            if (tn) y.topk_length = &tn->view;
             mlakit::Stream s = stream_arg(stream, tq);
             nb::gil_scoped_release release;
             self.run(y, to.view, tl ? &tl->view : nullptr, s);
           },
           nb::arg("q").none(), nb::arg("kv_c").none(), nb::arg("k_pe").none(), nb::arg("kv_b_proj").none(),
           nb::arg("kv_cache").none(), nb::arg("out").none(), nb::arg("lse").none(), nb::arg("stream").none(),
-          nb::arg("k_scale").none() = nb::none())
+          nb::arg("k_scale").none() = nb::none(), nb::arg("indices").none() = nb::none(),
+          nb::arg("topk_length").none() = nb::none())
       .def(
           "graph_shape",
-          [](const mlakit::MlaStep& self, nb::handle query_lens, nb::handle context_lens) {
+          [](const mlakit::MlaStep& self, nb::handle query_lens, nb::handle context_lens, int topk) {
             const std::vector<int32_t> q = host_indptr(query_lens, "query_lens");
             const std::vector<int32_t> ctx = host_indptr(context_lens, "context_lens");
             if (ctx.size() != q.size())
@@ -192,9 +203,9 @@ void bind_mla(nb::module_& m) {
             b.batch_size = static_cast<int>(q.size());
             b.query_lens = q.data();
             b.context_lens = ctx.data();
-            return nb::make_tuple(self.absorbed_tokens(b), self.gathered_rows(b));
+            return nb::make_tuple(self.absorbed_tokens(b, topk), self.gathered_rows(b, topk));
           },
-          nb::arg("query_lens").none(), nb::arg("context_lens").none())
+          nb::arg("query_lens").none(), nb::arg("context_lens").none(), nb::arg("topk") = 0)
       .def_prop_ro("absorb_max_query_len", [](const mlakit::MlaStep& s) { return s.info().absorb_max_query_len; })
       .def_prop_ro("planned", &mlakit::MlaStep::planned)
       .def("info", &mlakit::MlaStep::info)
@@ -215,18 +226,18 @@ void bind_mla(nb::module_& m) {
           [](int num_heads, int kv_lora_rank, int qk_nope_head_dim, int qk_rope_head_dim, int v_head_dim,
              const std::string& dtype, int block_size, int64_t num_blocks, int max_batch, int64_t max_tokens,
              int64_t max_context_tokens, int64_t workspace_rows, const std::string& device, bool fp8_attention,
-             const std::string& kv_cache_dtype, int absorb_max_query_len, int64_t max_absorbed_tokens) {
+             const std::string& kv_cache_dtype, int absorb_max_query_len, int64_t max_absorbed_tokens, int max_topk) {
             mlakit::WorkspaceSizes w = mlakit::MlaStep::workspace_sizes(make_config(
                 num_heads, kv_lora_rank, qk_nope_head_dim, qk_rope_head_dim, v_head_dim, dtype, block_size,
                 num_blocks, max_batch, max_tokens, max_context_tokens, workspace_rows, device, false, fp8_attention,
-                kv_cache_dtype, absorb_max_query_len, max_absorbed_tokens));
+                kv_cache_dtype, absorb_max_query_len, max_absorbed_tokens, max_topk));
             return nb::make_tuple(w.host_bytes, w.device_bytes);
           },
           nb::arg("num_heads"), nb::arg("kv_lora_rank"), nb::arg("qk_nope_head_dim"), nb::arg("qk_rope_head_dim"),
           nb::arg("v_head_dim"), nb::arg("dtype"), nb::arg("block_size"), nb::arg("num_blocks"),
           nb::arg("max_batch"), nb::arg("max_tokens"), nb::arg("max_context_tokens"), nb::arg("workspace_rows"),
           nb::arg("device"), nb::arg("fp8_attention") = false, nb::arg("kv_cache_dtype") = "auto",
-          nb::arg("absorb_max_query_len") = -1, nb::arg("max_absorbed_tokens") = 0);
+          nb::arg("absorb_max_query_len") = -1, nb::arg("max_absorbed_tokens") = 0, nb::arg("max_topk") = 0);
   m.def("graph_rows_bucket", &mlakit::graph_rows_bucket, nb::arg("rows"), nb::arg("cap"),
         nb::arg("step_above") = 256,
         "The MlaStep.plan(graph_rows=...) bucket of a step of `rows` rows (context + new tokens) under "

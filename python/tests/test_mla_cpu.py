@@ -256,3 +256,47 @@ def test_absorbing_by_default_on_the_cpu_and_named_when_refused():
     with pytest.raises(ValueError, match="absorb_max_query_len"):
         mlakit.MlaStep(H, L, DN, R, DV, dtype="fp16", device="cpu", block_size=24, num_blocks=4,
                        max_batch=2, max_tokens=8, absorb_max_query_len=2)
+
+
+def test_sparse_step_matches_numpy_reference(rng):
+    # DeepSeek-V3.2 with topk 8: tokens at positions >= 8 attend to the 8 positions their row of
+    # the indices names (repeats count, -1 and positions past the request's keys are skipped);
+    # the others densely, as the dense reference computes them.
+    c = make_case(rng, [12, 1, 3], [0, 20, 4])
+    ref_out, ref_lse = numpy_reference(c)
+    T, K = sum(c["q_lens"]), 8
+    idx = np.full((T, K), -1, dtype=np.int32)
+    w = c["w"].astype(np.float64)
+    t = 0
+    for b, (n, ctx) in enumerate(zip(c["q_lens"], c["ctx_lens"])):
+        for j in range(n):
+            p = ctx + j
+            if p >= K:
+                row = rng.integers(0, p + 1, size=K - 2)
+                idx[t, :K - 2] = row
+                idx[t, K - 2] = ctx + n  # past the request's keys: skipped
+                lat = np.array([c["cache"][c["bt"][b, e // BS], e % BS] if e < ctx else
+                                np.concatenate([c["kv_c"][t - j + e - ctx], c["k_pe"][t - j + e - ctx]])
+                                for e in row]).astype(np.float64)
+                kv = (lat[:, :L] @ w.T).reshape(len(row), H, DN + DV)
+                k = np.concatenate([kv[..., :DN], np.broadcast_to(lat[:, None, L:], (len(row), H, R))], -1)
+                sc = np.einsum("hd,khd->hk", c["q"][t].astype(np.float64), k) / np.sqrt(DN + R)
+                m = sc.max(-1, keepdims=True)
+                e_ = np.exp(sc - m)
+                ref_out[t] = np.einsum("hk,khd->hd", e_ / e_.sum(-1, keepdims=True), kv[..., DN:])
+                ref_lse[t] = m[:, 0] + np.log(e_.sum(-1))
+            t += 1
+    step = mlakit.MlaStep(H, L, DN, R, DV, dtype="fp16", device="cpu", block_size=BS,
+                          num_blocks=c["cache"].shape[0], max_batch=4, max_tokens=32, max_context_tokens=128,
+                          max_topk=K)
+    step.plan(c["q_lens"], c["ctx_lens"], c["bt"], topk=K)
+    assert step.info.sparse_tokens == 4 + 1 + 0
+    assert step.graph_shape(c["q_lens"], c["ctx_lens"], topk=K)[0] == 5
+    cache = c["cache"].copy()
+    with pytest.raises(ValueError, match="indices"):
+        step.run(c["q"], c["kv_c"], c["k_pe"], c["w"], cache)
+    np.testing.assert_array_equal(cache, c["cache"])  # refused: nothing written
+    out, lse = step.run(c["q"], c["kv_c"], c["k_pe"], c["w"], cache, indices=idx, return_lse=True)
+    assert not np.isnan(out).any()
+    assert rel(out, ref_out) < 5e-3
+    assert np.max(np.abs(lse - ref_lse) / (1 + np.abs(ref_lse))) < 5e-3

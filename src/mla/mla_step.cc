@@ -328,11 +328,12 @@ void MlaStep::plan(const MlaBatch& batch, const MlaPlanOptions& options, Stream 
   // step (DeepSeek-V3.2) is checked as the caller gave it, then planned as its parts.
   const MlaBatch* planned_batch = &batch;
   const uint8_t* sparse = nullptr;
+  int64_t total_context = -1;  // of the batch as given (a part past top-k counts tokens as context)
   if (options.topk > 0 && m.split) {
     MlaPlanOptions whole = options;
     whole.graph_rows = 0;  // the parts' gathered rows are checked below
     whole.graph_absorbed_tokens = -1;
-    mla::check_batch(m.config, m.layout, batch, whole);
+    total_context = mla::check_batch(m.config, m.layout, batch, whole).total_context;
     planned_batch = &m.split->split(batch, options.topk);
     sparse = m.split->sparse();
   }
@@ -360,7 +361,7 @@ void MlaStep::plan(const MlaBatch& batch, const MlaPlanOptions& options, Stream 
   MlaPlanInfo& i = m.info;
   i.batch_size = batch.batch_size;
   i.total_q = totals.total_q;
-  i.total_context = totals.total_context;
+  i.total_context = total_context >= 0 ? total_context : totals.total_context;
   i.chunked = totals.chunked;
   i.num_context_chunks = static_cast<int>(m.plan.launches.size()) - 1;
   i.launch_rows = m.plan.launches[0].rows;

@@ -16,6 +16,7 @@
 #include "mla/sparse_split.h"
 #include "mlakit/mlakit.h"
 #include "util/mla_case.h"
+#include "util/mla_sparse_case.h"
 #include "util/test_util.h"
 
 namespace mlakit {
@@ -49,108 +50,6 @@ TEST(MlaSparseSplit, TokensPastTopkFormTheirOwnPart) {
   EXPECT_EQ(pc, (std::vector<int32_t>{0, 16, 30, 5, 10, 16, 50}));
   EXPECT_EQ(std::vector<uint8_t>(s.sparse(), s.sparse() + 7), (std::vector<uint8_t>{0, 1, 1, 0, 0, 1, 0}));
   EXPECT_EQ(s.sparse_tokens(), 31);
-}
-
-struct SparseInputs {
-  HostTensor indices, topk_length;  // int32 [T, K], [T]
-};
-
-// Per token: up to K entries drawn from its causal positions [0, p] (repeats allowed), with -1
-// padding, an entry past its request's keys, both ends; top-k lengths cutting some rows short.
-// full: every causal position once, shuffled (what top-K selects when p + 1 <= K... or always).
-SparseInputs make_indices(const MlaCase& m, uint64_t seed, bool full = false) {
-  std::mt19937_64 rng(seed);
-  const int64_t T = m.q.shape()[0];
-  SparseInputs s{HostTensor(DType::kInt32, {T, kTopk}), HostTensor(DType::kInt32, {T})};
-  for (int64_t i = 0; i < T * kTopk; ++i) s.indices.set(i, -1);
-  for (int64_t t = 0; t < T; ++t) s.topk_length.set(t, kTopk);
-  int64_t t = 0;
-  for (size_t r = 0; r < m.q_lens.size(); ++r) {
-    const int32_t kv = m.ctx_lens[r] + m.q_lens[r];
-    for (int32_t i = 0; i < m.q_lens[r]; ++i, ++t) {
-      const int32_t p = m.ctx_lens[r] + i;
-      std::vector<int32_t> row;
-      if (full) {
-        for (int32_t k = 0; k <= p && k < kTopk; ++k) row.push_back(k);
-        std::shuffle(row.begin(), row.end(), rng);
-      } else {
-        row = {0, p};
-        const int n = static_cast<int>(rng() % (kTopk - 4));
-        for (int k = 0; k < n; ++k) row.push_back(static_cast<int32_t>(rng() % (p + 1)));
-        if (rng() % 3 == 0) row.push_back(kv);  // past the request's keys: skipped
-        std::shuffle(row.begin(), row.end(), rng);
-        if (rng() % 4 == 0) s.topk_length.set(t, static_cast<double>(row.size() > 3 ? row.size() - 2 : row.size()));
-      }
-      for (size_t k = 0; k < row.size() && k < static_cast<size_t>(kTopk); ++k) s.indices.set(t * kTopk + k, row[k]);
-    }
-  }
-  return s;
-}
-
-struct Oracle {
-  std::vector<double> out, lse;  // [T, H, Dv], [T, H]
-};
-
-// The dense reference for every token, then the sparse tokens (position >= K) redone over their
-// named keys in float64.
-Oracle oracle(const MlaCase& m, const SparseInputs& s) {
-  const MlaConfig& c = m.cfg;
-  const MlaRef dense = mla_reference(m);
-  Oracle o{dense.out.to_doubles(), dense.lse.to_doubles()};
-  const int64_t H = c.num_heads, L = c.kv_lora_rank, R = c.qk_rope_head_dim, Dn = c.qk_nope_head_dim,
-                Dv = c.v_head_dim;
-  const double scale = 1.0 / std::sqrt(static_cast<double>(Dn + R));
-  auto latent = [&](size_t r, int64_t qo, int32_t pos, int64_t x) {  // value x of position pos's row
-    if (pos < m.ctx_lens[r]) return m.cache.get(m.slot(static_cast<int>(r), pos) * (L + R) + x);
-    const int64_t tok = qo + (pos - m.ctx_lens[r]);
-    return x < L ? m.kv_c.get(tok * L + x) : m.k_pe.get(tok * R + (x - L));
-  };
-  int64_t t = 0;
-  for (size_t r = 0; r < m.q_lens.size(); ++r) {
-    const int64_t qo = t;
-    const int32_t kv = m.ctx_lens[r] + m.q_lens[r];
-    for (int32_t i = 0; i < m.q_lens[r]; ++i, ++t) {
-      const int32_t p = m.ctx_lens[r] + i;
-      if (p < kTopk) continue;
-      std::vector<int32_t> keys;
-      const int64_t len = static_cast<int64_t>(s.topk_length.get(t));
-      for (int64_t k = 0; k < std::min<int64_t>(len, kTopk); ++k) {
-        const int32_t e = static_cast<int32_t>(s.indices.get(t * kTopk + k));
-        if (e >= 0 && e < kv) keys.push_back(e);
-      }
-      for (int64_t h = 0; h < H; ++h) {
-        std::vector<double> score(keys.size()), v(keys.size() * static_cast<size_t>(Dv), 0.0);
-        for (size_t j = 0; j < keys.size(); ++j) {
-          std::vector<double> lat(static_cast<size_t>(L + R));
-          for (int64_t x = 0; x < L + R; ++x) lat[static_cast<size_t>(x)] = latent(r, qo, keys[j], x);
-          double sc = 0;
-          for (int64_t d = 0; d < Dn; ++d) {
-            double k = 0;
-            for (int64_t x = 0; x < L; ++x) k += lat[static_cast<size_t>(x)] * m.w.get((h * (Dn + Dv) + d) * L + x);
-            sc += m.q.get((t * H + h) * (Dn + R) + d) * k;
-          }
-          for (int64_t d = 0; d < R; ++d) sc += m.q.get((t * H + h) * (Dn + R) + Dn + d) * lat[static_cast<size_t>(L + d)];
-          score[j] = sc * scale;
-          for (int64_t d = 0; d < Dv; ++d) {
-            double val = 0;
-            for (int64_t x = 0; x < L; ++x) val += lat[static_cast<size_t>(x)] * m.w.get((h * (Dn + Dv) + Dn + d) * L + x);
-            v[j * static_cast<size_t>(Dv) + static_cast<size_t>(d)] = val;
-          }
-        }
-        double mx = -std::numeric_limits<double>::infinity();
-        for (double x : score) mx = std::max(mx, x);
-        double sum = 0;
-        for (double& x : score) sum += (x = std::exp(x - mx));
-        for (int64_t d = 0; d < Dv; ++d) {
-          double acc = 0;
-          for (size_t j = 0; j < keys.size(); ++j) acc += score[j] * v[j * static_cast<size_t>(Dv) + static_cast<size_t>(d)];
-          o.out[static_cast<size_t>((t * H + h) * Dv + d)] = keys.empty() ? 0.0 : acc / sum;
-        }
-        o.lse[static_cast<size_t>(t * H + h)] = keys.empty() ? -std::numeric_limits<double>::infinity() : mx + std::log(sum);
-      }
-    }
-  }
-  return o;
 }
 
 StepResult run_sparse(const MlaStep& step, const MlaCase& m, const SparseInputs& s, HostTensor& cache) {
@@ -190,17 +89,18 @@ TEST(CpuMlaSparseStep, MatchesTheOracleAndWritesTheCache) {
     MlaConfig cfg = dims();
     cfg.workspace_rows = workspace_rows;
     const MlaCase m = make_mla_case(cfg, kQ, kCtx, 21, 3, /*extra_q_rows=*/2);
-    const SparseInputs s = make_indices(m, 5);
+    const SparseInputs s = make_indices(m, kTopk, 5);
     MlaStep step(m.cfg);
     MlaPlanOptions o;
     o.topk = kTopk;
     step.plan(m.batch(), o);
     EXPECT_EQ(step.info().sparse_tokens, 24 + 1 + 3 + 4);
     EXPECT_EQ(step.info().absorbed_tokens, 32);  // the sparse tokens only: dense ones up-project
+    EXPECT_EQ(step.info().total_context, m.total_ctx());
     EXPECT_EQ(step.info().chunked, workspace_rows > 0);
     HostTensor cache = m.cache;
     const StepResult r = run_sparse(step, m, s, cache);
-    expect_matches(r, m, oracle(m, s));
+    expect_matches(r, m, sparse_oracle(m, kTopk, s));
     EXPECT_EQ(cache.bytes(), expected_cache(m).bytes());
   }
 }
@@ -214,9 +114,9 @@ TEST(CpuMlaSparseStep, IndicesNamingEveryCausalKeyGiveTheDenseResult) {
   o.topk = kTopk;
   step.plan(m.batch(), o);
   ASSERT_EQ(step.info().sparse_tokens, 0);  // 13..15 and 10..15 all below topk
-  const SparseInputs s = make_indices(m, 9, /*full=*/true);
+  const SparseInputs s = make_indices(m, kTopk, 9, /*full=*/true);
   HostTensor cache = m.cache;
-  expect_matches(run_sparse(step, m, s, cache), m, oracle(m, s));
+  expect_matches(run_sparse(step, m, s, cache), m, sparse_oracle(m, kTopk, s));
   o.topk = 12;  // now 12..15 are sparse, their rows naming 0..11 only: not the dense result
   MlaCase m12 = m;
   step.plan(m12.batch(), o);
@@ -225,7 +125,7 @@ TEST(CpuMlaSparseStep, IndicesNamingEveryCausalKeyGiveTheDenseResult) {
 
 TEST(CpuMlaSparseStep, GraphSizesAndRefusals) {
   const MlaCase m = make_mla_case(dims(), kQ, kCtx, 33, 3, /*extra_q_rows=*/3);
-  const SparseInputs s = make_indices(m, 6);
+  const SparseInputs s = make_indices(m, kTopk, 6);
   MlaConfig cfg = m.cfg;
   cfg.max_absorbed_tokens = 40;
   MlaStep step(cfg);
@@ -239,7 +139,7 @@ TEST(CpuMlaSparseStep, GraphSizesAndRefusals) {
   o.graph_absorbed_tokens = 40;
   step.plan(m.batch(), o);
   HostTensor cache = m.cache;
-  expect_matches(run_sparse(step, m, s, cache), m, oracle(m, s));
+  expect_matches(run_sparse(step, m, s, cache), m, sparse_oracle(m, kTopk, s));
   EXPECT_EQ(cache.bytes(), expected_cache(m).bytes());
   // The sparse tokens must fit: refused by name, the plan in force kept.
   o.graph_absorbed_tokens = 31;

@@ -1,0 +1,105 @@
+// The MLA step for DeepSeek-V3.2 on CUDA (MlaPlanOptions::topk): tokens past top-k attend through
+// the indexer's indices in latent space (the Hopper latent kernel's sparse mode), the others
+// densely; against the float64 oracle of tests/util/mla_sparse_case.h (repeats, -1, entries past
+// the request's keys, topk_length), with the cache written, at 16 and 128 heads, on the 16-bit and
+// fp8_ds_mla caches, eager and through a CUDA graph replayed after re-planning. Outputs are
+// NaN-poisoned before every run.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gpu/gpu_case.h"
+#include "gpu/latent_device_case.h"
+#include "gpu/mla_device_layer.h"
+#include "mlakit/mlakit.h"
+#include "util/mla_case.h"
+#include "util/mla_sparse_case.h"
+#include "util/test_util.h"
+
+#if MLAKIT_WITH_CUDA
+#include <cuda_runtime.h>
+#endif
+
+namespace mlakit {
+namespace test {
+namespace {
+
+constexpr int kTopk = 64;
+
+struct SparseCase {
+  int heads, block_size;
+  KvCacheDtype format;
+  std::vector<int32_t> q, ctx;
+  int64_t sparse_tokens;
+};
+
+std::string sparse_name(const ::testing::TestParamInfo<SparseCase>& i) {
+  return "h" + std::to_string(i.param.heads) + "_bs" + std::to_string(i.param.block_size) + "_" +
+         kv_cache_dtype_name(i.param.format);
+}
+
+class CudaMlaSparseStep : public ::testing::TestWithParam<SparseCase> {
+ protected:
+  void SetUp() override { MLAKIT_SKIP_IF_NO_LATENT_CUDA(); }
+};
+
+MlaConfig sparse_config(const SparseCase& sc) {
+  MlaConfig c;
+  c.num_heads = sc.heads;
+  c.block_size = sc.block_size;
+  c.kv_cache_dtype = sc.format;
+  c.max_topk = kTopk;
+  return c;
+}
+
+TEST_P(CudaMlaSparseStep, MatchesTheOracle) {
+  const SparseCase sc = GetParam();
+  const MlaCase m = make_mla_case(sparse_config(sc), sc.q, sc.ctx, 40 + sc.heads);
+  const SparseInputs s = make_indices(m, kTopk, 3);
+  MlaConfig gcfg = m.cfg;
+  gcfg.device = Device::cuda(0);
+  MlaStep step(gcfg);
+  MlaPlanOptions o;
+  o.topk = kTopk;
+  step.plan(m.batch(), o);
+  EXPECT_EQ(step.info().sparse_tokens, sc.sparse_tokens);
+  DeviceLayer d(m, gcfg.device);
+  DeviceTensor idx(s.indices, gcfg.device), len(s.topk_length, gcfg.device);
+  MlaLayer y = d.layer();
+  const TensorView iv = idx.view(), lv = len.view();
+  y.indices = &iv;
+  y.topk_length = &lv;
+  TensorView lse_view = d.lse->view();
+  step.run(y, d.out->view(), &lse_view);
+  synchronize(gcfg.device);
+  const Fetched f = fetch(d, m);
+  const Oracle want = sparse_oracle(m, kTopk, s);
+  const int64_t tq = m.total_q(), H = m.cfg.num_heads;
+  std::vector<double> out = f.out.to_doubles(), lse = f.lse.to_doubles();
+  out.resize(static_cast<size_t>(tq * H * m.cfg.v_head_dim));
+  lse.resize(static_cast<size_t>(tq * H));
+  int64_t nan = 0;
+  for (double x : out) nan += std::isnan(x) ? 1 : 0;
+  EXPECT_EQ(nan, 0) << "unwritten (poisoned) or NaN outputs";
+  EXPECT_LE(relative_error(out, want.out), 1e-2);
+  EXPECT_LE(lse_error(lse, want.lse), 1e-2);
+  EXPECT_EQ(f.cache.bytes(), expected_cache(m).bytes());
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Steps, CudaMlaSparseStep,
+    ::testing::Values(
+        // A prompt straddling top-k, a decode and an MTP past it, a request below it, an extend
+        // straddling it.
+        SparseCase{16, 64, KvCacheDtype::kAuto, {100, 1, 3, 20, 30}, {0, 200, 70, 10, 50}, 36 + 1 + 3 + 16},
+        SparseCase{16, 16, KvCacheDtype::kAuto, {100, 1, 3, 20, 30}, {0, 200, 70, 10, 50}, 36 + 1 + 3 + 16},
+        SparseCase{128, 64, KvCacheDtype::kAuto, {80, 2}, {0, 100}, 16 + 2},
+        SparseCase{16, 64, KvCacheDtype::kFp8DsMla, {100, 1, 3}, {0, 200, 70}, 36 + 1 + 3}),
+    sparse_name);
+
+}  // namespace
+}  // namespace test
+}  // namespace mlakit
