@@ -1,6 +1,7 @@
 // MlaStep: the API glue of the MLA prefill step. Validation lives in mla_checks, the plan block in
 // mla_plan_build / mla_layout, device work behind three seams: attention (core/backend.h), the
-// gather with its fused cache write (mla_ops.h), the up-projection (blas.h).
+// gather with its fused cache write (mla_ops.h), the up-projection (blas.h). Absorbed requests and
+// DeepSeek-V3.2's sparse tokens take mla/absorbed_path (a V3.2 batch split by mla/sparse_split).
 #include "mlakit/mla.h"
 
 #include <algorithm>
