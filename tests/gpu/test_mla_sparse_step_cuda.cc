@@ -100,6 +100,87 @@ INSTANTIATE_TEST_SUITE_P(
         SparseCase{16, 64, KvCacheDtype::kFp8DsMla, {100, 1, 3}, {0, 200, 70}, 36 + 1 + 3}),
     sparse_name);
 
+#if MLAKIT_WITH_CUDA
+// Two steps of one V3.2 prompt through one captured graph (sized by graph_rows and
+// graph_absorbed_tokens), replayed after re-planning: a prompt chunk straddling top-k, then an
+// MTP step past it; every replay's indices copied by the graph from the same buffer.
+TEST(CudaMlaSparseGraph, ReplaysAfterReplanning) {
+  MLAKIT_SKIP_IF_NO_LATENT_CUDA();
+  MlaConfig cfg;
+  cfg.num_heads = 16;
+  cfg.block_size = 64;
+  cfg.max_topk = kTopk;
+  cfg.max_tokens = 120;
+  cfg.max_context_tokens = 300;
+  cfg.num_blocks = 16;
+  const std::vector<std::vector<int32_t>> q{{100, 20}, {2, 3}}, ctx{{0, 150}, {100, 170}};
+  std::vector<MlaCase> cases;
+  for (size_t s = 0; s < q.size(); ++s) cases.push_back(make_mla_case(cfg, q[s], ctx[s], 70 + s, 0, 120 - (s ? 5 : 120)));
+  // One cache and block table for both steps: the second reads what the first wrote.
+  cases[1].block_table = cases[0].block_table;
+  cases[1].cols = cases[0].cols;
+  MlaConfig gcfg = cases[0].cfg;
+  gcfg.device = Device::cuda(0);
+  MlaStep step(gcfg);
+  MlaPlanOptions o;
+  o.topk = kTopk;
+  o.graph_rows = 400;
+  o.graph_absorbed_tokens = 80;
+  DeviceLayer d(cases[0], gcfg.device);
+  HostTensor idx_h(DType::kInt32, {120, kTopk}), len_h(DType::kInt32, {120});
+  DeviceTensor idx(idx_h, gcfg.device), len(len_h, gcfg.device);
+  const TensorView iv = idx.view(), lv = len.view();
+  MlaLayer y = d.layer();
+  y.indices = &iv;
+  y.topk_length = &lv;
+  cudaStream_t stream;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+  TensorView lse = d.lse->view();
+  step.plan(cases[0].batch(), o, stream);
+  step.run(y, d.out->view(), &lse, stream);  // one-time kernel setup
+  ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+  cudaGraph_t graph;
+  ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+  step.run(y, d.out->view(), &lse, stream);
+  ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
+  cudaGraphExec_t exec;
+  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+  upload(cases[0].cache, *d.cache);
+  HostTensor cache_after = cases[0].cache;
+  for (size_t s = 0; s < cases.size(); ++s) {
+    SCOPED_TRACE("step " + std::to_string(s));
+    MlaCase& m = cases[s];
+    if (s > 0) m.cache = cache_after;
+    const SparseInputs in = make_indices(m, kTopk, 11 + s);
+    upload(m.q, *d.q);
+    upload(m.kv_c, *d.kv_c);
+    upload(m.k_pe, *d.k_pe);
+    upload(in.indices, idx);
+    upload(in.topk_length, len);
+    fill_bytes(d.out->view().data, gcfg.device, 0xFF, d.out->view().numel() * 2);
+    fill_bytes(d.lse->view().data, gcfg.device, 0xFF, d.lse->view().numel() * 4);
+    synchronize(gcfg.device);
+    step.plan(m.batch(), o, stream);
+    ASSERT_GT(step.info().sparse_tokens, 0);
+    ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
+    ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+    Fetched f = fetch(d, m);
+    const Oracle want = sparse_oracle(m, kTopk, in);
+    std::vector<double> out = f.out.to_doubles();
+    out.resize(static_cast<size_t>(m.total_q() * m.cfg.num_heads * m.cfg.v_head_dim));
+    int64_t nan = 0;
+    for (double x : out) nan += std::isnan(x) ? 1 : 0;
+    EXPECT_EQ(nan, 0);
+    EXPECT_LE(relative_error(out, want.out), 1e-2);
+    EXPECT_EQ(f.cache.bytes(), expected_cache(m).bytes());
+    cache_after = f.cache;
+  }
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  cudaStreamDestroy(stream);
+}
+#endif
+
 }  // namespace
 }  // namespace test
 }  // namespace mlakit
