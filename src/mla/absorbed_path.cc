@@ -12,8 +12,8 @@ namespace {
 
 // MlaConfig::absorb_max_query_len = -1: the largest new-token count at which the absorbed form
 // measured faster than the up-projection (bench/mla_absorb_crossover.py; docs/mla.md). CUDA: 0
-// (off) until measured on the GPU. CPU: 16 heads on a Zen 4 (2 threads), contexts 1024 and 4096:
-// x12 at 1 new token, x1.17-1.29 at 128, x0.85-0.95 at 192-256.
+// (off) until measured on a GPU. CPU: 16 heads on a Zen 4 (2 threads), contexts 1024 and 4096:
+// x13-35 at 1 new token, x1.21-1.28 at 128, x0.85-1.04 at 192-256 (bench/results/mla-absorb-cpu).
 constexpr int kAbsorbCrossoverCuda = 0;
 constexpr int kAbsorbCrossoverCpu = 128;
 
