@@ -213,3 +213,49 @@ def test_absorbed_requests_vs_torch_reference(workspace_rows):
     torch.cuda.synchronize()
     assert not out.isnan().any()
     assert rel(out, ref) < 1e-2
+
+
+def test_sparse_step_vs_torch_reference():
+    # DeepSeek-V3.2 with topk 64: tokens at positions >= 64 attend to the 64 positions their row of
+    # the indices names (in latent space); the others densely. float32 re-creation of both.
+    try:
+        mlakit.LatentAttention(H, dtype=torch.bfloat16, device="cuda", num_blocks=1, max_batch=1, max_q_tokens=1,
+                               max_kv_tokens=64)
+    except ValueError as e:
+        pytest.skip(f"LatentAttention on CUDA: {e}")
+    gen = torch.Generator().manual_seed(13)
+    q_lens, ctx_lens, K = [100, 2, 5], [0, 300, 40], 64
+    num_blocks = 64
+    bt = block_table(gen, q_lens, ctx_lens, num_blocks)
+    x = layer(gen, sum(q_lens), num_blocks)
+    ref = reference(x, q_lens, ctx_lens, bt)  # dense; the sparse rows are redone below
+    idx = torch.full((sum(q_lens), K), -1, dtype=torch.int32)
+    w = x["w"].float()
+    cache = x["cache"].float()
+    t = 0
+    for b, (n, ctx) in enumerate(zip(q_lens, ctx_lens)):
+        for j in range(n):
+            p = ctx + j
+            if p >= K:
+                row = torch.randint(0, p + 1, (K,), generator=gen)
+                idx[t] = row.to(torch.int32)
+                new = row >= ctx
+                lat = torch.empty(K, L + R, device=DEV)
+                old = row[~new]
+                lat[~new.to(DEV)] = cache[bt[b, old // BS].long().to(DEV), (old % BS).to(DEV)]
+                tok = (t - j + row[new] - ctx).to(DEV)
+                lat[new.to(DEV)] = torch.cat([x["kv_c"][tok], x["k_pe"][tok]], dim=-1).float()
+                kv = (lat[:, :L] @ w.T).view(K, H, DN + DV)
+                k = torch.cat([kv[..., :DN], lat[:, None, L:].expand(-1, H, R)], dim=-1)
+                sc = torch.einsum("hd,khd->hk", x["q"][t].float(), k) / math.sqrt(DN + R)
+                ref[t] = torch.einsum("hk,khd->hd", torch.softmax(sc, dim=-1), kv[..., DN:])
+            t += 1
+    step = mlakit.MlaStep(H, dtype=torch.bfloat16, device=DEV, block_size=BS, num_blocks=num_blocks,
+                          max_batch=4, max_tokens=128, max_context_tokens=512, max_topk=K)
+    step.plan(q_lens, ctx_lens, bt, topk=K)
+    assert step.info.sparse_tokens == 36 + 2 + 0
+    out = torch.full((sum(q_lens), H, DV), float("nan"), device=DEV, dtype=torch.bfloat16)
+    mt.mla_step_out(step, x["q"], x["kv_c"], x["k_pe"], x["w"], x["cache"], out, indices=idx.to(DEV))
+    torch.cuda.synchronize()
+    assert not out.isnan().any()
+    assert rel(out, ref) < 1e-2
