@@ -338,9 +338,11 @@ void MlaStep::plan(const MlaBatch& batch, const MlaPlanOptions& options, Stream 
     planned_batch = &m.split->split(batch, options.topk);
     sparse = m.split->sparse();
   }
+  // The parts of a sparse step against the config they are planned for; any other batch against
+  // the caller's config (its capacities, not the parts').
   const mla::BatchTotals totals =
-      mla::check_batch(m.inner, m.layout, *planned_batch, options, sparse ? 0 : m.absorb_max_query_len,
-                       m.absorbed.data(), sparse);
+      mla::check_batch(sparse ? m.inner : m.config, m.layout, *planned_batch, options,
+                       sparse ? 0 : m.absorb_max_query_len, m.absorbed.data(), sparse);
   const float scale = options.sm_scale > 0.0f
                           ? options.sm_scale
                           : static_cast<float>(1.0 / std::sqrt(static_cast<double>(m.config.qk_nope_head_dim +

@@ -164,6 +164,19 @@ TEST(CpuMlaSparseStep, GraphSizesAndRefusals) {
   EXPECT_TRUE(throws_error([&] { step.run(y, out.view()); }, ErrorKind::kInvalidArgument, "indices"));
   EXPECT_EQ(out.bytes(), before);
   EXPECT_EQ(c2.bytes(), m.cache.bytes());
+  // A dense plan on a config with sparse steps keeps the config's own capacities (the parts'
+  // doubled ones apply to sparse plans only).
+  {
+    const std::vector<int32_t> q7(static_cast<size_t>(cfg.max_batch) + 1, 1), c7(q7.size(), 1);
+    std::vector<int32_t> table(q7.size() * static_cast<size_t>(m.cols), 0);
+    MlaBatch over;
+    over.batch_size = static_cast<int>(q7.size());
+    over.query_lens = q7.data();
+    over.context_lens = c7.data();
+    over.block_table = table.data();
+    over.block_table_cols = m.cols;
+    EXPECT_TRUE(throws_error([&] { step.plan(over); }, ErrorKind::kInvalidArgument, "batch_size"));
+  }
   // A config with sparse steps needs the latent attention.
   MlaConfig bad = cfg;
   bad.block_size = 24;
