@@ -39,8 +39,27 @@ LatentConfig latent_config(const MlaConfig& c) {
   return l;
 }
 
-TensorView view3(void* p, DType t, int64_t rows, int64_t heads, int64_t width, int64_t tok, int64_t head, Device d) {
-  return TensorView(p, t, {rows, heads, width}, {tok, head, 1}, d);
+// One product per head, C_h = A_h B_h^T (B_h stored [k, n] with b_kn): A_h at `a` + h
+// `stride_a`, B_h a head's block of kv_b_proj rows (`b` + h (Dn + Dv) rows), C_h at `c` + h `stride_c`.
+void per_head_gemm(const MlaConfig& c, int64_t m, int64_t n, int64_t k, const void* a, int64_t lda, int64_t stride_a,
+                   const void* b, int64_t ldb, bool b_kn, void* out, int64_t ldc, int64_t stride_c, Stream s) {
+  blas::GemmArgs g{};
+  g.m = m;
+  g.n = n;
+  g.k = k;
+  g.a = a;
+  g.lda = lda;
+  g.b = b;
+  g.ldb = ldb;
+  g.c = out;
+  g.ldc = ldc;
+  g.dtype = c.dtype;
+  g.b_kn = b_kn;
+  g.batch = c.num_heads;
+  g.stride_a = stride_a;
+  g.stride_b = (c.qk_nope_head_dim + c.v_head_dim) * ldb;
+  g.stride_c = stride_c;
+  blas::gemm_nt(g, c.device, s);
 }
 
 }  // namespace
@@ -184,23 +203,7 @@ void AbsorbedPath::run(const MlaLayer& y, const TensorView& out, const TensorVie
   }
 
   // q_lat[:, h] = q_nope[:, h] W_UK[h]: W_UK[h] is kv_b_proj's rows [h (Dn + Dv), + Dn), [Dn, L].
-  blas::GemmArgs ab{};
-  ab.m = rows;
-  ab.n = L;
-  ab.k = Dn;
-  ab.a = q_rows;
-  ab.lda = H * Dqk;
-  ab.b = y.kv_b_proj.data;
-  ab.ldb = wstride;
-  ab.c = q_lat;
-  ab.ldc = H * L;
-  ab.dtype = t;
-  ab.b_kn = true;
-  ab.batch = H;
-  ab.stride_a = Dqk;
-  ab.stride_b = (Dn + Dv) * wstride;
-  ab.stride_c = L;
-  blas::gemm_nt(ab, c.device, s);
+  per_head_gemm(c, rows, L, Dn, q_rows, H * Dqk, Dqk, y.kv_b_proj.data, wstride, /*b_kn=*/true, q_lat, H * L, L, s);
 
   const TensorView q_view = view3(q_lat, t, rows, H, L, H * L, L, c.device);
   const TensorView q_pe = view3(q_rows + Dn * es, t, rows, H, R, H * Dqk, Dqk, c.device);
@@ -218,22 +221,9 @@ void AbsorbedPath::run(const MlaLayer& y, const TensorView& out, const TensorVie
   latent_->run(ll, o_view, lse ? &lse_view : nullptr, s);
 
   // out_rows[:, h] = o_lat[:, h] W_UV[h]^T: W_UV[h] is kv_b_proj's rows [h (Dn + Dv) + Dn, + Dv), [Dv, L].
-  blas::GemmArgs pv{};
-  pv.m = rows;
-  pv.n = Dv;
-  pv.k = L;
-  pv.a = o_lat;
-  pv.lda = H * L;
-  pv.b = static_cast<const uint8_t*>(y.kv_b_proj.data) + Dn * wstride * static_cast<int64_t>(es);
-  pv.ldb = wstride;
-  pv.c = o_rows;
-  pv.ldc = H * Dv;
-  pv.dtype = t;
-  pv.batch = H;
-  pv.stride_a = L;
-  pv.stride_b = (Dn + Dv) * wstride;
-  pv.stride_c = Dv;
-  blas::gemm_nt(pv, c.device, s);
+  per_head_gemm(c, rows, Dv, L, o_lat, H * L, L,
+                static_cast<const uint8_t*>(y.kv_b_proj.data) + Dn * wstride * static_cast<int64_t>(es), wstride,
+                /*b_kn=*/false, o_rows, H * Dv, Dv, s);
 
   // Back into out (and lse) at the tokens' rows.
   RowCopyArgs back{};

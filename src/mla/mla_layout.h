@@ -14,6 +14,7 @@
 #include <cstdint>
 
 #include "mlakit/mla.h"
+#include "mlakit/tensor.h"
 #include "contract/schedule_layout.h"
 
 namespace mlakit {
@@ -72,6 +73,12 @@ struct MlaLayout {
 // The config must have been checked (check_config). max_absorbed: the absorbed-token capacity,
 // 0 when the step never absorbs.
 MlaLayout make_layout(const MlaConfig& config, int block_m, int64_t max_absorbed = 0);
+
+// A 3-D view [rows, heads, width] of workspace memory at `p`, token stride `tok`, head stride `head`.
+inline TensorView view3(void* p, DType t, int64_t rows, int64_t heads, int64_t width, int64_t tok, int64_t head,
+                        Device d) {
+  return TensorView(p, t, {rows, heads, width}, {tok, head, 1}, d);
+}
 
 // Where the header's absorbed-token count lives in the plan block (the copies read it on the device).
 constexpr size_t kAbsorbedCountOffset = offsetof(MlaHeader, absorbed_tokens);

@@ -20,6 +20,7 @@
 #include "mla/mla_plan_build.h"
 #include "mla/sparse_split.h"
 #include "plan/kernel_select.h"
+#include "plan/schedule_block.h"
 #include "mlakit/error.h"
 #include "mlakit/latent.h"
 
@@ -72,12 +73,6 @@ Setup setup(const MlaConfig& c) {
   s.absorb = mla::resolve_absorb(c);
   s.layout = mla::make_layout(s.inner, s.choice.block_m, s.absorb.enabled ? s.absorb.latent.max_q_tokens : 0);
   return s;
-}
-
-// A 3-D view [rows, heads, width] at `p` with token stride `tok` and head stride `head`.
-TensorView view3(void* p, DType t, int64_t rows, int64_t heads, int64_t width, int64_t tok,
-                 int64_t head, Device d) {
-  return TensorView(p, t, {rows, heads, width}, {tok, head, 1}, d);
 }
 
 TensorView first_rows(TensorView v, int64_t rows) {
@@ -184,7 +179,7 @@ struct MlaStep::Impl {
     const int64_t bh = static_cast<int64_t>(c.max_batch) * c.num_heads;
     float* desc = reinterpret_cast<float*>(buffers + layout.descale_offset);
     Fp8Views v;
-    v.q = view3(buffers + layout.q8_offset, DType::kE4M3, plan.totals.total_q, c.num_heads, dqk, c.num_heads * dqk, dqk,
+    v.q = mla::view3(buffers + layout.q8_offset, DType::kE4M3, plan.totals.total_q, c.num_heads, dqk, c.num_heads * dqk, dqk,
                 c.device);
     v.q_descale = TensorView(desc, DType::kFP32, {c.max_batch, c.num_heads}, c.device);
     v.k_descale = TensorView(desc + bh, DType::kFP32, {c.max_batch, c.num_heads}, c.device);
@@ -278,10 +273,10 @@ struct MlaStep::Impl {
     uint8_t* kv_a = c.fp8_attention ? buffers + layout.kv8_offset : kv;
     uint8_t* rope_a = c.fp8_attention ? buffers + layout.rope8_offset : latent + c.kv_lora_rank * es;
     const int64_t rope_stride = c.fp8_attention ? c.qk_rope_head_dim : layout.latent_width;
-    const TensorView k = view3(kv_a, at, layout.rows, c.num_heads, c.qk_nope_head_dim, layout.kv_width, hd, c.device);
-    const TensorView v = view3(kv_a + c.qk_nope_head_dim * aes, at, layout.rows, c.num_heads, c.v_head_dim,
+    const TensorView k = mla::view3(kv_a, at, layout.rows, c.num_heads, c.qk_nope_head_dim, layout.kv_width, hd, c.device);
+    const TensorView v = mla::view3(kv_a + c.qk_nope_head_dim * aes, at, layout.rows, c.num_heads, c.v_head_dim,
                                layout.kv_width, hd, c.device);
-    const TensorView k_rope = view3(rope_a, at, layout.rows, 1, c.qk_rope_head_dim, rope_stride, 0, c.device);
+    const TensorView k_rope = mla::view3(rope_a, at, layout.rows, 1, c.qk_rope_head_dim, rope_stride, 0, c.device);
     a.q = c.fp8_attention ? &f8.q : &y.q;
     a.k = &k;
     a.k_rope = &k_rope;
@@ -343,10 +338,9 @@ void MlaStep::plan(const MlaBatch& batch, const MlaPlanOptions& options, Stream 
   const mla::BatchTotals totals =
       mla::check_batch(sparse ? m.inner : m.config, m.layout, *planned_batch, options,
                        sparse ? 0 : m.absorb_max_query_len, m.absorbed.data(), sparse);
-  const float scale = options.sm_scale > 0.0f
-                          ? options.sm_scale
-                          : static_cast<float>(1.0 / std::sqrt(static_cast<double>(m.config.qk_nope_head_dim +
-                                                                                   m.config.qk_rope_head_dim)));
+  PrefillOptions prefill;  // the scale rule of the step's prefill launches, for the latent ones too
+  prefill.sm_scale = options.sm_scale;
+  const float scale = plan::resolve_sm_scale(prefill, m.config.qk_nope_head_dim + m.config.qk_rope_head_dim);
   uint8_t* block = m.staging->begin();
   try {
     m.builder->build(*planned_batch, options, totals, block, &m.plan, m.absorbed.data());
@@ -418,7 +412,7 @@ void MlaStep::run(const MlaLayer& y, const TensorView& out, const TensorView* ls
                            : TensorView(m.buffers + m.layout.lse_offset, DType::kFP32, {tq, H}, c.device);
   const TensorView out_q = first_rows(out, tq);
   m.launch(0, y, out, &lse_run, s);
-  const TensorView chunk_out = view3(m.buffers + m.layout.chunk_out_offset, c.dtype, tq, H, c.v_head_dim,
+  const TensorView chunk_out = mla::view3(m.buffers + m.layout.chunk_out_offset, c.dtype, tq, H, c.v_head_dim,
                                      H * c.v_head_dim, c.v_head_dim, c.device);
   const TensorView chunk_lse(m.buffers + m.layout.chunk_lse_offset, DType::kFP32, {tq, H}, c.device);
   for (size_t i = 1; i < m.plan.launches.size(); ++i) {
