@@ -2,8 +2,8 @@
 // requests the step absorbs (new tokens 1 .. the limit, no more than the context, in order up to
 // the capacity), and a step that mixes absorbed and up-projected requests against the float64
 // reference of the non-absorbed step, in one launch, with context chunks, with launches sized
-// for a CUDA graph, with an lse of transposed strides, on 16-bit and FP8 caches; the cache it
-// writes; steps that read what absorbed steps wrote; and the configs it refuses.
+// for a CUDA graph, on 16-bit and FP8 caches (an lse of transposed strides: test_mla_step.cc);
+// the cache it writes; steps that read what absorbed steps wrote; and the configs it refuses.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -192,32 +192,6 @@ TEST(CpuMlaAbsorb, ContextChunksGraphRowsAndTheCapacity) {
     EXPECT_EQ(r.info.absorbed_requests, 2);  // 1 and 4; the 3 after them up-projects
     EXPECT_EQ(r.info.absorbed_tokens, 5);
     expect_matches(r, m, ref);
-  }
-}
-
-TEST(CpuMlaAbsorb, LseThroughATransposedView) {
-  const Mixed x;
-  MlaCase m = make_mla_case(dims(), x.q, x.ctx, 91, 3, /*extra_q_rows=*/2);
-  m.cfg.absorb_max_query_len = 4;
-  const StepResult want = run_step(m, m.cfg);
-  const int64_t rows = m.q.shape()[0], H = m.cfg.num_heads, tq = m.total_q();
-  MlaStep step(m.cfg);
-  step.plan(m.batch());
-  HostTensor out(m.cfg.dtype, {rows, H, m.cfg.v_head_dim}), lse_ht(DType::kFP32, {H, rows});
-  out.fill_bytes(0xFF);
-  lse_ht.fill_bytes(0xFF);
-  HostTensor cache = m.cache;
-  MlaLayer y = m.layer();
-  y.kv_cache = cache.view();
-  const TensorView lse_t(lse_ht.data(), DType::kFP32, {rows, H}, {1, rows}, Device::cpu());
-  step.run(y, out.view(), &lse_t);
-  EXPECT_EQ(out.bytes(), want.out.bytes());
-  for (int64_t t = 0; t < rows; ++t) {
-    for (int64_t h = 0; h < H; ++h) {
-      const double got = lse_ht.get(h * rows + t);
-      if (t < tq) EXPECT_EQ(got, want.lse.get(t * H + h)) << t << "," << h;
-      else EXPECT_TRUE(std::isnan(got)) << t << "," << h;
-    }
   }
 }
 

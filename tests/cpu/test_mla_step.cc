@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "alloc_count.h"
@@ -129,16 +130,22 @@ TEST(CpuMlaStep, BucketSizedTensorsAndGraphRows) {
 
 TEST(CpuMlaStep, LseTakesAnyNonOverlappingStrides) {
   // As RaggedPrefill::run: lse may be [T, H] or an [H, T] buffer seen through a transposed view
-  // (FlashAttention's layout), in one launch and with context chunks merged through it. The
-  // values are the same as through a contiguous lse; an overlapping view is refused by name.
+  // (FlashAttention's layout), in one launch, with context chunks merged through it, and with the
+  // first request absorbed (its rows copied back into the view). The values are the same as
+  // through a contiguous lse; an overlapping view is refused by name.
   const MlaCase m = make_mla_case(small_dims(), {12, 5}, {60, 3}, 41, 3, /*extra_q_rows=*/4);
   const int64_t rows = m.q.shape()[0], H = m.cfg.num_heads, tq = m.total_q();
-  for (int64_t workspace_rows : {int64_t{0}, int64_t{40}}) {
-    SCOPED_TRACE("workspace_rows " + std::to_string(workspace_rows));
+  const std::pair<int, int64_t> settings[] = {{0, 0}, {0, 40}, {12, 0}, {12, 40}};
+  for (const auto& [absorb, workspace_rows] : settings) {
+    SCOPED_TRACE("absorb_max_query_len " + std::to_string(absorb) + ", workspace_rows " +
+                 std::to_string(workspace_rows));
     MlaConfig cfg = m.cfg;
     cfg.workspace_rows = workspace_rows;
+    cfg.absorb_max_query_len = absorb;
     const StepResult want = run_step(m, cfg);
-    EXPECT_EQ(want.info.chunked, workspace_rows > 0);
+    // Absorbing the first request leaves 17 + 3 gathered rows: no chunks.
+    EXPECT_EQ(want.info.chunked, workspace_rows > 0 && absorb == 0);
+    EXPECT_EQ(want.info.absorbed_requests, absorb > 0 ? 1 : 0);
     MlaStep step(cfg);
     step.plan(m.batch());
     HostTensor out(cfg.dtype, {rows, H, cfg.v_head_dim}), lse_ht(DType::kFP32, {H, rows});
