@@ -96,20 +96,8 @@ TEST_P(CudaMlaAbsorbGraph, PrefillThenDecodeReplaysOneGraph) {
   const int layers = 2;
   const std::vector<int32_t> start{0, 40, 300};
   const std::vector<std::vector<int32_t>> steps{{90, 20, 5}, {1, 1, 1}, {2, 0, 1}, {3, 60, 1}};
-  int64_t bucket = 0, graph_rows = 0;
-  {
-    std::vector<int32_t> ctx = start;
-    for (const auto& q : steps) {
-      int64_t tq = 0, rows = 0;
-      for (size_t r = 0; r < q.size(); ++r) {
-        tq += q[r];
-        rows += ctx[r] + q[r];
-        ctx[r] += q[r];
-      }
-      bucket = std::max(bucket, tq);
-      graph_rows = std::max(graph_rows, rows);
-    }
-  }
+  const StepsExtent extent = prefill_steps_extent(start, steps);
+  const int64_t bucket = extent.max_new, graph_rows = extent.max_rows;
   MlaConfig cfg;
   cfg.num_heads = 16;
   cfg.block_size = 16;

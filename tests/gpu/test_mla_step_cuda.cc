@@ -419,20 +419,8 @@ TEST_P(CudaMlaGraph, ReplayedStepsChainThroughTheCache) {
   // each replay's fused gather must read the context that earlier replays wrote and write its
   // own new tokens, never a bucket row.
   const int layers = 2;
-  int64_t bucket = 0, graph_rows = 0;
-  {
-    std::vector<int32_t> ctx = kStartCtx;
-    for (const auto& q : kSteps) {
-      int64_t tq = 0, rows = 0;
-      for (size_t r = 0; r < q.size(); ++r) {
-        tq += q[r];
-        rows += ctx[r] + q[r];
-        ctx[r] += q[r];
-      }
-      bucket = std::max(bucket, tq);
-      graph_rows = std::max(graph_rows, rows);
-    }
-  }
+  const StepsExtent extent = prefill_steps_extent(kStartCtx, kSteps);
+  const int64_t bucket = extent.max_new, graph_rows = extent.max_rows;
   MlaConfig cfg = dims(16, 16);
   cfg.max_tokens = bucket;
   cfg.max_context_tokens = graph_rows;

@@ -20,22 +20,38 @@
 namespace mlakit {
 namespace test {
 
+// The largest step of a prefill over `steps` (new tokens per request per step) from start_ctx:
+// its new tokens (at least 1), its context, its context + new rows; and the requests' final lengths.
+struct StepsExtent {
+  int64_t max_new = 1, max_context = 0, max_rows = 0;
+  std::vector<int32_t> final_len;
+};
+inline StepsExtent prefill_steps_extent(const std::vector<int32_t>& start_ctx,
+                                        const std::vector<std::vector<int32_t>>& steps) {
+  StepsExtent e;
+  e.final_len = start_ctx;
+  for (const auto& q : steps) {
+    int64_t step_q = 0, step_ctx = 0;
+    for (size_t r = 0; r < start_ctx.size(); ++r) {
+      step_q += q[r];
+      step_ctx += e.final_len[r];
+      e.final_len[r] += q[r];
+    }
+    e.max_new = std::max(e.max_new, step_q);
+    e.max_context = std::max(e.max_context, step_ctx);
+    e.max_rows = std::max(e.max_rows, step_q + step_ctx);
+  }
+  return e;
+}
+
 inline std::vector<MlaCase> make_prefill_steps(MlaConfig cfg, const std::vector<int32_t>& start_ctx,
                                                const std::vector<std::vector<int32_t>>& steps, uint64_t seed,
                                                int extra_q_rows = 0, int64_t bucket_rows = 0) {
   const size_t n = start_ctx.size();
-  std::vector<int32_t> final_len = start_ctx, ctx = start_ctx;
-  int64_t max_q = 1, max_ctx = 0;
-  for (const auto& q : steps) {
-    int64_t step_q = 0, step_ctx = 0;
-    for (size_t r = 0; r < n; ++r) {
-      step_q += q[r];
-      step_ctx += final_len[r];
-      final_len[r] += q[r];
-    }
-    max_q = std::max(max_q, step_q);
-    max_ctx = std::max(max_ctx, step_ctx);
-  }
+  const StepsExtent extent = prefill_steps_extent(start_ctx, steps);
+  const std::vector<int32_t>& final_len = extent.final_len;
+  std::vector<int32_t> ctx = start_ctx;
+  const int64_t max_q = extent.max_new, max_ctx = extent.max_context;
   // The block table, weight and starting cache of the final lengths; capacities for one step.
   const std::vector<int32_t> none(n, 0);
   MlaCase base = make_mla_case(cfg, final_len, none, seed);
