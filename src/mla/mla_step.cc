@@ -369,24 +369,31 @@ void MlaStep::plan(const MlaBatch& batch, const MlaPlanOptions& options, Stream 
   i.sparse_tokens = sparse ? m.split->sparse_tokens() : 0;
 }
 
+namespace {
+// What a step of `batch` would absorb, for the const queries below. A sparse step is split into
+// its parts by a SparseSplit of its own: the step's one belongs to plan(), and a query must not
+// change it (nor race with another thread's query).
+mla::AbsorbChoice choose_for_query(const MlaConfig& c, const mla::MlaLayout& layout, int absorb_max_query_len,
+                                     const MlaBatch& batch, int topk) {
+  if (topk > 0 && c.max_topk > 0) {
+    mla::SparseSplit split(batch.batch_size);
+    const MlaBatch& parts = split.split(batch, topk);
+    return mla::choose_absorbed(parts, 0, layout.max_absorbed, nullptr, split.sparse());
+  }
+  return mla::choose_absorbed(batch, absorb_max_query_len, layout.max_absorbed, nullptr);
+}
+}  // namespace
+
 int64_t MlaStep::absorbed_tokens(const MlaBatch& batch, int topk) const {
   const Impl& m = *impl_;
-  if (topk > 0 && m.split) {
-    const MlaBatch& parts = m.split->split(batch, topk);
-    return mla::choose_absorbed(parts, 0, m.layout.max_absorbed, nullptr, m.split->sparse()).tokens;
-  }
-  return mla::choose_absorbed(batch, m.absorb_max_query_len, m.layout.max_absorbed, nullptr).tokens;
+  return choose_for_query(m.config, m.layout, m.absorb_max_query_len, batch, topk).tokens;
 }
 
 int64_t MlaStep::gathered_rows(const MlaBatch& batch, int topk) const {
   const Impl& m = *impl_;
   int64_t q = 0;
   for (int r = 0; r < batch.batch_size; ++r) q += batch.query_lens[r];
-  if (topk > 0 && m.split) {
-    const MlaBatch& parts = m.split->split(batch, topk);
-    return q + mla::choose_absorbed(parts, 0, m.layout.max_absorbed, nullptr, m.split->sparse()).up_context;
-  }
-  return q + mla::choose_absorbed(batch, m.absorb_max_query_len, m.layout.max_absorbed, nullptr).up_context;
+  return q + choose_for_query(m.config, m.layout, m.absorb_max_query_len, batch, topk).up_context;
 }
 
 void MlaStep::run(const MlaLayer& y, const TensorView& out, const TensorView* lse, Stream s) const {
