@@ -17,6 +17,7 @@
 #include "mlakit/mlakit.h"
 #include "util/mla_case.h"
 #include "util/mla_sparse_case.h"
+#include "util/mla_steps.h"
 #include "util/test_util.h"
 
 namespace mlakit {
@@ -101,6 +102,51 @@ TEST(CpuMlaSparseStep, MatchesTheOracleAndWritesTheCache) {
     HostTensor cache = m.cache;
     const StepResult r = run_sparse(step, m, s, cache);
     expect_matches(r, m, sparse_oracle(m, kTopk, s));
+    EXPECT_EQ(cache.bytes(), expected_cache(m).bytes());
+  }
+}
+
+TEST(CpuMlaSparseStep, Fp8Caches) {
+  // The sparse tokens' latent attention decodes the cache rows as the dense tokens' gather does.
+  for (KvCacheDtype f : {KvCacheDtype::kFp8DsMla, KvCacheDtype::kFp8}) {
+    SCOPED_TRACE(kv_cache_dtype_name(f));
+    MlaConfig cfg = dims();
+    cfg.kv_lora_rank = 512;
+    cfg.kv_cache_dtype = f;
+    const MlaCase m = make_mla_case(cfg, {40, 1, 3}, {0, 30, 17}, 23);
+    const SparseInputs s = make_indices(m, kTopk, 6);
+    MlaStep step(m.cfg);
+    MlaPlanOptions o;
+    o.topk = kTopk;
+    step.plan(m.batch(), o);
+    EXPECT_EQ(step.info().sparse_tokens, 24 + 1 + 3);
+    HostTensor cache = m.cache;
+    expect_matches(run_sparse(step, m, s, cache), m, sparse_oracle(m, kTopk, s));
+    EXPECT_EQ(cache.bytes(), expected_cache(m).bytes());
+  }
+}
+
+TEST(CpuMlaSparseStep, LaterStepsReadWhatEarlierStepsWrote) {
+  // One prefill over three steps on one re-planned step and one cache, sized as a graph would be
+  // (the GPU test replays these plans in one captured graph): a chunk straddling top-k beside an
+  // extend past it, then MTP and decode steps that attend (sparsely) to what the first wrote.
+  MlaConfig cfg = dims();
+  cfg.max_tokens = 60;
+  const std::vector<MlaCase> cases =
+      make_prefill_steps(cfg, {0, 30}, {{40, 6}, {2, 3}, {1, 1}}, 31, 0, /*bucket_rows=*/60);
+  MlaStep step(cases[0].cfg);
+  MlaPlanOptions o;
+  o.topk = kTopk;
+  o.graph_rows = 128;
+  o.graph_absorbed_tokens = 40;
+  HostTensor cache = cases[0].cache;  // never reset
+  for (size_t s = 0; s < cases.size(); ++s) {
+    SCOPED_TRACE("step " + std::to_string(s));
+    const MlaCase& m = cases[s];
+    const SparseInputs in = make_indices(m, kTopk, 40 + s);
+    step.plan(m.batch(), o);
+    ASSERT_GT(step.info().sparse_tokens, 0);
+    expect_matches(run_sparse(step, m, in, cache), m, sparse_oracle(m, kTopk, in));
     EXPECT_EQ(cache.bytes(), expected_cache(m).bytes());
   }
 }

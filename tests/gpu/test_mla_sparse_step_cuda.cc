@@ -17,6 +17,7 @@
 #include "mlakit/mlakit.h"
 #include "util/mla_case.h"
 #include "util/mla_sparse_case.h"
+#include "util/mla_steps.h"
 #include "util/test_util.h"
 
 #if MLAKIT_WITH_CUDA
@@ -101,9 +102,10 @@ INSTANTIATE_TEST_SUITE_P(
     sparse_name);
 
 #if MLAKIT_WITH_CUDA
-// Two steps of one V3.2 prompt through one captured graph (sized by graph_rows and
-// graph_absorbed_tokens), replayed after re-planning: a prompt chunk straddling top-k, then an
-// MTP step past it; every replay's indices copied by the graph from the same buffer.
+// Two steps of one V3.2 prefill through one captured graph (sized by graph_rows and
+// graph_absorbed_tokens), replayed after re-planning: a prompt chunk straddling top-k beside an
+// extend past it, then an MTP step of each request, which reads what the first wrote; every
+// replay's indices copied by the graph from the same buffer.
 TEST(CudaMlaSparseGraph, ReplaysAfterReplanning) {
   MLAKIT_SKIP_IF_NO_LATENT_CUDA();
   MlaConfig cfg;
@@ -113,12 +115,8 @@ TEST(CudaMlaSparseGraph, ReplaysAfterReplanning) {
   cfg.max_tokens = 120;
   cfg.max_context_tokens = 300;
   cfg.num_blocks = 16;
-  const std::vector<std::vector<int32_t>> q{{100, 20}, {2, 3}}, ctx{{0, 150}, {100, 170}};
-  std::vector<MlaCase> cases;
-  for (size_t s = 0; s < q.size(); ++s) cases.push_back(make_mla_case(cfg, q[s], ctx[s], 70 + s, 0, 120 - (s ? 5 : 120)));
-  // One cache and block table for both steps: the second reads what the first wrote.
-  cases[1].block_table = cases[0].block_table;
-  cases[1].cols = cases[0].cols;
+  // One prefill over two steps (one block table, weight and cache; 120 q rows each).
+  const std::vector<MlaCase> cases = make_prefill_steps(cfg, {0, 150}, {{100, 20}, {2, 3}}, 70, 0, /*bucket_rows=*/120);
   MlaConfig gcfg = cases[0].cfg;
   gcfg.device = Device::cuda(0);
   MlaStep step(gcfg);
@@ -145,12 +143,10 @@ TEST(CudaMlaSparseGraph, ReplaysAfterReplanning) {
   ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
   cudaGraphExec_t exec;
   ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
-  upload(cases[0].cache, *d.cache);
-  HostTensor cache_after = cases[0].cache;
+  upload(cases[0].cache, *d.cache);  // then never reset: step 1 reads what step 0 wrote
   for (size_t s = 0; s < cases.size(); ++s) {
     SCOPED_TRACE("step " + std::to_string(s));
-    MlaCase& m = cases[s];
-    if (s > 0) m.cache = cache_after;
+    const MlaCase& m = cases[s];
     const SparseInputs in = make_indices(m, kTopk, 11 + s);
     upload(m.q, *d.q);
     upload(m.kv_c, *d.kv_c);
@@ -173,7 +169,6 @@ TEST(CudaMlaSparseGraph, ReplaysAfterReplanning) {
     EXPECT_EQ(nan, 0);
     EXPECT_LE(relative_error(out, want.out), 1e-2);
     EXPECT_EQ(f.cache.bytes(), expected_cache(m).bytes());
-    cache_after = f.cache;
   }
   cudaGraphExecDestroy(exec);
   cudaGraphDestroy(graph);

@@ -9,6 +9,7 @@
 #include <random>
 #include <vector>
 
+#include "util/kv_cache_spec.h"
 #include "util/mla_case.h"
 
 namespace mlakit {
@@ -63,6 +64,9 @@ Oracle sparse_oracle(const MlaCase& m, int kTopk, const SparseInputs& s) {
   const int64_t H = c.num_heads, L = c.kv_lora_rank, R = c.qk_rope_head_dim, Dn = c.qk_nope_head_dim,
                 Dv = c.v_head_dim;
   const double scale = 1.0 / std::sqrt(static_cast<double>(Dn + R));
+  // FP8 caches: every named key's latent is decoded from the cache the step leaves.
+  const bool fp8 = c.kv_cache_dtype != KvCacheDtype::kAuto;
+  const HostTensor after = fp8 ? expected_cache(m) : HostTensor();
   std::vector<double> w(static_cast<size_t>(H * (Dn + Dv) * L));
   for (size_t i = 0; i < w.size(); ++i) w[i] = m.w.get(static_cast<int64_t>(i));
   int64_t t = 0;
@@ -76,7 +80,12 @@ Oracle sparse_oracle(const MlaCase& m, int kTopk, const SparseInputs& s) {
       std::vector<double>& p = proj[static_cast<size_t>(pos)];
       if (!p.empty()) return p;
       std::vector<double> lat(static_cast<size_t>(L + R));
-      for (int64_t x = 0; x < L + R; ++x) {
+      if (fp8) {  // the row as the cache holds it after the step: new tokens encoded too
+        const int64_t w = m.cache_row_elems();
+        lat = spec::decode(c.kv_cache_dtype, static_cast<const uint8_t*>(after.data()) + m.slot(static_cast<int>(r), pos) * w,
+                           static_cast<int>(L), static_cast<int>(R), m.k_scale_value());
+      }
+      for (int64_t x = 0; x < L + R && !fp8; ++x) {
         if (pos < m.ctx_lens[r]) {
           lat[static_cast<size_t>(x)] = m.cache.get(m.slot(static_cast<int>(r), pos) * (L + R) + x);
         } else {
