@@ -11,10 +11,12 @@ namespace mla {
 namespace {
 
 // MlaConfig::absorb_max_query_len = -1: the largest new-token count at which the absorbed form
-// measured faster than the up-projection (bench/mla_absorb_crossover.py; docs/mla.md). CUDA: 0
-// (off) until measured on a GPU. CPU: 16 heads on a Zen 4 (2 threads), contexts 1024 and 4096:
-// x13-35 at 1 new token, x1.21-1.28 at 128, x0.85-1.04 at 192-256 (bench/results/mla-absorb-cpu).
-constexpr int kAbsorbCrossoverCuda = 0;
+// measured faster than the up-projection (bench/mla_absorb_crossover.py; docs/mla.md). CUDA: an
+// H100 at 16 and 128 heads, contexts 1024 and 4096: x5-31 at 1 new token, x1.17-1.53 at 64,
+// x0.61-0.80 at 128 (bench/results/mla-absorb-h100). CPU: 16 heads on a Zen 4 (2 threads),
+// contexts 1024 and 4096: x13-35 at 1 new token, x1.21-1.28 at 128, x0.85-1.04 at 192-256
+// (bench/results/mla-absorb-cpu).
+constexpr int kAbsorbCrossoverCuda = 64;
 constexpr int kAbsorbCrossoverCpu = 128;
 
 // The latent attention of the step's absorbed requests (its cache, heads and capacities). A
