@@ -100,9 +100,11 @@ struct MlaConfig {
   bool fp8_attention = false;
   // Absorbed requests (top of this file): a request whose new tokens number 1 ..
   // absorb_max_query_len and no more than its context tokens attends in latent space; the others
-  // up-project. -1 = the backend's measured crossover (docs/mla.md): on CUDA where the latent
-  // kernel runs this config (Hopper; kv_lora_rank 512, qk_rope_head_dim 64; a power-of-two
-  // block_size up to 256; an FP8 cache with bf16), else 0. 0 = never. A value > 0 on a config
+  // up-project. -1 = the backend's measured crossover (docs/mla.md): 128 on the CPU; 64 on CUDA
+  // where the latent kernel runs this config (Hopper; kv_lora_rank 512, qk_rope_head_dim 64; a
+  // power-of-two block_size up to 256; an FP8 cache with bf16), else 0; and on CUDA, in a step
+  // where some request up-projects anyway, only requests of at most 128 (token, head) rows
+  // (8 new tokens at 16 heads, 1 at 128). 0 = never. A value > 0 on a config
   // the latent attention does not take is refused (kUnsupported naming this field), and so is
   // any with fp8_attention.
   int absorb_max_query_len = -1;

@@ -9,6 +9,24 @@
 namespace mlakit {
 namespace mla {
 
+// The new-token counts a request may have to be absorbed. A "mixed" step, where some request
+// with new tokens up-projects anyway (a prompt or a long chunk beside short requests), takes
+// mixed_max_query_len instead: its absorbed launches run beside the up-projection's and must pay
+// on their own, while in a step that absorbs every request they replace it.
+struct AbsorbRule {
+  int max_query_len = 0;        // 0: none
+  int mixed_max_query_len = 0;  // <= max_query_len
+};
+
+// The rule of MlaConfig::absorb_max_query_len = max_query_len. With automatic_cuda (the CUDA
+// backend's own choice, -1), a mixed step absorbs only requests whose (token, head) rows the
+// latent kernel splits over the keys across SMs (latent::kSplitRowsMax: 8 new tokens at 16 heads,
+// 1 at 128). A request of more rows runs each 64-row block over its whole context on one SM; alone
+// beside an up-projection it is slower than up-projecting: 49 new tokens at 16 heads over 950
+// cached took 58 us a layer in the latent kernel, against ~15 us of up-projection and attention
+// saved (H100, bench/results/mla-absorb-h100). An explicit limit is taken as it is.
+AbsorbRule absorb_rule(int max_query_len, bool automatic_cuda, int num_heads);
+
 struct AbsorbChoice {
   int requests = 0;     // absorbed
   int64_t tokens = 0;   // their new tokens
@@ -18,10 +36,11 @@ struct AbsorbChoice {
 
 // Request r is absorbed when its tokens still fit `capacity` together with those of the absorbed
 // requests before it (request order), and either forced[r] (a sparse step's part past top-k:
-// sparse_split.h) or 1 <= query_lens[r] <= max_query_len and query_lens[r] <= context_lens[r].
-// Writes absorbed[r] (0/1) for every request when `absorbed` is not null. Lengths must have
-// been checked (non-negative).
-AbsorbChoice choose_absorbed(const MlaBatch& batch, int max_query_len, int64_t capacity, uint8_t* absorbed,
+// sparse_split.h) or 1 <= query_lens[r] <= limit and query_lens[r] <= context_lens[r], where
+// the limit is rule.max_query_len, or rule.mixed_max_query_len when some request with new
+// tokens (and not forced) fails that test at rule.max_query_len. Writes absorbed[r] (0/1) for
+// every request when `absorbed` is not null. Lengths must have been checked (non-negative).
+AbsorbChoice choose_absorbed(const MlaBatch& batch, const AbsorbRule& rule, int64_t capacity, uint8_t* absorbed,
                              const uint8_t* forced = nullptr);
 
 }  // namespace mla

@@ -96,7 +96,7 @@ AbsorbSetup resolve_absorb(const MlaConfig& c) {
                     " requests need the latent attention (mlakit/latent.h), which refuses this config: " + why);
   }
   s.enabled = true;
-  s.max_query_len = want;
+  s.rule = absorb_rule(want, automatic && c.device.is_cuda(), c.num_heads);
   return s;
 }
 

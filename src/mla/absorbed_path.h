@@ -9,6 +9,7 @@
 #include <memory>
 #include <vector>
 
+#include "mla/absorb_choice.h"
 #include "mla/mla_layout.h"
 #include "mla/mla_ops.h"
 #include "mlakit/latent.h"
@@ -19,7 +20,7 @@ namespace mla {
 
 // MlaConfig::absorb_max_query_len and max_topk resolved for a checked config.
 struct AbsorbSetup {
-  int max_query_len = 0;  // 0: no request absorbed by the new-token rule
+  AbsorbRule rule;        // max_query_len 0: no request absorbed by the new-token rule
   bool enabled = false;   // a latent attention exists (the rule, or sparse steps: max_topk > 0)
   LatentConfig latent;    // when enabled
 };

@@ -174,7 +174,7 @@ void check_config(const MlaConfig& c) {
 }
 
 BatchTotals check_batch(const MlaConfig& c, const MlaLayout& l, const MlaBatch& b,
-                        const MlaPlanOptions& o, int absorb_max_query_len, uint8_t* absorbed,
+                        const MlaPlanOptions& o, const AbsorbRule& absorb, uint8_t* absorbed,
                         const uint8_t* forced) {
   if (b.batch_size < 0) invalid("batch_size", "must be >= 0, got " + str(b.batch_size));
   if (b.batch_size > c.max_batch) {
@@ -235,7 +235,7 @@ BatchTotals check_batch(const MlaConfig& c, const MlaLayout& l, const MlaBatch& 
                                                  str(o.graph_absorbed_tokens));
   }
   const int64_t cap = o.graph_rows > 0 && o.graph_absorbed_tokens >= 0 ? o.graph_absorbed_tokens : l.max_absorbed;
-  t.absorbed = choose_absorbed(b, absorb_max_query_len, cap, absorbed, forced);
+  t.absorbed = choose_absorbed(b, absorb, cap, absorbed, forced);
   if (t.absorbed.forced_left > 0) {
     invalid("options.topk", "the new tokens past topk attend sparsely in latent space and must fit " +
                                 std::string(o.graph_rows > 0 && o.graph_absorbed_tokens >= 0

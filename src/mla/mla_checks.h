@@ -24,10 +24,10 @@ struct BatchTotals {
   bool chunked = false;  // gathered_rows exceed the workspace rows
 };
 
-// Checks the batch and options, and chooses the absorbed requests (absorb_max_query_len
-// resolved, 0 = none; layout.max_absorbed the capacity), writing absorbed[r] for every request.
+// Checks the batch and options, and chooses the absorbed requests (the config's rule resolved,
+// none by default; layout.max_absorbed the capacity), writing absorbed[r] for every request.
 BatchTotals check_batch(const MlaConfig& config, const MlaLayout& layout, const MlaBatch& batch,
-                        const MlaPlanOptions& options, int absorb_max_query_len = 0,
+                        const MlaPlanOptions& options, const AbsorbRule& absorb = AbsorbRule(),
                         uint8_t* absorbed = nullptr, const uint8_t* forced = nullptr);
 
 // A sparse plan's layer inputs (options.topk > 0): indices [>= total_q, topk] int32, topk_length

@@ -94,7 +94,7 @@ struct MlaStep::Impl {
   MlaConfig inner;  // Setup::inner
   // Absorbed requests and sparse steps: the latent attention path, the choice of the last plan
   // (per part of the planned batch), and the split of a sparse step into parts.
-  int absorb_max_query_len = 0;
+  mla::AbsorbRule absorb_rule;
   std::unique_ptr<mla::AbsorbedPath> absorbed_path;
   std::vector<uint8_t> absorbed;
   std::unique_ptr<mla::SparseSplit> split;
@@ -110,9 +110,9 @@ struct MlaStep::Impl {
         choice(s.choice),
         layout(s.layout),
         inner(s.inner),
-        absorb_max_query_len(s.absorb.max_query_len),
+        absorb_rule(s.absorb.rule),
         absorbed(static_cast<size_t>(s.inner.max_batch), 0) {
-    info.absorb_max_query_len = absorb_max_query_len;
+    info.absorb_max_query_len = absorb_rule.max_query_len;
     if (c.max_topk > 0) split = std::make_unique<mla::SparseSplit>(c.max_batch);
     ops = mla::make_ops(c.device);
     // cuBLASLt's handle is created on first use; do it here, never inside a graph capture.
@@ -337,7 +337,7 @@ void MlaStep::plan(const MlaBatch& batch, const MlaPlanOptions& options, Stream 
   // the caller's config (its capacities, not the parts').
   const mla::BatchTotals totals =
       mla::check_batch(sparse ? m.inner : m.config, m.layout, *planned_batch, options,
-                       sparse ? 0 : m.absorb_max_query_len, m.absorbed.data(), sparse);
+                       sparse ? mla::AbsorbRule() : m.absorb_rule, m.absorbed.data(), sparse);
   PrefillOptions prefill;  // the scale rule of the step's prefill launches, for the latent ones too
   prefill.sm_scale = options.sm_scale;
   const float scale = plan::resolve_sm_scale(prefill, m.config.qk_nope_head_dim + m.config.qk_rope_head_dim);
@@ -365,7 +365,7 @@ void MlaStep::plan(const MlaBatch& batch, const MlaPlanOptions& options, Stream 
   i.visible_pairs = m.plan.visible_pairs + (m.absorbed_path ? m.absorbed_path->visible_pairs() : 0);
   i.absorbed_requests = totals.absorbed.requests;
   i.absorbed_tokens = totals.absorbed.tokens;
-  i.absorb_max_query_len = m.absorb_max_query_len;
+  i.absorb_max_query_len = m.absorb_rule.max_query_len;
   i.sparse_tokens = sparse ? m.split->sparse_tokens() : 0;
 }
 
@@ -373,27 +373,27 @@ namespace {
 // What a step of `batch` would absorb, for the const queries below. A sparse step is split into
 // its parts by a SparseSplit of its own: the step's one belongs to plan(), and a query must not
 // change it (nor race with another thread's query).
-mla::AbsorbChoice choose_for_query(const MlaConfig& c, const mla::MlaLayout& layout, int absorb_max_query_len,
+mla::AbsorbChoice choose_for_query(const MlaConfig& c, const mla::MlaLayout& layout, const mla::AbsorbRule& rule,
                                      const MlaBatch& batch, int topk) {
   if (topk > 0 && c.max_topk > 0) {
     mla::SparseSplit split(batch.batch_size);
     const MlaBatch& parts = split.split(batch, topk);
-    return mla::choose_absorbed(parts, 0, layout.max_absorbed, nullptr, split.sparse());
+    return mla::choose_absorbed(parts, mla::AbsorbRule(), layout.max_absorbed, nullptr, split.sparse());
   }
-  return mla::choose_absorbed(batch, absorb_max_query_len, layout.max_absorbed, nullptr);
+  return mla::choose_absorbed(batch, rule, layout.max_absorbed, nullptr);
 }
 }  // namespace
 
 int64_t MlaStep::absorbed_tokens(const MlaBatch& batch, int topk) const {
   const Impl& m = *impl_;
-  return choose_for_query(m.config, m.layout, m.absorb_max_query_len, batch, topk).tokens;
+  return choose_for_query(m.config, m.layout, m.absorb_rule, batch, topk).tokens;
 }
 
 int64_t MlaStep::gathered_rows(const MlaBatch& batch, int topk) const {
   const Impl& m = *impl_;
   int64_t q = 0;
   for (int r = 0; r < batch.batch_size; ++r) q += batch.query_lens[r];
-  return q + choose_for_query(m.config, m.layout, m.absorb_max_query_len, batch, topk).up_context;
+  return q + choose_for_query(m.config, m.layout, m.absorb_rule, batch, topk).up_context;
 }
 
 void MlaStep::run(const MlaLayer& y, const TensorView& out, const TensorView* lse, Stream s) const {

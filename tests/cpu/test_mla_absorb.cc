@@ -31,19 +31,51 @@ MlaBatch lens_batch(const std::vector<int32_t>& q, const std::vector<int32_t>& c
 TEST(MlaAbsorbChoice, FewNewTokensAgainstALongerContextInOrderUpToTheCapacity) {
   const std::vector<int32_t> q{1, 4, 5, 3, 0, 2, 1}, ctx{9, 4, 100, 2, 50, 10, 0};
   std::vector<uint8_t> flags(q.size(), 9);
-  const mla::AbsorbChoice c = mla::choose_absorbed(lens_batch(q, ctx), 4, 1000, flags.data());
+  const mla::AbsorbChoice c = mla::choose_absorbed(lens_batch(q, ctx), {4, 4}, 1000, flags.data());
   // 5 > the limit; 3 > its context of 2; no new token; no context.
   EXPECT_EQ(flags, (std::vector<uint8_t>{1, 1, 0, 0, 0, 1, 0}));
   EXPECT_EQ(c.requests, 3);
   EXPECT_EQ(c.tokens, 7);
   EXPECT_EQ(c.up_context, 100 + 2 + 50 + 0);
   // The capacity is taken in request order: 1 + 4 fit 6, the 2 after them do not.
-  const mla::AbsorbChoice capped = mla::choose_absorbed(lens_batch(q, ctx), 4, 6, flags.data());
+  const mla::AbsorbChoice capped = mla::choose_absorbed(lens_batch(q, ctx), {4, 4}, 6, flags.data());
   EXPECT_EQ(flags, (std::vector<uint8_t>{1, 1, 0, 0, 0, 0, 0}));
   EXPECT_EQ(capped.tokens, 5);
   EXPECT_EQ(capped.up_context, 100 + 2 + 50 + 10 + 0);
-  EXPECT_EQ(mla::choose_absorbed(lens_batch(q, ctx), 0, 1000, flags.data()).requests, 0);
+  EXPECT_EQ(mla::choose_absorbed(lens_batch(q, ctx), {0, 0}, 1000, flags.data()).requests, 0);
   EXPECT_EQ(flags, std::vector<uint8_t>(q.size(), 0));
+}
+
+TEST(MlaAbsorbChoice, AStepThatAlsoUpProjectsTakesTheMixedLimit) {
+  std::vector<uint8_t> flags(4, 9);
+  // 1 and 6 qualify at 8; 40 (over 100) does not: the step is mixed, and the limit becomes 2.
+  const std::vector<int32_t> q{1, 6, 40, 0}, ctx{50, 70, 100, 5};
+  const mla::AbsorbChoice mixed = mla::choose_absorbed(lens_batch(q, ctx), {8, 2}, 1000, flags.data());
+  EXPECT_EQ(flags, (std::vector<uint8_t>{1, 0, 0, 0}));
+  EXPECT_EQ(mixed.tokens, 1);
+  EXPECT_EQ(mixed.up_context, 70 + 100 + 5);
+  // Every request with new tokens qualifies (the idle one does not count): the full limit.
+  const std::vector<int32_t> q2{1, 6, 0}, ctx2{50, 70, 0};
+  EXPECT_EQ(mla::choose_absorbed(lens_batch(q2, ctx2), {8, 2}, 1000, flags.data()).tokens, 7);
+  // A request with more new tokens than context makes the step mixed as well.
+  const std::vector<int32_t> q3{1, 6, 3}, ctx3{50, 70, 2};
+  EXPECT_EQ(mla::choose_absorbed(lens_batch(q3, ctx3), {8, 2}, 1000, flags.data()).tokens, 1);
+  // A sparse step's forced parts never make it mixed, and are taken whatever the limits.
+  const std::vector<uint8_t> forced{0, 1, 1, 0};
+  const mla::AbsorbChoice sparse = mla::choose_absorbed(lens_batch(q, ctx), {0, 0}, 1000, flags.data(), forced.data());
+  EXPECT_EQ(flags, (std::vector<uint8_t>{0, 1, 1, 0}));
+  EXPECT_EQ(sparse.tokens, 46);
+}
+
+TEST(MlaAbsorbChoice, CudasOwnRuleSplitsTheRowsOfAMixedStepsRequests) {
+  // The latent kernel splits a request's keys across SMs up to 128 (token, head) rows.
+  EXPECT_EQ(mla::absorb_rule(64, true, 16).mixed_max_query_len, 8);
+  EXPECT_EQ(mla::absorb_rule(64, true, 128).mixed_max_query_len, 1);
+  EXPECT_EQ(mla::absorb_rule(64, true, 1).mixed_max_query_len, 64);  // 128 capped by the limit
+  EXPECT_EQ(mla::absorb_rule(64, true, 16).max_query_len, 64);
+  // An explicit limit, and the CPU's own: one limit for every step.
+  EXPECT_EQ(mla::absorb_rule(64, false, 16).mixed_max_query_len, 64);
+  EXPECT_EQ(mla::absorb_rule(0, true, 16).mixed_max_query_len, 0);
 }
 
 MlaConfig dims(int heads = 4, int lora = 64, int block_size = 16) {
