@@ -23,7 +23,7 @@ struct AbsorbRule {
 // latent kernel splits over the keys across SMs (latent::kSplitRowsMax: 8 new tokens at 16 heads,
 // 1 at 128). A request of more rows runs each 64-row block over its whole context on one SM; alone
 // beside an up-projection it is slower than up-projecting: 49 new tokens at 16 heads over 950
-// cached took 58 us a layer in the latent kernel, against ~15 us of up-projection and attention
+// cached took 58 us a layer in the latent kernel, against ~14 us of up-projection and attention
 // saved (H100, bench/results/mla-absorb-h100). An explicit limit is taken as it is.
 AbsorbRule absorb_rule(int max_query_len, bool automatic_cuda, int num_heads);
 

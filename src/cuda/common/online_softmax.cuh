@@ -16,9 +16,14 @@ namespace cuda {
 
 // kPLog2Offset: probabilities are 2^(x - max + kPLog2Offset) (the sm90 e4m3 kernel's P scale,
 // kernel_layout_sm90.cuh); m stays the plain running max.
-template <int NT, int kPLog2Offset = 0>  // 8-wide key tiles per block_n
+// kSlack > 0: the reference max m moves only when a tile's max passes it by more than kSlack
+// (log2 domain), so a probability stays below 2^kSlack and most tiles after a row's first return
+// alpha = 1 exactly, letting the caller skip rescaling O (rescale_rows_if_needed). Exact either
+// way: O, l and m stay one consistent triple; only 16-bit P can take the 2^kSlack headroom.
+template <int NT, int kPLog2Offset = 0, int kSlack = 0>  // 8-wide key tiles per block_n
 struct RowSoftmax {
-  float m[2];  // running max (log2 domain) of rows lane/4 and lane/4 + 8
+  float m[2];  // reference max (log2 domain) of rows lane/4 and lane/4 + 8: the running max, or
+               // with kSlack at most kSlack below it
   float l[2];  // running sum of this lane's share of the row
 
   __device__ __forceinline__ void init() {
@@ -67,7 +72,11 @@ struct RowSoftmax {
     for (int r = 0; r < 2; ++r) {
       mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
       mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
-      const float m_new = fmaxf(m[r], mx[r] * scale);
+      float m_new = fmaxf(m[r], mx[r] * scale);
+      if constexpr (kSlack > 0) {
+        // -inf + kSlack is -inf: a row's first visible key always moves it.
+        if (m_new <= m[r] + static_cast<float>(kSlack)) m_new = m[r];
+      }
       const float m_use = m_new == -INFINITY ? 0.f : m_new;
       alpha[r] = fast_exp2(m[r] - m_use);
       m[r] = m_new;
@@ -112,6 +121,13 @@ __device__ __forceinline__ void rescale_rows(float (&o)[NTO][4], const float (&a
     o[n][2] *= alpha[1];
     o[n][3] *= alpha[1];
   }
+}
+
+// With a slack softmax most tiles leave every row's factor at 1: the warp skips the multiplies
+// then (a warp-uniform branch; the vote costs two instructions, the rescale 4 NTO).
+template <int NTO>
+__device__ __forceinline__ void rescale_rows_if_needed(float (&o)[NTO][4], const float (&alpha)[2]) {
+  if (__any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f)) rescale_rows(o, alpha);
 }
 
 }  // namespace cuda

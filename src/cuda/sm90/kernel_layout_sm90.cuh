@@ -31,6 +31,10 @@ struct Sm90Elems {
   // the row sum carries the same factor, so O / l cancels it and the LSE subtracts it
   // (FlashAttention-3's Max_offset). 0 for 16-bit P.
   static constexpr int kPLog2Offset = kFp8 ? 8 : 0;
+  // The softmax's reference max moves only past 2^kSoftmaxSlack (online_softmax.cuh), so most
+  // tiles skip rescaling O. 16-bit P holds values up to 2^8 exactly as well as below 1; e4m3 P
+  // has no such headroom above its offset.
+  static constexpr int kSoftmaxSlack = kFp8 ? 0 : 8;
 };
 
 template <int DQK_, int DVO_, int kInBytes_ = 2>

@@ -135,7 +135,7 @@ __device__ __forceinline__ void consumer(const Sm90Params& p, uint32_t sbase, un
     float o[DVO / 8][4];
 #pragma unroll
     for (int n = 0; n < DVO / 8; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;
-    RowSoftmax<BN / 8, E::kPLog2Offset> sm;
+    RowSoftmax<BN / 8, E::kPLog2Offset, E::kSoftmaxSlack> sm;
     sm.init();
 
     bool fetched = false;  // `upcoming` already holds the next item
@@ -235,7 +235,7 @@ __device__ __forceinline__ void consumer(const Sm90Params& p, uint32_t sbase, un
         wgmma_fence();
         issue_qk<E, Shape>(s_flat, q_rows_base, sbase + Shape::kOffK + stage * Shape::kKBytes);
         wgmma_commit();
-        rescale_rows(o, alpha);
+        rescale_rows_if_needed(o, alpha);
         pv_then_softmax(prev_stage, prev_parity, t);
       }
 
@@ -254,7 +254,7 @@ __device__ __forceinline__ void consumer(const Sm90Params& p, uint32_t sbase, un
           cleared_phases ^= 1u << stage;
         }
       }
-      rescale_rows(o, alpha);
+      rescale_rows_if_needed(o, alpha);
       wgmma_fence();
       issue_pv<E, Shape>(o_flat, pf, sbase, stage);
       wgmma_commit();
