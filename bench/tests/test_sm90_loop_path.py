@@ -111,6 +111,31 @@ def test_listing_mode_counts_every_kernel_and_names_the_ones_without_a_loop(tmp_
     path.write_text("\n".join(text) + "\n")
     rows = list(mod.listing_rows(str(path), 3))
     assert len(rows) == 2
-    assert rows[0].split()[:2] == ["peer.sass#0", "16"]
-    assert rows[0].split()[-1] == "17"  # the masked walk
+    assert rows[0].split()[:3] == ["peer.sass#0", "16", "16"]  # no rescale to skip: lean = path
+    assert rows[0].split()[-2] == "17"  # the masked walk
     assert "no kv loop with 3 HGMMAs" in rows[1]
+
+
+def test_lean_walk_skips_a_branch_over_fmuls_only():
+    # O's rescale behind a warp vote: the common walk issues it (a lane may take it), the lean walk
+    # takes the branch over it; a branch over other code stays a fall-through in both.
+    mod = load_script()
+    rows = list(ROWS)
+    at = [label for label, _ in rows].index("after_arrive")
+    rows[at + 1:at + 1] = [
+        ("", "@!P2 BRA {after_rescale}"),
+        ("", "FMUL R24, R24, R40"),
+        ("", "FMUL R25, R25, R40"),
+        ("after_rescale", "@!P1 BRA {after_other}"),
+        ("", "FADD R26, R26, R41"),
+        ("after_other", "NOP"),
+    ]
+    addrs, ops = mod.consumer_region(listing(rows))
+    common = [ops[i] for i in mod.loop_path(addrs, ops, hgmma_per_tile=3)]
+    lean = [ops[i] for i in mod.loop_path(addrs, ops, hgmma_per_tile=3, lean=True)]
+    assert len(common) == 16 + 6
+    assert len(lean) == 16 + 4
+    assert not any(op.startswith("FMUL") for op in lean) and any(op.startswith("FADD") for op in lean)
+    row = mod.row("k", listing(rows), 3).split()
+    assert row[1:3] == ["22", "20"]
+    assert row[-1] == "%.1f" % ((20 - 3) / 3)

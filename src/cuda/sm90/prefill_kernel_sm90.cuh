@@ -136,6 +136,15 @@ __device__ __forceinline__ void consumer(const Sm90Params& p, uint32_t sbase, un
 #pragma unroll
     for (int n = 0; n < DVO / 8; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;
     RowSoftmax<BN / 8, E::kPLog2Offset, E::kSoftmaxSlack> sm;
+    // With slack (16-bit inputs) most tiles leave every factor at 1 and a warp skips the rescale;
+    // e4m3 (no slack) rescales every tile, as a vote would rarely save it.
+    auto rescale_o = [](float (&acc)[DVO / 8][4], const float (&f)[2]) {
+      if constexpr (E::kSoftmaxSlack > 0) {
+        rescale_rows_if_needed(acc, f);
+      } else {
+        rescale_rows(acc, f);
+      }
+    };
     sm.init();
 
     bool fetched = false;  // `upcoming` already holds the next item
@@ -235,7 +244,7 @@ __device__ __forceinline__ void consumer(const Sm90Params& p, uint32_t sbase, un
         wgmma_fence();
         issue_qk<E, Shape>(s_flat, q_rows_base, sbase + Shape::kOffK + stage * Shape::kKBytes);
         wgmma_commit();
-        rescale_rows_if_needed(o, alpha);
+        rescale_o(o, alpha);
         pv_then_softmax(prev_stage, prev_parity, t);
       }
 
@@ -254,7 +263,7 @@ __device__ __forceinline__ void consumer(const Sm90Params& p, uint32_t sbase, un
           cleared_phases ^= 1u << stage;
         }
       }
-      rescale_rows_if_needed(o, alpha);
+      rescale_o(o, alpha);
       wgmma_fence();
       issue_pv<E, Shape>(o_flat, pf, sbase, stage);
       wgmma_commit();
