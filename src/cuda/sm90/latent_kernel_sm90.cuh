@@ -178,6 +178,18 @@ __device__ __forceinline__ void mask_rows(float (&s)[32], const int* key_ok, int
   }
 }
 
+// The slack softmax (as the prefill kernel's, online_softmax.cuh): a row's reference max m (raw
+// score units) moves to a tile's max mx only when mx passes it by more than 2^kSlackLog2 after
+// scaling, so P stays below 2^8 (16-bit P holds that as exactly as values below 1) and on most
+// tiles after a row's first every factor is 1 and the rescales are skipped (scale_o_if_needed).
+// O, the row sums and m stay one consistent triple. A first visible key always moves m (from
+// -inf: the difference is +inf, or NaN while both are -inf, and neither passes the test).
+constexpr float kSlackLog2 = 8.f;
+__device__ __forceinline__ float slack_max(float m, float mx, float scale_log2) {
+  const float n = fmaxf(m, mx);
+  return (n - m) * scale_log2 <= kSlackLog2 ? m : n;
+}
+
 // The exponent offset of max m (raw score units): m x scale_log2, or 0 while no key was seen.
 __device__ __forceinline__ float max_offset(float m, float scale_log2) { return m == -INFINITY ? 0.f : m * scale_log2; }
 
@@ -218,6 +230,16 @@ __device__ __forceinline__ void scale_o(float (&o)[2][64], const float (&f)[2]) 
       o[j][4 * n + 3] *= f[1];
     }
   fence_o(o);
+}
+
+// scale_o unless every factor of the warp's rows is 1 (a warp-uniform branch; the slack softmax
+// makes that the usual tile).
+__device__ __forceinline__ void scale_o_if_needed(float (&o)[2][64], const float (&f)[2]) {
+  if (__any_sync(0xffffffffu, f[0] != 1.f || f[1] != 1.f)) {
+    scale_o(o, f);
+  } else {
+    fence_o(o);
+  }
 }
 
 template <typename T>
@@ -375,7 +397,7 @@ __global__ void __launch_bounds__(kThreads, 1) latent_kernel(const LatentArgs ar
         float f0[2];
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
-          m0[r] = fmaxf(m_raw[r], mx[r]);
+          m0[r] = slack_max(m_raw[r], mx[r], sl);
           off0[r] = max_offset(m0[r], sl);
           f0[r] = fast_exp2(m_raw[r] * sl - off0[r]);  // 0 while nothing was seen
         }
@@ -389,7 +411,7 @@ __global__ void __launch_bounds__(kThreads, 1) latent_kernel(const LatentArgs ar
         put_p(sp0, pf, r0, quad);
         mbar_arrive(mbar(kBarP0));
 
-        scale_o(o, f0);
+        scale_o_if_needed(o, f0);
         wgmma_fence();
         pv<T>(o, pf, st0, 0);
         wgmma_commit();
@@ -411,7 +433,7 @@ __global__ void __launch_bounds__(kThreads, 1) latent_kernel(const LatentArgs ar
             off1[r] = max_offset(m1[r], sl);
             f1[r] = fast_exp2(m0[r] * sl - off1[r]);
           }
-          scale_o(o, f1);
+          scale_o_if_needed(o, f1);
           l[0] *= f1[0];
           l[1] *= f1[1];
           part_landed(bar(1, 0), ph1);  // V1_L: this warpgroup's copies
@@ -458,7 +480,7 @@ __global__ void __launch_bounds__(kThreads, 1) latent_kernel(const LatentArgs ar
           float f01[2];
 #pragma unroll
           for (int r = 0; r < 2; ++r) {
-            m1[r] = fmaxf(m0[r], mx[r]);
+            m1[r] = slack_max(m0[r], mx[r], sl);
             off1[r] = max_offset(m1[r], sl);
             f1[r] = fast_exp2(m0[r] * sl - off1[r]);
             f01[r] = fast_exp2(m_raw[r] * sl - off1[r]);
@@ -472,7 +494,7 @@ __global__ void __launch_bounds__(kThreads, 1) latent_kernel(const LatentArgs ar
           }
           put_p(sp1, pf, r0, quad);
           mbar_arrive(mbar(kBarP1));
-          scale_o(o, f01);
+          scale_o_if_needed(o, f01);
           wgmma_fence();
           pv<T>(o, pf, st1, 1);
           wgmma_commit();
@@ -482,14 +504,15 @@ __global__ void __launch_bounds__(kThreads, 1) latent_kernel(const LatentArgs ar
           float f0[2];
 #pragma unroll
           for (int r = 0; r < 2; ++r) f0[r] = fast_exp2(m_raw[r] * sl - off0[r]);
-          scale_o(o, f0);
+          scale_o_if_needed(o, f0);
           l[0] *= f0[0];
           l[1] *= f0[1];
           m_raw[0] = m0[0];
           m_raw[1] = m0[1];
         }
         if (has1) {
-          scale_p<T>(sp0, f1, r0, quad);
+          // P0 to the pair's max; with the slack softmax usually already there.
+          if (__any_sync(0xffffffffu, f1[0] != 1.f || f1[1] != 1.f)) scale_p<T>(sp0, f1, r0, quad);
           mbar_arrive(mbar(kBarP0Scaled));  // every row of P0 (this warpgroup's threads)
           mbar_wait(mbar(kBarP0Scaled), ph1);
         }
