@@ -964,8 +964,7 @@ def main(argv=None):
                "method": f"median of {iters} CUDA-event-timed calls after {warmup} warm-ups"
                          + (f", per turn; {args.turns} turns, the methods in turns (turn t starts at method t), "
                             "ms = median of the turns (ms_turns); " if args.turns > 1 else "; ")
-                         + 
-                         "rotating input sets (see 'rotate' per case); tflops = 2*(Dqk+Dvo)*pairs*H / time; "
+                         + "rotating input sets (see 'rotate' per case); tflops = 2*(Dqk+Dvo)*pairs*H / time; "
                          "pct_ceiling = tflops / this run's 8192^3 bf16 matmul TFLOP/s; "
                          "mlakit_fp8: pct_fp8_ceiling = tflops / this run's 8192^3 e4m3 _scaled_mm TFLOP/s, "
                          "speedup_vs_mlakit_bf16 = mlakit ms / mlakit_fp8 ms; "
