@@ -23,9 +23,11 @@
 namespace mlakit {
 namespace latent {
 
-// A request (dense) or a token of a request (sparse) splits its key range only when the
-// request has at most this many rows (new tokens x heads): decode, MTP, small extends. Larger
-// requests have row blocks enough to fill a machine.
+// A request (dense) or a token of a request (sparse) splits its key range when the request has
+// at most this many rows (new tokens x heads): decode, MTP, small extends; the layout's bounds
+// assume it. Larger requests have row blocks enough to fill a machine in a full batch; a dense
+// plan that leaves half the workers idle splits them too when its block holds that
+// (plan/latent_schedule.cc).
 constexpr int kSplitRowsMax = 128;
 // At most this many splits per range; longer ranges get longer splits (a multiple of 64 keys).
 constexpr int kMaxSplits = 32;

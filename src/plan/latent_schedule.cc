@@ -61,6 +61,10 @@ LatentScheduleResult LatentScheduler::build(const LatentBatch& b, const LatentPl
   const bool widen = workers_ > 0 && !o.batch_invariant;
   const int64_t head_blocks = (H + BR - 1) / BR;
   int64_t items_at[kMaxWiden + 1] = {};
+  // What the plan holds at split_size_ with every dense request's keys split (those of more than
+  // kSplitRowsMax rows too): items, merges, partial rows; and whether any such request exists.
+  int64_t all_items = 0, all_merges = 0, all_partial = 0;
+  bool large = false;
   qo[0] = 0;
   page_ptr[0] = 0;
   for (int r = 0; r < b.batch_size; ++r) {
@@ -72,6 +76,13 @@ LatentScheduleResult LatentScheduler::build(const LatentBatch& b, const LatentPl
     if (!widen || q == 0) continue;
     const int64_t rows_r = q * H;
     const int64_t blocks = sparse ? q * head_blocks : (rows_r + BR - 1) / BR;
+    if (!sparse) {
+      const int64_t n = latent::split_range(kvr, split_size_).count;
+      all_items += blocks * n;
+      all_merges += n > 1 ? blocks : 0;
+      all_partial += n > 1 ? rows_r * n : 0;
+      large = large || rows_r > latent::kSplitRowsMax;
+    }
     if (rows_r > latent::kSplitRowsMax) {
       for (int k = 0; k <= kMaxWiden; ++k) items_at[k] += blocks;
       continue;
@@ -94,13 +105,20 @@ LatentScheduleResult LatentScheduler::build(const LatentBatch& b, const LatentPl
       split = static_cast<int64_t>(split_size_) << k;
   }
   res.split_size = static_cast<int>(split);
+  // A dense batch that leaves at least half the workers without an item (a lone MTP or extend
+  // request: 4 new tokens at 128 heads make 8 row blocks, each walking its whole context on one
+  // SM) splits its large requests' keys as well, when the block holds what that makes (a request
+  // of more than kSplitRowsMax rows is not within the layout's bounds; the totals above are
+  // exact). Not batch-invariant: options.batch_invariant keeps them whole.
+  const bool split_large = widen && !sparse && large && 2 * items_at[0] <= workers_ && all_items <= l.max_items &&
+                           all_merges <= l.max_merges && all_partial <= l.max_partial_rows;
   // The sort key of each request.
   int32_t* const costs = cost_.data();
   int32_t cost_lo = kCostBuckets, cost_hi = 0;
   for (int r = 0; r < b.batch_size; ++r) {
     const int64_t q = qo[r + 1] - qo[r];
     const int64_t rows_r = q * H;
-    const bool may_split = rows_r <= latent::kSplitRowsMax;
+    const bool may_split = rows_r <= latent::kSplitRowsMax || split_large;
     const int64_t keys = sparse ? o.topk : kv[r];
     const int64_t first = may_split ? latent::split_range(keys, split).len : keys;
     const int32_t c = item_cost(static_cast<int>(std::min<int64_t>(BR, sparse ? H : rows_r)), first);
@@ -145,7 +163,7 @@ LatentScheduleResult LatentScheduler::build(const LatentBatch& b, const LatentPl
     const int64_t kvr = kv[r];
     if (q == 0) continue;
     const int64_t rows_r = q * H;
-    const bool may_split = rows_r <= latent::kSplitRowsMax;
+    const bool may_split = rows_r <= latent::kSplitRowsMax || split_large;
     if (!sparse) {
       res.visible_pairs += visible_pairs(q, kvr, o.causal, -1);
       const latent::Split sp = may_split ? latent::split_range(kvr, split) : latent::Split{1, kvr};

@@ -5,6 +5,7 @@
 // split by the config's size; the items still cover every key exactly once.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -25,15 +26,17 @@ struct Planned {
 };
 
 // Plans `batch` requests of `q` new tokens over `kv` cached ones at `heads`, page 64, with
-// `workers` (0: none) and the config's 512 keys per split.
-Planned plan_batch(int heads, int batch, int q, int kv, int workers, bool batch_invariant, int topk = 0) {
+// `workers` (0: none) and the config's 512 keys per split; the config holds max_batch requests
+// (0: batch).
+Planned plan_batch(int heads, int batch, int q, int kv, int workers, bool batch_invariant, int topk = 0,
+                   int max_batch = 0) {
   LatentConfig c;
   c.num_heads = heads;
   c.block_size = 64;
-  c.max_batch = batch;
-  c.max_q_tokens = static_cast<int64_t>(batch) * q;
-  c.max_kv_tokens = static_cast<int64_t>(batch) * kv;
-  c.num_blocks = c.max_kv_tokens / 64 + batch;
+  c.max_batch = max_batch > 0 ? max_batch : batch;
+  c.max_q_tokens = static_cast<int64_t>(c.max_batch) * q;
+  c.max_kv_tokens = static_cast<int64_t>(c.max_batch) * kv;
+  c.num_blocks = c.max_kv_tokens / 64 + c.max_batch;
   c.max_topk = topk;
   const int cols = (kv + 63) / 64;
   std::vector<int32_t> ql(batch, q), kl(batch, kv), table(static_cast<size_t>(batch) * cols);
@@ -88,6 +91,44 @@ TEST(LatentSchedule, SmallBatchesWorkerlessBackendsAndLongRowsKeepTheConfigsSpli
   const Planned mtp = plan_batch(128, 64, 4, 4096, kSms, false);            // 512 rows: never split
   EXPECT_EQ(mtp.r.num_merges, 0);
   EXPECT_EQ(mtp.r.num_items, 64 * 8);
+}
+
+// Every key a dense causal plan's row block sees, in exactly one item (requests of q new tokens
+// over kv keys, the new ones included, in 64-row blocks of (token, head) rows).
+void expect_causal_keys_covered_once(const Planned& p, int heads, int batch, int q, int kv) {
+  const int rows = q * heads, blocks = (rows + 63) / 64;
+  std::vector<int> seen(static_cast<size_t>(batch) * blocks * kv, 0);
+  for (const latent::LatentItem& it : p.items) {
+    const int blk = (it.row_begin - it.request * rows) / 64;
+    for (int k = it.key_begin; k < it.key_end; ++k) ++seen[(static_cast<size_t>(it.request) * blocks + blk) * kv + k];
+  }
+  for (int r = 0; r < batch; ++r)
+    for (int blk = 0; blk < blocks; ++blk) {
+      const int last_tok = std::min(rows, (blk + 1) * 64) / heads - ((std::min(rows, (blk + 1) * 64) % heads) ? 0 : 1);
+      const int hi = kv - q + last_tok + 1;
+      for (int k = 0; k < kv; ++k) ASSERT_EQ(seen[(static_cast<size_t>(r) * blocks + blk) * kv + k], k < hi ? 1 : 0);
+    }
+}
+
+TEST(LatentSchedule, ALoneLargeRequestSplitsItsKeysAcrossTheWorkers) {
+  // MTP-4 at 128 heads over 4096 keys: 8 row blocks, 8 items unsplit on 132 workers. Split by 512
+  // keys: 64 items, a merge a row block, 512 rows x 8 partial rows.
+  const Planned lone = plan_batch(128, 1, 4, 4096, kSms, false, 0, 64);
+  EXPECT_EQ(lone.r.num_items, 64);
+  EXPECT_EQ(lone.r.num_merges, 8);
+  EXPECT_EQ(lone.r.partial_rows, 512 * 8);
+  expect_causal_keys_covered_once(lone, 128, 1, 4, 4096);
+  // 8 such requests (64 items: half the workers) still split; 16 (128 items) do not.
+  const Planned eight = plan_batch(128, 8, 4, 4096, kSms, false, 0, 64);
+  EXPECT_EQ(eight.r.num_items, 8 * 64);
+  expect_causal_keys_covered_once(eight, 128, 8, 4, 4096);
+  EXPECT_EQ(plan_batch(128, 16, 4, 4096, kSms, false, 0, 64).r.num_merges, 0);
+  // Batch-invariant plans, the CPU (no workers) and a block too small for the merges keep them whole.
+  EXPECT_EQ(plan_batch(128, 1, 4, 4096, kSms, true, 0, 64).r.num_items, 8);
+  EXPECT_EQ(plan_batch(128, 1, 4, 4096, 0, false, 0, 64).r.num_items, 8);
+  const Planned small_block = plan_batch(128, 1, 4, 4096, kSms, false);  // max_batch 1: 2 merges
+  EXPECT_EQ(small_block.r.num_merges, 0);
+  expect_causal_keys_covered_once(small_block, 128, 1, 4, 4096);
 }
 
 TEST(LatentSchedule, SparseTokensWidenLikeRequests) {
