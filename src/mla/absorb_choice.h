@@ -21,10 +21,12 @@ struct AbsorbRule {
 // The rule of MlaConfig::absorb_max_query_len = max_query_len. With automatic_cuda (the CUDA
 // backend's own choice, -1), a mixed step absorbs only requests whose (token, head) rows the
 // latent kernel splits over the keys across SMs (latent::kSplitRowsMax: 8 new tokens at 16 heads,
-// 1 at 128). A request of more rows runs each 64-row block over its whole context on one SM; alone
-// beside an up-projection it is slower than up-projecting: 49 new tokens at 16 heads over 950
-// cached took 58 us a layer in the latent kernel, against ~14 us of up-projection and attention
-// saved (H100, bench/results/mla-absorb-h100). An explicit limit is taken as it is.
+// 1 at 128). A request of more rows was measured slower than up-projecting, alone beside an
+// up-projection: 49 new tokens at 16 heads over 950 cached took 58 us a layer in the latent
+// kernel with each 64-row block walking the whole context on one SM, against ~14 us of
+// up-projection and attention saved (H100, bench/results/mla-absorb-h100). The latent plan now
+// splits such a lone request's keys too, by 512 (two ranges there), which halves that at best;
+// the rule stands until measured again. An explicit limit is taken as it is.
 AbsorbRule absorb_rule(int max_query_len, bool automatic_cuda, int num_heads);
 
 struct AbsorbChoice {
