@@ -24,7 +24,7 @@ struct AbsorbRule {
 // 1 at 128). A request of more rows was measured slower than up-projecting, alone beside an
 // up-projection: 49 new tokens at 16 heads over 950 cached took 58 us a layer in the latent
 // kernel with each 64-row block walking the whole context on one SM, against ~14 us of
-// up-projection and attention saved (H100, bench/results/mla-absorb-h100). The latent plan now
+// up-projection and attention saved (H100, bench/results/mla-absorb-h100). The latent plan
 // splits such a lone request's keys too, by 512 (two ranges there), which halves that at best;
 // the rule stands until measured again. An explicit limit is taken as it is.
 AbsorbRule absorb_rule(int max_query_len, bool automatic_cuda, int num_heads);
