@@ -87,18 +87,6 @@ MlaConfig dims(int heads = 4, int lora = 64, int block_size = 16) {
   return c;
 }
 
-// The step's first total_q rows against the reference: all written (no NaN), within bf16 tolerance.
-void expect_matches(const StepResult& r, const MlaCase& m, const MlaRef& ref) {
-  const int64_t tq = m.total_q();
-  std::vector<double> out = r.out.to_doubles(), lse = r.lse.to_doubles();
-  out.resize(static_cast<size_t>(tq * m.cfg.num_heads * m.cfg.v_head_dim));
-  lse.resize(static_cast<size_t>(tq * m.cfg.num_heads));
-  for (double x : out) ASSERT_FALSE(std::isnan(x));
-  for (double x : lse) ASSERT_FALSE(std::isnan(x));
-  EXPECT_LE(relative_error(out, ref.out.to_doubles()), 1e-2);
-  EXPECT_LE(lse_error(lse, ref.lse.to_doubles()), 1e-2);
-}
-
 // Decode (1), MTP (2, 3) and extend (4) requests among prefill chunks, one with no new token, one
 // whose new tokens outnumber its context (up-projected), contexts across blocks.
 struct Mixed {

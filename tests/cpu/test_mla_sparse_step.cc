@@ -54,30 +54,12 @@ TEST(MlaSparseSplit, TokensPastTopkFormTheirOwnPart) {
 }
 
 StepResult run_sparse(const MlaStep& step, const MlaCase& m, const SparseInputs& s, HostTensor& cache) {
-  const MlaConfig& cfg = step.config();
-  const int64_t rows = m.q.shape()[0];
-  StepResult r{HostTensor(cfg.dtype, {rows, cfg.num_heads, cfg.v_head_dim}),
-               HostTensor(DType::kFP32, {rows, cfg.num_heads}), step.info()};
-  r.out.fill_bytes(0xFF);
-  r.lse.fill_bytes(0xFF);
-  MlaLayer y = m.layer();
-  y.kv_cache = cache.view();
   const TensorView idx = s.indices.view(), len = s.topk_length.view();
-  y.indices = &idx;
-  y.topk_length = &len;
-  TensorView lse = r.lse.view();
-  step.run(y, r.out.view(), &lse);
-  return r;
+  return run_planned(step, m, cache, &idx, &len);
 }
 
 void expect_matches(const StepResult& r, const MlaCase& m, const Oracle& o) {
-  const int64_t tq = m.total_q();
-  std::vector<double> out = r.out.to_doubles(), lse = r.lse.to_doubles();
-  out.resize(static_cast<size_t>(tq * m.cfg.num_heads * m.cfg.v_head_dim));
-  lse.resize(static_cast<size_t>(tq * m.cfg.num_heads));
-  for (double x : out) ASSERT_FALSE(std::isnan(x));
-  EXPECT_LE(relative_error(out, o.out), 1e-2);
-  EXPECT_LE(lse_error(lse, o.lse), 1e-2);
+  expect_step_rows(r.out, r.lse, m, o.out, o.lse);
 }
 
 // A prompt straddling topk, a decode and an MTP past it, a short request wholly below it, an

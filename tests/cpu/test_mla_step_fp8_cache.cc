@@ -42,17 +42,6 @@ MlaConfig cache_dims(KvCacheDtype f, DType dtype = DType::kBF16, int block_size 
   return c;
 }
 
-// The first total_q rows: written, no NaN, within bf16 tolerance of the reference.
-void expect_matches(const StepResult& r, const MlaCase& m, const MlaRef& ref, double tol = 1e-2,
-                    double lse_tol = 1e-2) {
-  const int64_t tq = m.total_q();
-  std::vector<double> out = r.out.to_doubles(), lse = r.lse.to_doubles();
-  out.resize(static_cast<size_t>(tq * m.cfg.num_heads * m.cfg.v_head_dim));
-  lse.resize(static_cast<size_t>(tq * m.cfg.num_heads));
-  EXPECT_LE(relative_error(out, ref.out.to_doubles()), tol);  // +inf on any NaN (unwritten poison)
-  EXPECT_LE(lse_error(lse, ref.lse.to_doubles()), lse_tol);
-}
-
 // Latent rows quantization must survive: new token 2 all zero (amax 0), and three channels 20x
 // the rest in every new token (outliers).
 void add_zero_row_and_outliers(MlaCase& m) {

@@ -67,15 +67,7 @@ inline Fetched fetch(const DeviceLayer& d, const MlaCase& m) {
 
 // Rows [0, total_q) written and within bf16 tolerance of the reference.
 inline void expect_matches(const Fetched& f, const MlaCase& m, const MlaRef& ref) {
-  const int64_t tq = m.total_q();
-  std::vector<double> out = f.out.to_doubles(), lse = f.lse.to_doubles();
-  out.resize(static_cast<size_t>(tq * m.cfg.num_heads * m.cfg.v_head_dim));
-  lse.resize(static_cast<size_t>(tq * m.cfg.num_heads));
-  int64_t nan = 0;
-  for (double x : out) nan += std::isnan(x) ? 1 : 0;
-  EXPECT_EQ(nan, 0) << "unwritten (poisoned) or NaN outputs";
-  EXPECT_LE(relative_error(out, ref.out.to_doubles()), 1e-2);
-  EXPECT_LE(lse_error(lse, ref.lse.to_doubles()), 1e-2);
+  expect_step_rows(f.out, f.lse, m, ref.out.to_doubles(), ref.lse.to_doubles());
 }
 
 }  // namespace test

@@ -78,15 +78,7 @@ TEST_P(CudaMlaSparseStep, MatchesTheOracle) {
   synchronize(gcfg.device);
   const Fetched f = fetch(d, m);
   const Oracle want = sparse_oracle(m, kTopk, s);
-  const int64_t tq = m.total_q(), H = m.cfg.num_heads;
-  std::vector<double> out = f.out.to_doubles(), lse = f.lse.to_doubles();
-  out.resize(static_cast<size_t>(tq * H * m.cfg.v_head_dim));
-  lse.resize(static_cast<size_t>(tq * H));
-  int64_t nan = 0;
-  for (double x : out) nan += std::isnan(x) ? 1 : 0;
-  EXPECT_EQ(nan, 0) << "unwritten (poisoned) or NaN outputs";
-  EXPECT_LE(relative_error(out, want.out), 1e-2);
-  EXPECT_LE(lse_error(lse, want.lse), 1e-2);
+  expect_step_rows(f.out, f.lse, m, want.out, want.lse);
   EXPECT_EQ(f.cache.bytes(), expected_cache(m).bytes());
 }
 

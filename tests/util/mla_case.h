@@ -178,9 +178,34 @@ struct StepResult {
   MlaPlanInfo info;
 };
 
+// Rows [0, total_q) of a step's out and lse against the wanted values (float64, the same
+// layouts): every row written (outputs are poisoned with NaN before a run) and within tolerance.
+// K and V are rounded to bf16 after the up-projection (the reference keeps them in double), which
+// moves scores by ~1e-3: the LSE gets the same 1e-2 relative budget as the output by default.
+inline void expect_step_rows(const HostTensor& out, const HostTensor& lse, const MlaCase& m,
+                             const std::vector<double>& want_out, const std::vector<double>& want_lse,
+                             double tol = 1e-2, double lse_tol = 1e-2) {
+  const int64_t tq = m.total_q();
+  std::vector<double> o = out.to_doubles(), l = lse.to_doubles();
+  o.resize(static_cast<size_t>(tq * m.cfg.num_heads * m.cfg.v_head_dim));
+  l.resize(static_cast<size_t>(tq * m.cfg.num_heads));
+  int64_t nan = 0;
+  for (double x : o) nan += std::isnan(x) ? 1 : 0;
+  for (double x : l) nan += std::isnan(x) ? 1 : 0;
+  EXPECT_EQ(nan, 0) << "unwritten (poisoned) or NaN rows";
+  EXPECT_LE(relative_error(o, want_out), tol);
+  EXPECT_LE(lse_error(l, want_lse), lse_tol);
+}
+
+inline void expect_matches(const StepResult& r, const MlaCase& m, const MlaRef& ref, double tol = 1e-2,
+                           double lse_tol = 1e-2) {
+  expect_step_rows(r.out, r.lse, m, ref.out.to_doubles(), ref.lse.to_doubles(), tol, lse_tol);
+}
+
 // Runs one layer of `m` through a planned `step` on `cache` (which it writes); out and lse are
-// poisoned (NaN) first.
-inline StepResult run_planned(const MlaStep& step, const MlaCase& m, HostTensor& cache) {
+// poisoned (NaN) first. A sparse step's indices (and top-k lengths) when given.
+inline StepResult run_planned(const MlaStep& step, const MlaCase& m, HostTensor& cache,
+                              const TensorView* indices = nullptr, const TensorView* topk_length = nullptr) {
   const MlaConfig& cfg = step.config();
   const int64_t rows = m.q.shape()[0];
   StepResult r{HostTensor(cfg.dtype, {rows, cfg.num_heads, cfg.v_head_dim}),
@@ -189,6 +214,8 @@ inline StepResult run_planned(const MlaStep& step, const MlaCase& m, HostTensor&
   r.lse.fill_bytes(0xFF);
   MlaLayer y = m.layer();
   y.kv_cache = cache.view();
+  y.indices = indices;
+  y.topk_length = topk_length;
   TensorView lse = r.lse.view();
   step.run(y, r.out.view(), &lse);
   return r;
