@@ -56,16 +56,22 @@ Planned plan_batch(int heads, int batch, int q, int kv, int workers, bool batch_
   return p;
 }
 
-// Every (row block, key) of a dense decode plan in exactly one item.
-void expect_keys_covered_once(const Planned& p, int heads, int batch, int kv) {
-  const int blocks = (heads + 63) / 64;
+// Every key a dense causal plan's row block sees, in exactly one item (requests of q new tokens
+// over kv keys, the new ones included, in 64-row blocks of (token, head) rows; a decode's block
+// sees every key).
+void expect_keys_covered_once(const Planned& p, int heads, int batch, int q, int kv) {
+  const int rows = q * heads, blocks = (rows + 63) / 64;
   std::vector<int> seen(static_cast<size_t>(batch) * blocks * kv, 0);
   for (const latent::LatentItem& it : p.items) {
-    const int blk = (it.row_begin % heads) / 64;
-    for (int k = it.key_begin; k < it.key_end; ++k)
-      ++seen[(static_cast<size_t>(it.request) * blocks + blk) * kv + k];
+    const int blk = (it.row_begin - it.request * rows) / 64;
+    for (int k = it.key_begin; k < it.key_end; ++k) ++seen[(static_cast<size_t>(it.request) * blocks + blk) * kv + k];
   }
-  for (size_t i = 0; i < seen.size(); ++i) ASSERT_EQ(seen[i], 1) << i;
+  for (int r = 0; r < batch; ++r)
+    for (int blk = 0; blk < blocks; ++blk) {
+      const int last_tok = (std::min(rows, (blk + 1) * 64) - 1) / heads;  // the block's last row's token
+      const int hi = kv - q + last_tok + 1;
+      for (int k = 0; k < kv; ++k) ASSERT_EQ(seen[(static_cast<size_t>(r) * blocks + blk) * kv + k], k < hi ? 1 : 0);
+    }
 }
 
 TEST(LatentSchedule, BatchThatFillsTheGpuSplitsLess) {
@@ -75,12 +81,12 @@ TEST(LatentSchedule, BatchThatFillsTheGpuSplitsLess) {
   EXPECT_EQ(wide.r.split_size, 2048);
   EXPECT_EQ(wide.r.num_items, 512);
   EXPECT_EQ(wide.r.partial_rows, 128 * 128 * 2);
-  expect_keys_covered_once(wide, 128, 128, 4096);
+  expect_keys_covered_once(wide, 128, 128, 1, 4096);
   const Planned fixed = plan_batch(128, 128, 1, 4096, kSms, true);
   EXPECT_EQ(fixed.r.split_size, 512);
   EXPECT_EQ(fixed.r.num_items, 2048);
   EXPECT_EQ(fixed.r.partial_rows, 128 * 128 * 8);
-  expect_keys_covered_once(fixed, 128, 128, 4096);
+  expect_keys_covered_once(fixed, 128, 128, 1, 4096);
   // 16 heads: 1024 items of 512, 512 of 1024 (>= 396), 256 of 2048.
   EXPECT_EQ(plan_batch(16, 128, 1, 4096, kSms, false).r.split_size, 1024);
 }
@@ -93,23 +99,6 @@ TEST(LatentSchedule, SmallBatchesWorkerlessBackendsAndLongRowsKeepTheConfigsSpli
   EXPECT_EQ(mtp.r.num_items, 64 * 8);
 }
 
-// Every key a dense causal plan's row block sees, in exactly one item (requests of q new tokens
-// over kv keys, the new ones included, in 64-row blocks of (token, head) rows).
-void expect_causal_keys_covered_once(const Planned& p, int heads, int batch, int q, int kv) {
-  const int rows = q * heads, blocks = (rows + 63) / 64;
-  std::vector<int> seen(static_cast<size_t>(batch) * blocks * kv, 0);
-  for (const latent::LatentItem& it : p.items) {
-    const int blk = (it.row_begin - it.request * rows) / 64;
-    for (int k = it.key_begin; k < it.key_end; ++k) ++seen[(static_cast<size_t>(it.request) * blocks + blk) * kv + k];
-  }
-  for (int r = 0; r < batch; ++r)
-    for (int blk = 0; blk < blocks; ++blk) {
-      const int last_tok = std::min(rows, (blk + 1) * 64) / heads - ((std::min(rows, (blk + 1) * 64) % heads) ? 0 : 1);
-      const int hi = kv - q + last_tok + 1;
-      for (int k = 0; k < kv; ++k) ASSERT_EQ(seen[(static_cast<size_t>(r) * blocks + blk) * kv + k], k < hi ? 1 : 0);
-    }
-}
-
 TEST(LatentSchedule, ALoneLargeRequestSplitsItsKeysAcrossTheWorkers) {
   // MTP-4 at 128 heads over 4096 keys: 8 row blocks, 8 items unsplit on 132 workers. Split by 512
   // keys: 64 items, a merge a row block, 512 rows x 8 partial rows.
@@ -117,18 +106,18 @@ TEST(LatentSchedule, ALoneLargeRequestSplitsItsKeysAcrossTheWorkers) {
   EXPECT_EQ(lone.r.num_items, 64);
   EXPECT_EQ(lone.r.num_merges, 8);
   EXPECT_EQ(lone.r.partial_rows, 512 * 8);
-  expect_causal_keys_covered_once(lone, 128, 1, 4, 4096);
+  expect_keys_covered_once(lone, 128, 1, 4, 4096);
   // 8 such requests (64 items: half the workers) still split; 16 (128 items) do not.
   const Planned eight = plan_batch(128, 8, 4, 4096, kSms, false, 0, 64);
   EXPECT_EQ(eight.r.num_items, 8 * 64);
-  expect_causal_keys_covered_once(eight, 128, 8, 4, 4096);
+  expect_keys_covered_once(eight, 128, 8, 4, 4096);
   EXPECT_EQ(plan_batch(128, 16, 4, 4096, kSms, false, 0, 64).r.num_merges, 0);
   // Batch-invariant plans, the CPU (no workers) and a block too small for the merges keep them whole.
   EXPECT_EQ(plan_batch(128, 1, 4, 4096, kSms, true, 0, 64).r.num_items, 8);
   EXPECT_EQ(plan_batch(128, 1, 4, 4096, 0, false, 0, 64).r.num_items, 8);
   const Planned small_block = plan_batch(128, 1, 4, 4096, kSms, false);  // max_batch 1: 2 merges
   EXPECT_EQ(small_block.r.num_merges, 0);
-  expect_causal_keys_covered_once(small_block, 128, 1, 4, 4096);
+  expect_keys_covered_once(small_block, 128, 1, 4, 4096);
 }
 
 TEST(LatentSchedule, SparseTokensWidenLikeRequests) {
