@@ -637,6 +637,20 @@ def combine_turns(ms_turns):
     return statistics.median(ms_turns)
 
 
+def set_rates(res, m, case, args, ceiling_tflops, ceil):
+    """res's rates from its tflops and ms: % of the fixed peak and of this run's ceilings, and an FP8
+    method's speed-up over mlakit's bf16 kernel (when that ran first)."""
+    res["pct_peak"] = 100.0 * res["tflops"] / args.peak_tflops
+    if ceiling_tflops:
+        res["pct_ceiling"] = 100.0 * res["tflops"] / ceiling_tflops
+    if m in FP8_TOL:
+        if ceil.get("gemm_e4m3_8192_tflops"):
+            res["pct_fp8_ceiling"] = 100.0 * res["tflops"] / ceil["gemm_e4m3_8192_tflops"]
+        bf = case["results"].get("mlakit", {}).get("ms")
+        if bf:
+            res["speedup_vs_mlakit_bf16"] = bf / res["ms"]
+
+
 def more_turns(torch, case, methods, w, sets, sets8, dev, mlakit_mod, args, nsets, warmup, iters, flops,
                ceiling_tflops, ceil):
     """Turns 2..--turns of one workload: each method timed again (built anew, not checked again),
@@ -659,21 +673,13 @@ def more_turns(torch, case, methods, w, sets, sets8, dev, mlakit_mod, args, nset
             except Exception as ex:  # noqa: BLE001
                 log(f"  {m:16s} a later turn failed: {short(ex)}")
             torch.cuda.synchronize()
-    for m in timed:
+    for m in timed:  # mlakit's first (--methods order), so FP8 speed-ups read its combined ms
         res = case["results"][m]
         res["ms"] = combine_turns(res["ms_turns"])
         res["tflops"] = flops / (res["ms"] * 1e-3) / 1e12
-        res["pct_peak"] = 100.0 * res["tflops"] / args.peak_tflops
-        if ceiling_tflops:
-            res["pct_ceiling"] = 100.0 * res["tflops"] / ceiling_tflops
-        if m in FP8_TOL and ceil.get("gemm_e4m3_8192_tflops"):
-            res["pct_fp8_ceiling"] = 100.0 * res["tflops"] / ceil["gemm_e4m3_8192_tflops"]
+        set_rates(res, m, case, args, ceiling_tflops, ceil)
         log(f"  {m:16s} turns {' '.join('%.4f' % x for x in res['ms_turns'])} ms -> {res['ms']:.4f} ms "
             f"{res['tflops']:.1f} TFLOP/s")
-    bf = case["results"].get("mlakit", {}).get("ms")
-    for m in timed:
-        if m in FP8_TOL and bf:
-            case["results"][m]["speedup_vs_mlakit_bf16"] = bf / case["results"][m]["ms"]
 
 
 def main(argv=None):
@@ -899,16 +905,8 @@ def main(argv=None):
                             res[f"plan_us_{kind}_indptr"] = None
                             log(f"  {m}: plan() with {kind} indptr failed: {short(ex)}")
                     del runner, built
-                res["pct_peak"] = 100.0 * res["tflops"] / args.peak_tflops
-                if ceiling_tflops:
-                    res["pct_ceiling"] = 100.0 * res["tflops"] / ceiling_tflops
+                set_rates(res, m, case, args, ceiling_tflops, ceil)
                 m_tol = FP8_TOL.get(m, tol)
-                if m in FP8_TOL:
-                    if ceil.get("gemm_e4m3_8192_tflops"):
-                        res["pct_fp8_ceiling"] = 100.0 * res["tflops"] / ceil["gemm_e4m3_8192_tflops"]
-                    bf = case["results"].get("mlakit", {}).get("ms")
-                    if bf:
-                        res["speedup_vs_mlakit_bf16"] = bf / res["ms"]
                 res["check"] = "PASS" if (res.get("relerr") is not None and res["relerr"] <= m_tol) else "FAIL"
                 if m in ("mlakit", "mlakit_fp8") and res["check"] != "PASS":
                     any_mlakit_fail = True
