@@ -14,6 +14,14 @@
 namespace mlakit {
 namespace cuda {
 
+// The slack softmax's reference max: the running max m moves to a tile's max mx only when mx
+// passes it by more than `slack` (in the maxima's units). From -inf it always moves to a finite
+// mx: -inf + slack is -inf.
+__device__ __forceinline__ float slack_max(float m, float mx, float slack) {
+  const float n = fmaxf(m, mx);
+  return n <= m + slack ? m : n;
+}
+
 // kPLog2Offset: probabilities are 2^(x - max + kPLog2Offset) (the sm90 e4m3 kernel's P scale,
 // kernel_layout_sm90.cuh); m stays the plain running max.
 // kSlack > 0: the reference max m moves only when a tile's max passes it by more than kSlack
@@ -72,10 +80,11 @@ struct RowSoftmax {
     for (int r = 0; r < 2; ++r) {
       mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
       mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
-      float m_new = fmaxf(m[r], mx[r] * scale);
+      float m_new;
       if constexpr (kSlack > 0) {
-        // -inf + kSlack is -inf: a row's first visible key always moves it.
-        if (m_new <= m[r] + static_cast<float>(kSlack)) m_new = m[r];
+        m_new = slack_max(m[r], mx[r] * scale, static_cast<float>(kSlack));
+      } else {
+        m_new = fmaxf(m[r], mx[r] * scale);
       }
       const float m_use = m_new == -INFINITY ? 0.f : m_new;
       alpha[r] = fast_exp2(m[r] - m_use);

@@ -35,6 +35,7 @@
 
 #include <atomic>
 
+#include "cuda/common/online_softmax.cuh"
 #include "cuda/sm90/latent_common_sm90.cuh"
 #include "cuda/sm90/ptx_sm90.cuh"
 #include "cuda/sm90/smem_desc.h"
@@ -178,17 +179,12 @@ __device__ __forceinline__ void mask_rows(float (&s)[32], const int* key_ok, int
   }
 }
 
-// The slack softmax (as the prefill kernel's, online_softmax.cuh): a row's reference max m (raw
-// score units) moves to a tile's max mx only when mx passes it by more than 2^kSlackLog2 after
-// scaling, so P stays below 2^8 (16-bit P holds that as exactly as values below 1) and on most
-// tiles after a row's first every factor is 1 and the rescales are skipped (scale_o_if_needed).
-// O, the row sums and m stay one consistent triple. A first visible key always moves m (from
-// -inf: the difference is +inf, or NaN while both are -inf, and neither passes the test).
+// The slack softmax (the prefill kernel's: slack_max, online_softmax.cuh): a row's reference max
+// m (raw score units) moves to a tile's max only when that passes it by more than kSlackLog2
+// after scaling (`slack` = kSlackLog2 / scale in raw units), so P stays below 2^8 (16-bit P holds
+// that as exactly as values below 1), and on most tiles after a row's first every factor is 1 and
+// the rescales are skipped (scale_o_if_needed). O, the row sums and m stay one consistent triple.
 constexpr float kSlackLog2 = 8.f;
-__device__ __forceinline__ float slack_max(float m, float mx, float scale_log2) {
-  const float n = fmaxf(m, mx);
-  return (n - m) * scale_log2 <= kSlackLog2 ? m : n;
-}
 
 // The exponent offset of max m (raw score units): m x scale_log2, or 0 while no key was seen.
 __device__ __forceinline__ float max_offset(float m, float scale_log2) { return m == -INFINITY ? 0.f : m * scale_log2; }
@@ -334,6 +330,7 @@ __global__ void __launch_bounds__(kThreads, 1) latent_kernel(const LatentArgs ar
   int block_shift = 0;
   while ((1 << block_shift) < h.block_size) ++block_shift;
   const float sl = h.sm_scale_log2;
+  const float slack = kSlackLog2 / sl;  // raw score units (+inf with a zero scale: m never moves)
   const int num_items = h.num_items;
   // Parities (both warpgroups alike): bit s, of the tile stage s holds now and of P_s's barrier
   // (bit 1 also of P0 scaled); bit 2, of key_ok read.
@@ -397,7 +394,7 @@ __global__ void __launch_bounds__(kThreads, 1) latent_kernel(const LatentArgs ar
         float f0[2];
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
-          m0[r] = slack_max(m_raw[r], mx[r], sl);
+          m0[r] = slack_max(m_raw[r], mx[r], slack);
           off0[r] = max_offset(m0[r], sl);
           f0[r] = fast_exp2(m_raw[r] * sl - off0[r]);  // 0 while nothing was seen
         }
@@ -480,7 +477,7 @@ __global__ void __launch_bounds__(kThreads, 1) latent_kernel(const LatentArgs ar
           float f01[2];
 #pragma unroll
           for (int r = 0; r < 2; ++r) {
-            m1[r] = slack_max(m0[r], mx[r], sl);
+            m1[r] = slack_max(m0[r], mx[r], slack);
             off1[r] = max_offset(m1[r], sl);
             f1[r] = fast_exp2(m0[r] * sl - off1[r]);
             f01[r] = fast_exp2(m_raw[r] * sl - off1[r]);
