@@ -132,11 +132,17 @@ __device__ __forceinline__ void rescale_rows(float (&o)[NTO][4], const float (&a
   }
 }
 
+// Whether any row of the warp (a lane's two rows, in every lane) has a factor other than 1: the
+// warp-uniform test before a rescale the slack softmax usually makes unneeded.
+__device__ __forceinline__ bool warp_factor_moved(const float (&f)[2]) {
+  return __any_sync(0xffffffffu, f[0] != 1.f || f[1] != 1.f);
+}
+
 // With a slack softmax most tiles leave every row's factor at 1: the warp skips the multiplies
 // then (a warp-uniform branch; the vote costs two instructions, the rescale 4 NTO).
 template <int NTO>
 __device__ __forceinline__ void rescale_rows_if_needed(float (&o)[NTO][4], const float (&alpha)[2]) {
-  if (__any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f)) rescale_rows(o, alpha);
+  if (warp_factor_moved(alpha)) rescale_rows(o, alpha);
 }
 
 }  // namespace cuda

@@ -231,7 +231,7 @@ __device__ __forceinline__ void scale_o(float (&o)[2][64], const float (&f)[2]) 
 // scale_o unless every factor of the warp's rows is 1 (a warp-uniform branch; the slack softmax
 // makes that the usual tile).
 __device__ __forceinline__ void scale_o_if_needed(float (&o)[2][64], const float (&f)[2]) {
-  if (__any_sync(0xffffffffu, f[0] != 1.f || f[1] != 1.f)) {
+  if (warp_factor_moved(f)) {
     scale_o(o, f);
   } else {
     fence_o(o);
@@ -509,7 +509,7 @@ __global__ void __launch_bounds__(kThreads, 1) latent_kernel(const LatentArgs ar
         }
         if (has1) {
           // P0 to the pair's max; with the slack softmax usually already there.
-          if (__any_sync(0xffffffffu, f1[0] != 1.f || f1[1] != 1.f)) scale_p<T>(sp0, f1, r0, quad);
+          if (warp_factor_moved(f1)) scale_p<T>(sp0, f1, r0, quad);
           mbar_arrive(mbar(kBarP0Scaled));  // every row of P0 (this warpgroup's threads)
           mbar_wait(mbar(kBarP0Scaled), ph1);
         }
