@@ -153,15 +153,17 @@ __device__ __forceinline__ void load_q(const LatentArgs& a, const LatentItem& it
   }
 }
 
-// The end of an item: the two warpgroups' row sums meet in `row_x` (float [2][64]), then each
-// writes its 256 value columns of the rows it holds: final rows (out x 1/l x the sink's factor,
-// lse, max logit), or split rows as partial results that latent_merge.cu combines. `o` holds
-// this warpgroup's columns 256 wg.. as two m64n128 accumulators; m_raw the rows' maxima of raw
-// scores, l this thread's share of their sums.
+// The end of an item: the two warpgroups' row sums and largest scores meet in `row_x` (float
+// [2 warpgroups][2][64]), then each writes its 256 value columns of the rows it holds: final rows
+// (out x 1/l x the sink's factor, lse, max logit), or split rows as partial results that
+// latent_merge.cu combines. `o` holds this warpgroup's columns 256 wg.. as two m64n128
+// accumulators; m_raw the reference maxima of raw scores that o and l are relative to (with the
+// slack softmax, up to its slack below the largest score), top the largest raw scores of the
+// tiles this warpgroup took, l this thread's share of the sums.
 template <typename T>
 __device__ __forceinline__ void store_rows(const LatentArgs& a, const LatentHeader& h, const LatentItem& it,
-                                           const float (&o)[2][64], const float (&m_raw)[2], float (&l)[2],
-                                           float* row_x, int wg, int r0, int quad) {
+                                           const float (&o)[2][64], const float (&m_raw)[2], const float (&top)[2],
+                                           float (&l)[2], float* row_x, int wg, int r0, int quad) {
   const int H = h.num_heads;
   const float scale_log2 = h.sm_scale_log2;
 #pragma unroll
@@ -170,19 +172,21 @@ __device__ __forceinline__ void store_rows(const LatentArgs& a, const LatentHead
     l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
   }
   if (quad == 0) {
-    row_x[wg * kRows + r0] = l[0];
-    row_x[wg * kRows + r0 + 8] = l[1];
+    row_x[2 * wg * kRows + r0] = l[0];
+    row_x[2 * wg * kRows + r0 + 8] = l[1];
+    row_x[(2 * wg + 1) * kRows + r0] = top[0];
+    row_x[(2 * wg + 1) * kRows + r0 + 8] = top[1];
   }
   __syncthreads();
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     const int i = r0 + 8 * r;
-    const float sum = row_x[i] + row_x[kRows + i];
+    const float sum = row_x[i] + row_x[2 * kRows + i];
     if (i >= it.rows) continue;
     const int64_t g = it.row_begin + i;
     const int64_t t = g / H, hd = g % H;
     const float lse = sum > 0.f ? (m_raw[r] * scale_log2 + log2f(sum)) * kLn2 : -INFINITY;
-    const float max_logit = sum > 0.f ? m_raw[r] * h.sm_scale : -INFINITY;
+    const float max_logit = sum > 0.f ? fmaxf(row_x[kRows + i], row_x[3 * kRows + i]) * h.sm_scale : -INFINITY;
     const int col0 = 256 * wg + 2 * quad;
     if (it.partial >= 0) {
       const int64_t prow = it.partial + i;

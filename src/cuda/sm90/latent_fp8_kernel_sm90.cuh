@@ -38,8 +38,8 @@ constexpr int kStages = 2;
 // Shared memory, from a 1024-byte aligned base (the swizzle's atoms).
 constexpr int kOffQ = 0;
 constexpr int kOffK = kOffQ + kTileBytes;
-constexpr int kOffRowX = kOffK + kStages * kTileBytes;  // float [2 warpgroups][64 rows]: max, then sum
-constexpr int kOffPX = kOffRowX + 2 * kRows * 4;        // uint32 [2 halves][2 k-steps][4][128 threads]
+constexpr int kOffRowX = kOffK + kStages * kTileBytes;  // float [2 warpgroups][2][64 rows]: maxima, then store_rows'
+constexpr int kOffPX = kOffRowX + 4 * kRows * 4;        // uint32 [2 halves][2 k-steps][4][128 threads]
 constexpr int kOffKeyOk = kOffPX + 2 * 2 * 4 * 128 * 4; // int [stages][64]
 constexpr int kSmemUsed = kOffKeyOk + kStages * kKeys * 4;
 constexpr int kSmemBytes = kSmemUsed + 1024;  // room to align the base
@@ -354,7 +354,7 @@ __global__ void __launch_bounds__(kThreads, 1) latent_kernel(const LatentArgs ar
     }
     cp_async_wait<0>();
 
-    store_rows<T>(a, h, it, o, m_raw, l, row_x, wg, r0, quad);
+    store_rows<T>(a, h, it, o, m_raw, m_raw, l, row_x, wg, r0, quad);  // m_raw is the largest score
     __syncthreads();  // q, row_x: the next item's
   }
 }

@@ -49,8 +49,8 @@ namespace latent_sm90 {
 // Shared memory, from a 1024-byte aligned base (the swizzle's atoms).
 constexpr int kOffQ = 0;
 constexpr int kOffK = kOffQ + kTileBytes;          // stage s at kOffK + s * kTileBytes
-constexpr int kOffRowX = kOffK + 2 * kTileBytes;   // float [2 warpgroups][64 rows]: the sums at the end
-constexpr int kOffMax = kOffRowX + 2 * kRows * 4;  // float [2][64]: m0 (warpgroup 0), m1 (warpgroup 1)
+constexpr int kOffRowX = kOffK + 2 * kTileBytes;   // float [2 warpgroups][2][64 rows]: store_rows'
+constexpr int kOffMax = kOffRowX + 4 * kRows * 4;  // float [2][64]: m0 (warpgroup 0), m1 (warpgroup 1)
 constexpr int kOffKeyOk = kOffMax + 2 * kRows * 4; // int [2 stages][64]
 constexpr int kOffBar = kOffKeyOk + 2 * kKeys * 4; // uint64 [8]: mbarriers (kBar*)
 constexpr int kSmemUsed = kOffBar + 8 * 8;
@@ -363,7 +363,8 @@ __global__ void __launch_bounds__(kThreads, 1) latent_kernel(const LatentArgs ar
     for (int j = 0; j < 2; ++j)
 #pragma unroll
       for (int e = 0; e < 64; ++e) o[j][e] = 0.f;
-    float m_raw[2] = {-INFINITY, -INFINITY};  // running max of the raw scores q.k (both warpgroups alike)
+    float m_raw[2] = {-INFINITY, -INFINITY};  // the reference max of the raw scores q.k (both warpgroups alike)
+    float top[2] = {-INFINITY, -INFINITY};    // the largest raw score of this warpgroup's tiles (max logits)
     float l[2] = {0.f, 0.f};                  // this thread's share of the sums of its warpgroup's tiles
 
     for (int t0 = 0; t0 < tiles; t0 += 2) {
@@ -394,6 +395,7 @@ __global__ void __launch_bounds__(kThreads, 1) latent_kernel(const LatentArgs ar
         float f0[2];
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
+          top[r] = fmaxf(top[r], mx[r]);
           m0[r] = slack_max(m_raw[r], mx[r], slack);
           off0[r] = max_offset(m0[r], sl);
           f0[r] = fast_exp2(m_raw[r] * sl - off0[r]);  // 0 while nothing was seen
@@ -477,6 +479,7 @@ __global__ void __launch_bounds__(kThreads, 1) latent_kernel(const LatentArgs ar
           float f01[2];
 #pragma unroll
           for (int r = 0; r < 2; ++r) {
+            top[r] = fmaxf(top[r], mx[r]);
             m1[r] = slack_max(m0[r], mx[r], slack);
             off1[r] = max_offset(m1[r], sl);
             f1[r] = fast_exp2(m0[r] * sl - off1[r]);
@@ -531,7 +534,7 @@ __global__ void __launch_bounds__(kThreads, 1) latent_kernel(const LatentArgs ar
       phase ^= (has1 ? 3u : 1u) | (t0 + 2 < tiles ? 4u : 0u);
     }
 
-    store_rows<T>(a, h, it, o, m_raw, l, row_x, wg, r0, quad);
+    store_rows<T>(a, h, it, o, m_raw, top, l, row_x, wg, r0, quad);
     __syncthreads();  // q, the stages, row_x: the next item's
   }
 }
