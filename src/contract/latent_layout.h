@@ -2,7 +2,7 @@
 // it: one block, the same bytes in the host staging buffer and in the device workspace, written
 // by src/plan/latent_schedule.cc. Everything that changes between plans lives here, so a
 // captured run() replays after re-planning; a persistent kernel reads the header, pulls items
-// from `items` (the costliest requests' first) and, once every split of a merge is written,
+// from `items` (the costliest first: worker_item) and, once every split of a merge is written,
 // combines them.
 //
 // Work item: up to block_rows rows of one request, a row being (new token, head) packed as
@@ -119,6 +119,16 @@ MLAKIT_HD Split split_range(int64_t keys, int64_t split_size) {
   if (n <= kMaxSplits) return {n, split_size};
   const int64_t len = ceil_div(ceil_div(keys, kMaxSplits), 64) * 64;
   return {ceil_div(keys, len), len};
+}
+
+// The item persistent worker `worker` of `workers` takes in its round `round` (0, 1, ...):
+// rounds alternate direction (worker w takes w, then 2 workers - 1 - w, ...), so that items
+// listed costliest first reach the workers as a greedy longest-first assignment would (the
+// lightest-loaded worker takes the next item), which a fixed stride is not: it hands worker 0 the
+// costliest item of every round. Increasing in `round`, so a worker stops at the first past the
+// plan's items.
+MLAKIT_HD int64_t worker_item(int64_t round, int worker, int workers) {
+  return round * workers + ((round & 1) != 0 ? workers - 1 - worker : worker);
 }
 
 inline size_t align_to(size_t x, size_t a) { return (x + a - 1) / a * a; }

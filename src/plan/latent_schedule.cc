@@ -17,13 +17,14 @@ using latent::LatentHeader;
 using latent::LatentItem;
 using latent::LatentMerge;
 
-// Items go out longest first, so that workers pulling them in order finish close together. The
-// order is set per request, not per item: requests sorted by the cost of their first item (row
-// vectors of 16 x key blocks of 64, the CPU kernel's steps; a request's items are alike but for
-// its last split and, causal, its earlier row blocks), stable, and each request's items written
-// straight into the block in generation order. Sorting 128 requests instead of ~1000 items keeps
-// plan() within its microseconds (no staging pass over the items). Costs above the last bucket
-// share it (the order only balances work).
+// Items go out costliest first, so that workers taking them in order (the CPU's pool from a
+// counter, the GPU's persistent CTAs by latent::worker_item) finish close together. The order is
+// set per part of a request, not per item: a request's full splits are alike (but for causal
+// bounds) and so are its last ones, so sorting 2 x batch parts by the cost of one of their items
+// (row vectors of 16 x key blocks of 64, the CPU kernel's steps) orders the items, and each
+// part's items are written straight into the block. Sorting ~256 parts instead of ~1000 items
+// keeps plan() within its microseconds (no staging pass over the items). Costs above the last
+// bucket share it (the order only balances work).
 constexpr int kCostBuckets = 4096;
 
 int32_t item_cost(int rows, int64_t keys) {
@@ -40,8 +41,10 @@ int32_t item_cost(int rows, int64_t keys) {
 LatentScheduler::LatentScheduler(const LatentConfig& config, const latent::LatentLayout& layout, int block_rows,
                                  int split_size, int workers)
     : config_(config), layout_(layout), block_rows_(block_rows), split_size_(split_size), workers_(workers) {
-  order_.resize(static_cast<size_t>(config.max_batch));
-  cost_.resize(static_cast<size_t>(config.max_batch));
+  order_.resize(2 * static_cast<size_t>(config.max_batch));
+  cost_.resize(2 * static_cast<size_t>(config.max_batch));
+  splits_.resize(static_cast<size_t>(config.max_batch));
+  partial_base_.resize(static_cast<size_t>(config.max_batch));
   merges_.resize(static_cast<size_t>(layout.max_merges));
   bucket_.resize(kCostBuckets + 1);
 }
@@ -112,32 +115,50 @@ LatentScheduleResult LatentScheduler::build(const LatentBatch& b, const LatentPl
   // exact). Not batch-invariant: options.batch_invariant keeps them whole.
   const bool split_large = widen && !sparse && large && 2 * items_at[0] <= workers_ && all_items <= l.max_items &&
                            all_merges <= l.max_merges && all_partial <= l.max_partial_rows;
-  // The sort key of each request.
+  // Each request's items in two parts, sorted together by cost: its full splits (every split
+  // but the last; alike but for causal bounds) and its last split (or its one item). Sorting
+  // these 2 x batch parts orders the items costliest first without a pass over the items (a
+  // ragged batch's last splits range from a tile to a full split). Each part's sort key is the
+  // cost of one of its items; its partial rows are the request's, placed by request order.
   int32_t* const costs = cost_.data();
   int32_t cost_lo = kCostBuckets, cost_hi = 0;
+  int64_t partial = 0;
   for (int r = 0; r < b.batch_size; ++r) {
     const int64_t q = qo[r + 1] - qo[r];
     const int64_t rows_r = q * H;
     const bool may_split = rows_r <= latent::kSplitRowsMax || split_large;
     const int64_t keys = sparse ? o.topk : kv[r];
-    const int64_t first = may_split ? latent::split_range(keys, split).len : keys;
-    const int32_t c = item_cost(static_cast<int>(std::min<int64_t>(BR, sparse ? H : rows_r)), first);
-    costs[r] = c;
-    cost_lo = std::min(cost_lo, c);
-    cost_hi = std::max(cost_hi, c);
+    const latent::Split sp = may_split ? latent::split_range(keys, split) : latent::Split{1, keys};
+    splits_[static_cast<size_t>(r)] = sp;
+    partial_base_[static_cast<size_t>(r)] = partial;
+    if (sp.count > 1) partial += rows_r * sp.count;
+    const int rows = static_cast<int>(std::min<int64_t>(BR, sparse ? H : rows_r));
+    const int32_t full = q > 0 && sp.count > 1 ? item_cost(rows, sp.len) : -1;
+    const int32_t last = q > 0 ? item_cost(rows, keys - (sp.count - 1) * sp.len) : -1;
+    costs[2 * r] = full;
+    costs[2 * r + 1] = last;
+    for (const int32_t c : {full, last}) {
+      if (c < 0) continue;
+      cost_lo = std::min(cost_lo, c);
+      cost_hi = std::max(cost_hi, c);
+    }
   }
+  if (partial > l.max_partial_rows) over_capacity("split");
   if (sparse) res.visible_pairs = t.total_q * o.topk;
-  // Requests by cost, descending, stable: a counting sort.
+  // Parts by cost, descending, stable (request order within a cost): a counting sort.
   int32_t* const order = order_.data();
-  const int nb = b.batch_size > 0 ? cost_hi - cost_lo + 1 : 0;
+  const int nb = cost_hi >= cost_lo ? cost_hi - cost_lo + 1 : 0;
   std::fill(bucket_.begin(), bucket_.begin() + nb, 0);
-  for (int r = 0; r < b.batch_size; ++r) ++bucket_[static_cast<size_t>(cost_hi - costs[r])];
+  int num_parts = 0;
+  for (int e = 0; e < 2 * b.batch_size; ++e)
+    if (costs[e] >= 0) ++bucket_[static_cast<size_t>(cost_hi - costs[e])], ++num_parts;
   for (int c = 0, start = 0; c < nb; ++c) {
     const int32_t n = bucket_[static_cast<size_t>(c)];
     bucket_[static_cast<size_t>(c)] = start;
     start += n;
   }
-  for (int r = 0; r < b.batch_size; ++r) order[bucket_[static_cast<size_t>(cost_hi - costs[r])]++] = r;
+  for (int e = 0; e < 2 * b.batch_size; ++e)
+    if (costs[e] >= 0) order[bucket_[static_cast<size_t>(cost_hi - costs[e])]++] = e;
 
   // Items, straight into the block (locals: this loop is most of plan()'s time at batch 128).
   auto* const items = reinterpret_cast<LatentItem*>(block + l.arrays_offset);
@@ -148,75 +169,77 @@ LatentScheduleResult LatentScheduler::build(const LatentBatch& b, const LatentPl
     if (num_items >= max_items) over_capacity("item");
     items[num_items++] = item;
   };
-  int num_merges = 0;
-  int64_t partial = 0;
-  // Merges follow the items in the block, whose count comes last: staged in merges_.
-  auto add_merge = [&](const LatentMerge& m) {
-    if (num_merges >= l.max_merges || partial + static_cast<int64_t>(m.splits) * m.rows > l.max_partial_rows)
-      over_capacity("split");
-    merges_[static_cast<size_t>(num_merges++)] = m;
+  // Item `it` (rows, token, request set) over split s of a range of `hi` keys split as `sp`; its
+  // rows' partial rows start at `region` (split s at region + s x rows).
+  auto add_split = [&](LatentItem it, const latent::Split& sp, int64_t s, int64_t hi, int64_t region) {
+    if (sp.count == 1) {
+      it.key_end = static_cast<int32_t>(hi);
+      add(it);
+      return;
+    }
+    // Splits past the block's last visible key stay (empty): the merge reads every split.
+    it.key_begin = static_cast<int32_t>(std::min(s * sp.len, hi));
+    it.key_end = static_cast<int32_t>(std::min((s + 1) * sp.len, hi));
+    it.partial = static_cast<int32_t>(region + s * it.rows);
+    it.split = static_cast<int32_t>(s);
+    add(it);
   };
 
-  for (int oi = 0; oi < b.batch_size; ++oi) {
-    const int r = order[oi];
+  for (int oi = 0; oi < num_parts; ++oi) {
+    const int r = order[oi] >> 1;
+    const bool last_part = (order[oi] & 1) != 0;
     const int64_t q = qo[r + 1] - qo[r];
     const int64_t kvr = kv[r];
-    if (q == 0) continue;
     const int64_t rows_r = q * H;
-    const bool may_split = rows_r <= latent::kSplitRowsMax || split_large;
+    const latent::Split sp = splits_[static_cast<size_t>(r)];
+    const int64_t s_begin = last_part ? sp.count - 1 : 0, s_end = last_part ? sp.count : sp.count - 1;
+    const int64_t base = partial_base_[static_cast<size_t>(r)];
     if (!sparse) {
-      res.visible_pairs += visible_pairs(q, kvr, o.causal, -1);
-      const latent::Split sp = may_split ? latent::split_range(kvr, split) : latent::Split{1, kvr};
+      if (last_part) res.visible_pairs += visible_pairs(q, kvr, o.causal, -1);
       const int64_t row0 = static_cast<int64_t>(qo[r]) * H;
       for (int64_t rb = 0; rb < rows_r; rb += BR) {
         const int rows = static_cast<int>(std::min<int64_t>(BR, rows_r - rb));
         const int64_t last_tok = (rb + rows - 1) / H;  // local index of the block's last token
         // The block's keys: its last row sees the most (causal bounds grow with the token).
         const int64_t hi = o.causal ? std::clamp<int64_t>(kvr - q + last_tok + 1, 0, kvr) : kvr;
-        LatentItem it{r, static_cast<int32_t>(row0 + rb), rows, static_cast<int32_t>(qo[r] + rb / H), 0, 0, -1, 0};
-        if (sp.count == 1) {
-          it.key_end = static_cast<int32_t>(hi);
-          add(it);
-          continue;
-        }
-        add_merge(LatentMerge{it.row_begin, rows, static_cast<int32_t>(partial), static_cast<int32_t>(sp.count)});
-        for (int64_t s = 0; s < sp.count; ++s) {
-          // Splits past the block's last visible key stay (empty): the merge reads every split.
-          const int64_t kb = std::min(s * sp.len, hi), ke = std::min((s + 1) * sp.len, hi);
-          it.key_begin = static_cast<int32_t>(kb);
-          it.key_end = static_cast<int32_t>(ke);
-          it.partial = static_cast<int32_t>(partial + s * rows);
-          it.split = static_cast<int32_t>(s);
-          add(it);
-        }
-        partial += sp.count * rows;
+        const LatentItem it{r, static_cast<int32_t>(row0 + rb), rows, static_cast<int32_t>(qo[r] + rb / H), 0, 0, -1, 0};
+        for (int64_t s = s_begin; s < s_end; ++s) add_split(it, sp, s, hi, base + rb * sp.count);
       }
       continue;
     }
     // Sparse: one token's heads per item, over its index entries.
-    const latent::Split sp = may_split ? latent::split_range(o.topk, split) : latent::Split{1, o.topk};
     for (int64_t tok = qo[r]; tok < qo[r + 1]; ++tok) {
       for (int hb = 0; hb < H; hb += BR) {
         const int rows = std::min(BR, H - hb);
-        LatentItem it{r, static_cast<int32_t>(tok * H + hb), rows, static_cast<int32_t>(tok), 0, o.topk, -1, 0};
-        if (sp.count == 1) {
-          add(it);
-          continue;
-        }
-        add_merge(LatentMerge{it.row_begin, rows, static_cast<int32_t>(partial), static_cast<int32_t>(sp.count)});
-        for (int64_t s = 0; s < sp.count; ++s) {
-          const int64_t kb = std::min<int64_t>(s * sp.len, o.topk), ke = std::min<int64_t>((s + 1) * sp.len, o.topk);
-          it.key_begin = static_cast<int32_t>(kb);
-          it.key_end = static_cast<int32_t>(ke);
-          it.partial = static_cast<int32_t>(partial + s * rows);
-          it.split = static_cast<int32_t>(s);
-          add(it);
-        }
-        partial += sp.count * rows;
+        const LatentItem it{r, static_cast<int32_t>(tok * H + hb), rows, static_cast<int32_t>(tok), 0, o.topk, -1, 0};
+        const int64_t region = base + ((tok - qo[r]) * H + hb) * sp.count;
+        for (int64_t s = s_begin; s < s_end; ++s) add_split(it, sp, s, o.topk, region);
       }
     }
   }
 
+  // A merge per split row block (dense) or token's head block (sparse), in request order.
+  int num_merges = 0;
+  auto add_merge = [&](int64_t row_begin, int rows, int64_t region, int64_t splits) {
+    if (num_merges >= l.max_merges) over_capacity("split");
+    merges_[static_cast<size_t>(num_merges++)] = LatentMerge{static_cast<int32_t>(row_begin), rows,
+                                                              static_cast<int32_t>(region), static_cast<int32_t>(splits)};
+  };
+  for (int r = 0; r < b.batch_size; ++r) {
+    const latent::Split sp = splits_[static_cast<size_t>(r)];
+    const int64_t q = qo[r + 1] - qo[r];
+    if (sp.count == 1 || q == 0) continue;
+    const int64_t base = partial_base_[static_cast<size_t>(r)];
+    if (!sparse) {
+      const int64_t rows_r = q * H, row0 = static_cast<int64_t>(qo[r]) * H;
+      for (int64_t rb = 0; rb < rows_r; rb += BR)
+        add_merge(row0 + rb, static_cast<int>(std::min<int64_t>(BR, rows_r - rb)), base + rb * sp.count, sp.count);
+      continue;
+    }
+    for (int64_t tok = qo[r]; tok < qo[r + 1]; ++tok)
+      for (int hb = 0; hb < H; hb += BR)
+        add_merge(tok * H + hb, std::min(BR, H - hb), base + ((tok - qo[r]) * H + hb) * sp.count, sp.count);
+  }
   // Merges after the items, pages last.
   const size_t merges_off = l.arrays_offset + sizeof(LatentItem) * static_cast<size_t>(num_items);
   std::memcpy(block + merges_off, merges_.data(), sizeof(LatentMerge) * static_cast<size_t>(num_merges));

@@ -1,6 +1,6 @@
 // The planner of latent attention: a validated batch -> the plan block of
-// contract/latent_layout.h (header, lengths, each request's pages, work items with the costliest
-// requests' first, split merges). Linear in the batch and its pages, allocation-free after
+// contract/latent_layout.h (header, lengths, each request's pages, work items costliest first,
+// split merges). Linear in the batch and its pages, allocation-free after
 // construction.
 #pragma once
 
@@ -46,8 +46,10 @@ class LatentScheduler {
   LatentConfig config_;
   latent::LatentLayout layout_;
   int block_rows_, split_size_, workers_;
-  std::vector<int32_t> order_;             // requests, costliest first
-  std::vector<int32_t> cost_;              // per request (clamped): the sort key
+  std::vector<int32_t> order_;             // parts (2r: request r's full splits, 2r + 1: its last), costliest first
+  std::vector<int32_t> cost_;              // per part (clamped; -1: none): the sort key
+  std::vector<latent::Split> splits_;      // per request: how its keys (dense) or entries split
+  std::vector<int64_t> partial_base_;      // per request: its first partial row
   std::vector<int32_t> bucket_;            // counts, then start offsets, per cost
   std::vector<latent::LatentMerge> merges_;  // in generation order
 };

@@ -23,13 +23,14 @@ constexpr int kSms = 132;  // an H100's persistent grid
 struct Planned {
   plan::LatentScheduleResult r;
   std::vector<latent::LatentItem> items;
+  std::vector<latent::LatentMerge> merges;
 };
 
 // Plans `batch` requests of `q` new tokens over `kv` cached ones at `heads`, page 64, with
 // `workers` (0: none) and the config's 512 keys per split; the config holds max_batch requests
 // (0: batch).
 Planned plan_batch(int heads, int batch, int q, int kv, int workers, bool batch_invariant, int topk = 0,
-                   int max_batch = 0) {
+                   int max_batch = 0, const std::vector<int32_t>& kv_lens = {}) {
   LatentConfig c;
   c.num_heads = heads;
   c.block_size = 64;
@@ -40,6 +41,7 @@ Planned plan_batch(int heads, int batch, int q, int kv, int workers, bool batch_
   c.max_topk = topk;
   const int cols = (kv + 63) / 64;
   std::vector<int32_t> ql(batch, q), kl(batch, kv), table(static_cast<size_t>(batch) * cols);
+  if (!kv_lens.empty()) kl = kv_lens;  // each at most kv
   for (size_t i = 0; i < table.size(); ++i) table[i] = static_cast<int32_t>(i);
   LatentBatch b{batch, ql.data(), kl.data(), table.data(), cols};
   LatentPlanOptions o;
@@ -53,13 +55,16 @@ Planned plan_batch(int heads, int batch, int q, int kv, int workers, bool batch_
   p.r = s.build(b, o, plan::check_latent_plan(c, b, o), block.data());
   const auto* items = reinterpret_cast<const latent::LatentItem*>(block.data() + layout.arrays_offset);
   p.items.assign(items, items + p.r.num_items);
+  const auto* merges = reinterpret_cast<const latent::LatentMerge*>(items + p.r.num_items);
+  p.merges.assign(merges, merges + p.r.num_merges);
   return p;
 }
 
 // Every key a dense causal plan's row block sees, in exactly one item (requests of q new tokens
-// over kv keys, the new ones included, in 64-row blocks of (token, head) rows; a decode's block
-// sees every key).
-void expect_keys_covered_once(const Planned& p, int heads, int batch, int q, int kv) {
+// over kv keys (kv_lens[r] when given), the new ones included, in 64-row blocks of (token, head)
+// rows; a decode's block sees every key).
+void expect_keys_covered_once(const Planned& p, int heads, int batch, int q, int kv,
+                              const std::vector<int32_t>& kv_lens = {}) {
   const int rows = q * heads, blocks = (rows + 63) / 64;
   std::vector<int> seen(static_cast<size_t>(batch) * blocks * kv, 0);
   for (const latent::LatentItem& it : p.items) {
@@ -68,10 +73,43 @@ void expect_keys_covered_once(const Planned& p, int heads, int batch, int q, int
   }
   for (int r = 0; r < batch; ++r)
     for (int blk = 0; blk < blocks; ++blk) {
+      const int kvr = kv_lens.empty() ? kv : kv_lens[r];
       const int last_tok = (std::min(rows, (blk + 1) * 64) - 1) / heads;  // the block's last row's token
-      const int hi = kv - q + last_tok + 1;
+      const int hi = kvr - q + last_tok + 1;
       for (int k = 0; k < kv; ++k) ASSERT_EQ(seen[(static_cast<size_t>(r) * blocks + blk) * kv + k], k < hi ? 1 : 0);
     }
+}
+
+// Every partial row a plan writes belongs to one split of one merge, and each split's rows to
+// the item of that split: the regions of the merges are disjoint and within partial_rows.
+void expect_partials_disjoint(const Planned& p) {
+  std::vector<int> owner(static_cast<size_t>(p.r.partial_rows), 0);
+  for (const latent::LatentMerge& m : p.merges)
+    for (int64_t i = m.partial; i < m.partial + static_cast<int64_t>(m.splits) * m.rows; ++i) {
+      ASSERT_LT(i, p.r.partial_rows);
+      ASSERT_EQ(owner[static_cast<size_t>(i)]++, 0) << "partial row " << i << " in two merges";
+    }
+  std::vector<int> written(owner.size(), 0);
+  for (const latent::LatentItem& it : p.items) {
+    if (it.partial < 0) continue;
+    for (int64_t i = it.partial; i < it.partial + it.rows; ++i) ++written[static_cast<size_t>(i)];
+  }
+  EXPECT_EQ(written, owner);  // every merged row written by exactly one item
+}
+
+// The largest worker load over the mean when `workers` persistent workers take the items by
+// latent::worker_item; an item costs its key tiles plus one (its start).
+double worker_imbalance(const Planned& p, int workers) {
+  std::vector<int64_t> load(static_cast<size_t>(workers), 0);
+  int64_t total = 0;
+  for (int w = 0; w < workers; ++w)
+    for (int64_t round = 0, i = w; i < static_cast<int64_t>(p.items.size()); i = latent::worker_item(++round, w, workers)) {
+      const latent::LatentItem& it = p.items[static_cast<size_t>(i)];
+      const int64_t c = (it.key_end - it.key_begin + 63) / 64 + 1;
+      load[static_cast<size_t>(w)] += c;
+      total += c;
+    }
+  return static_cast<double>(*std::max_element(load.begin(), load.end())) * workers / static_cast<double>(total);
 }
 
 TEST(LatentSchedule, BatchThatFillsTheGpuSplitsLess) {
@@ -120,6 +158,51 @@ TEST(LatentSchedule, ALoneLargeRequestSplitsItsKeysAcrossTheWorkers) {
   expect_keys_covered_once(small_block, 128, 1, 4, 4096);
 }
 
+TEST(LatentSchedule, WorkersTakeEveryItemOnceInIncreasingOrder) {
+  for (const int workers : {1, 2, 7, 132})
+    for (const int n : {0, 1, 131, 132, 133, 264, 265, 1000}) {
+      std::vector<int> taken(static_cast<size_t>(n), 0);
+      for (int w = 0; w < workers; ++w) {
+        int64_t prev = -1;
+        for (int64_t round = 0, i = w; i < n; i = latent::worker_item(++round, w, workers)) {
+          ASSERT_GT(i, prev);
+          prev = i;
+          ++taken[static_cast<size_t>(i)];
+        }
+      }
+      for (int i = 0; i < n; ++i) ASSERT_EQ(taken[static_cast<size_t>(i)], 1) << "item " << i << " of " << n;
+    }
+}
+
+TEST(LatentSchedule, RaggedBatchesReachTheWorkersBalanced) {
+  // 128 decodes over 512-8192 keys: the split widens (1024 keys at 16 heads, 2048 at 128), so
+  // requests end in last splits of 1 to 32 tiles. Listed costliest first and taken by
+  // worker_item, no worker gets more than 6% above the mean (1.6% here).
+  std::vector<int32_t> lens(128);
+  uint32_t x = 12345;
+  for (int32_t& l : lens) {
+    x = x * 1664525u + 1013904223u;
+    l = 512 + static_cast<int32_t>((x >> 8) % (8192 - 512 + 1));
+  }
+  for (const int heads : {16, 128}) {
+    const Planned p = plan_batch(heads, 128, 1, 8192, kSms, false, 0, 0, lens);
+    EXPECT_EQ(p.r.split_size, heads == 16 ? 1024 : 2048);
+    for (size_t i = 1; i < p.items.size(); ++i)  // costliest first: a decode's items differ by keys only
+      ASSERT_LE((p.items[i].key_end - p.items[i].key_begin + 63) / 64,
+                (p.items[i - 1].key_end - p.items[i - 1].key_begin + 63) / 64) << "item " << i;
+    EXPECT_LE(worker_imbalance(p, kSms), 1.06) << heads << " heads";
+    expect_keys_covered_once(p, heads, 128, 1, 8192, lens);
+    expect_partials_disjoint(p);
+  }
+  // Causal MTP and a lone request split across the workers: keys and partial rows stay exact.
+  const std::vector<int32_t> mtp_lens = {4096, 700, 2, 3000, 129, 4000, 64, 1000};
+  const Planned mtp = plan_batch(16, 8, 4, 4096, kSms, false, 0, 0, mtp_lens);
+  expect_keys_covered_once(mtp, 16, 8, 4, 4096, mtp_lens);
+  expect_partials_disjoint(mtp);
+  const Planned lone = plan_batch(128, 1, 4, 4096, kSms, false, 0, 64);
+  expect_partials_disjoint(lone);
+}
+
 TEST(LatentSchedule, SparseTokensWidenLikeRequests) {
   // 128 decode tokens at 64 heads, top-2048: 512 items of 512 entries, 256 of 1024 (< 396).
   EXPECT_EQ(plan_batch(64, 128, 1, 4096, kSms, false, 2048).r.split_size, 512);
@@ -128,6 +211,8 @@ TEST(LatentSchedule, SparseTokensWidenLikeRequests) {
   EXPECT_EQ(p.r.split_size, 2048);
   EXPECT_EQ(p.r.num_merges, 0);
   EXPECT_EQ(p.r.num_items, 512);
+  // 128 tokens split by 512 entries: every split's partial rows its own.
+  expect_partials_disjoint(plan_batch(64, 128, 1, 4096, kSms, false, 2048));
 }
 
 }  // namespace

@@ -205,7 +205,8 @@ __global__ void __launch_bounds__(kThreads, 1) latent_kernel(const LatentArgs ar
   const int r0 = 16 * (wtid >> 5) + (lane >> 2);  // this thread's rows r0 and r0 + 8
   const int num_items = h.num_items;
 
-  for (int item = blockIdx.x; item < num_items; item += gridDim.x) {
+  for (int round = 0, item = blockIdx.x; item < num_items;
+       item = static_cast<int>(latent::worker_item(++round, blockIdx.x, gridDim.x))) {
     const LatentItem it = plan.items[item];
     KeySource ks{&plan, &a, &it, latent::request_pages(h, plan.page_ptr, plan.pages, it.request), block_shift, it.key_end,
                  h.sparse != 0, 1};
