@@ -199,9 +199,9 @@ LatentScheduleResult LatentScheduler::build(const LatentBatch& b, const LatentPl
       const int64_t row0 = static_cast<int64_t>(qo[r]) * H;
       for (int64_t rb = 0; rb < rows_r; rb += BR) {
         const int rows = static_cast<int>(std::min<int64_t>(BR, rows_r - rb));
-        const int64_t last_tok = (rb + rows - 1) / H;  // local index of the block's last token
-        // The block's keys: its last row sees the most (causal bounds grow with the token).
-        const int64_t hi = o.causal ? std::clamp<int64_t>(kvr - q + last_tok + 1, 0, kvr) : kvr;
+        // The block's keys: its last row sees the most (causal bounds grow with the token; a
+        // decode's one token sees them all, without the division).
+        const int64_t hi = o.causal && q > 1 ? std::clamp<int64_t>(kvr - q + (rb + rows - 1) / H + 1, 0, kvr) : kvr;
         const LatentItem it{r, static_cast<int32_t>(row0 + rb), rows, static_cast<int32_t>(qo[r] + rb / H), 0, 0, -1, 0};
         for (int64_t s = s_begin; s < s_end; ++s) add_split(it, sp, s, hi, base + rb * sp.count);
       }
