@@ -199,10 +199,12 @@ LatentScheduleResult LatentScheduler::build(const LatentBatch& b, const LatentPl
       const int64_t row0 = static_cast<int64_t>(qo[r]) * H;
       for (int64_t rb = 0; rb < rows_r; rb += BR) {
         const int rows = static_cast<int>(std::min<int64_t>(BR, rows_r - rb));
-        // The block's keys: its last row sees the most (causal bounds grow with the token; a
-        // decode's one token sees them all, without the division).
+        // The block's first token and its keys: its last row sees the most (causal bounds grow
+        // with the token). A decode's block is its one token's, which sees every key (no
+        // divisions: this loop runs twice a request).
+        const int64_t tok0 = q > 1 ? rb / H : 0;
         const int64_t hi = o.causal && q > 1 ? std::clamp<int64_t>(kvr - q + (rb + rows - 1) / H + 1, 0, kvr) : kvr;
-        const LatentItem it{r, static_cast<int32_t>(row0 + rb), rows, static_cast<int32_t>(qo[r] + rb / H), 0, 0, -1, 0};
+        const LatentItem it{r, static_cast<int32_t>(row0 + rb), rows, static_cast<int32_t>(qo[r] + tok0), 0, 0, -1, 0};
         for (int64_t s = s_begin; s < s_end; ++s) add_split(it, sp, s, hi, base + rb * sp.count);
       }
       continue;
