@@ -185,6 +185,15 @@ LatentScheduleResult LatentScheduler::build(const LatentBatch& b, const LatentPl
     add(it);
   };
 
+  // A merge per split row block (dense) or token's head block (sparse), written with its last
+  // split (once per block, in the order of the last parts).
+  int num_merges = 0;
+  auto add_merge = [&](const LatentItem& it, int64_t region, int64_t splits) {
+    if (num_merges >= l.max_merges) over_capacity("split");
+    merges_[static_cast<size_t>(num_merges++)] =
+        LatentMerge{it.row_begin, it.rows, static_cast<int32_t>(region), static_cast<int32_t>(splits)};
+  };
+
   for (int oi = 0; oi < num_parts; ++oi) {
     const int r = order[oi] >> 1;
     const bool last_part = (order[oi] & 1) != 0;
@@ -206,6 +215,7 @@ LatentScheduleResult LatentScheduler::build(const LatentBatch& b, const LatentPl
         const int64_t hi = o.causal && q > 1 ? std::clamp<int64_t>(kvr - q + (rb + rows - 1) / H + 1, 0, kvr) : kvr;
         const LatentItem it{r, static_cast<int32_t>(row0 + rb), rows, static_cast<int32_t>(qo[r] + tok0), 0, 0, -1, 0};
         for (int64_t s = s_begin; s < s_end; ++s) add_split(it, sp, s, hi, base + rb * sp.count);
+        if (last_part && sp.count > 1) add_merge(it, base + rb * sp.count, sp.count);
       }
       continue;
     }
@@ -216,32 +226,11 @@ LatentScheduleResult LatentScheduler::build(const LatentBatch& b, const LatentPl
         const LatentItem it{r, static_cast<int32_t>(tok * H + hb), rows, static_cast<int32_t>(tok), 0, o.topk, -1, 0};
         const int64_t region = base + ((tok - qo[r]) * H + hb) * sp.count;
         for (int64_t s = s_begin; s < s_end; ++s) add_split(it, sp, s, o.topk, region);
+        if (last_part && sp.count > 1) add_merge(it, region, sp.count);
       }
     }
   }
 
-  // A merge per split row block (dense) or token's head block (sparse), in request order.
-  int num_merges = 0;
-  auto add_merge = [&](int64_t row_begin, int rows, int64_t region, int64_t splits) {
-    if (num_merges >= l.max_merges) over_capacity("split");
-    merges_[static_cast<size_t>(num_merges++)] = LatentMerge{static_cast<int32_t>(row_begin), rows,
-                                                              static_cast<int32_t>(region), static_cast<int32_t>(splits)};
-  };
-  for (int r = 0; r < b.batch_size; ++r) {
-    const latent::Split sp = splits_[static_cast<size_t>(r)];
-    const int64_t q = qo[r + 1] - qo[r];
-    if (sp.count == 1 || q == 0) continue;
-    const int64_t base = partial_base_[static_cast<size_t>(r)];
-    if (!sparse) {
-      const int64_t rows_r = q * H, row0 = static_cast<int64_t>(qo[r]) * H;
-      for (int64_t rb = 0; rb < rows_r; rb += BR)
-        add_merge(row0 + rb, static_cast<int>(std::min<int64_t>(BR, rows_r - rb)), base + rb * sp.count, sp.count);
-      continue;
-    }
-    for (int64_t tok = qo[r]; tok < qo[r + 1]; ++tok)
-      for (int hb = 0; hb < H; hb += BR)
-        add_merge(tok * H + hb, std::min(BR, H - hb), base + ((tok - qo[r]) * H + hb) * sp.count, sp.count);
-  }
   // Merges after the items, pages last.
   const size_t merges_off = l.arrays_offset + sizeof(LatentItem) * static_cast<size_t>(num_items);
   std::memcpy(block + merges_off, merges_.data(), sizeof(LatentMerge) * static_cast<size_t>(num_merges));
