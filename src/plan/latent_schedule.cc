@@ -38,6 +38,16 @@ int32_t item_cost(int rows, int64_t keys) {
 
 }  // namespace
 
+int64_t LatentScheduler::widened_makespan(int64_t items, int64_t tiles, int64_t split_keys_max,
+                                          int64_t whole_tiles_max, int64_t split_len, int workers) {
+  // The longest item: the longest split of the request with the most keys (split_range's, which
+  // lengthens splits past kMaxSplits), or a row block that does not split.
+  const int64_t longest_split = split_keys_max > 0 ? latent::split_range(split_keys_max, split_len).len : 0;
+  const int64_t longest = std::max((std::min(longest_split, split_keys_max) + 63) / 64, whole_tiles_max);
+  const int64_t spread = (tiles + kItemStartTiles * items + workers - 1) / workers;
+  return std::max(spread, longest + kItemStartTiles);
+}
+
 LatentScheduler::LatentScheduler(const LatentConfig& config, const latent::LatentLayout& layout, int block_rows,
                                  int split_size, int workers)
     : config_(config), layout_(layout), block_rows_(block_rows), split_size_(split_size), workers_(workers) {
@@ -64,6 +74,9 @@ LatentScheduleResult LatentScheduler::build(const LatentBatch& b, const LatentPl
   const bool widen = workers_ > 0 && !o.batch_invariant;
   const int64_t head_blocks = (H + BR - 1) / BR;
   int64_t items_at[kMaxWiden + 1] = {};
+  // For the split's cost model: key tiles of every row block, the most keys of a request whose
+  // keys split, the most tiles of a row block that does not split.
+  int64_t tiles = 0, split_keys_max = 0, whole_tiles_max = 0;
   // What the plan holds at split_size_ with every dense request's keys split (those of more than
   // kSplitRowsMax rows too): items, merges, partial rows; and whether any such request exists.
   int64_t all_items = 0, all_merges = 0, all_partial = 0;
@@ -86,13 +99,16 @@ LatentScheduleResult LatentScheduler::build(const LatentBatch& b, const LatentPl
       all_partial += n > 1 ? rows_r * n : 0;
       large = large || rows_r > latent::kSplitRowsMax;
     }
+    const int64_t keys = sparse ? o.topk : kvr;
+    tiles += blocks * ((keys + 63) / 64);
     if (rows_r > latent::kSplitRowsMax) {
       for (int k = 0; k <= kMaxWiden; ++k) items_at[k] += blocks;
+      whole_tiles_max = std::max(whole_tiles_max, (keys + 63) / 64);
       continue;
     }
+    split_keys_max = std::max(split_keys_max, keys);
     // Splits at split_size << k: ceil(n / 2^k) of the n at split_size (one division a request:
     // this pass is inside plan()'s microseconds), through split_range where they exceed its cap.
-    const int64_t keys = sparse ? o.topk : kvr;
     const int64_t n = keys > split_size_ ? (keys + split_size_ - 1) / split_size_ : 1;
     for (int k = 0; k <= kMaxWiden; ++k) {
       const int64_t nk = (n + (int64_t{1} << k) - 1) >> k;
@@ -102,10 +118,13 @@ LatentScheduleResult LatentScheduler::build(const LatentBatch& b, const LatentPl
     }
   }
   int64_t split = split_size_;
-  if (widen) {  // item counts only fall as the split widens; stop where they stop falling
-    const int64_t enough = static_cast<int64_t>(kItemsPerWorker) * workers_;
-    for (int k = 1; k <= kMaxWiden && items_at[k] >= enough && items_at[k] < items_at[k - 1]; ++k)
-      split = static_cast<int64_t>(split_size_) << k;
+  if (widen) {
+    int64_t best = widened_makespan(items_at[0], tiles, split_keys_max, whole_tiles_max, split_size_, workers_);
+    for (int k = 1; k <= kMaxWiden; ++k) {
+      const int64_t len = static_cast<int64_t>(split_size_) << k;
+      const int64_t e = widened_makespan(items_at[k], tiles, split_keys_max, whole_tiles_max, len, workers_);
+      if (e < best) best = e, split = len;  // ties keep the finer split
+    }
   }
   res.split_size = static_cast<int>(split);
   // A dense batch that leaves at least half the workers without an item (a lone MTP or extend

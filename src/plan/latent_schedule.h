@@ -31,12 +31,21 @@ class LatentScheduler {
   LatentScheduler(const LatentConfig& config, const latent::LatentLayout& layout, int block_rows, int split_size,
                   int workers = 0);
 
-  // A plan's keys per split: split_size, or, unless options.batch_invariant, split_size x 2^k for
-  // the largest k <= kMaxWiden that still makes at least kItemsPerWorker x workers items (and
-  // fewer than 2^(k-1) does). A
-  // batch that fills the workers on its own gains nothing from finer splits and pays for each:
-  // a partial row (fp32, written, then read by the merge) and a pipeline start per item.
-  static constexpr int kMaxWiden = 5, kItemsPerWorker = 3;
+  // A plan's keys per split: split_size, or, unless options.batch_invariant, split_size x 2^k
+  // (k <= kMaxWiden) for the k whose plan widened_makespan puts lowest (the finer on a tie).
+  // Each item costs a pipeline start and, when its request splits, partial rows written and
+  // read back by the merge: about kItemStartTiles key tiles' time. On an H100, decode and MTP
+  // at 16 heads ran 11-34% faster with one item per SM than with four (128 x 1 and 64 x 4 new
+  // tokens over 4096 keys: splits of 4096 and 2048), while half an item per SM left SMs idle.
+  static constexpr int kMaxWiden = 5, kItemStartTiles = 8;
+
+  // The busiest worker's time, in key tiles, of a plan whose splits hold split_len keys:
+  // `items` items over `tiles` key tiles in all (every row block's), `workers` workers taking
+  // them costliest first. At least the work spread evenly and at least the longest item (of the
+  // request with the most keys, split_keys_max, or a row block of whole_tiles_max tiles that
+  // does not split), each with its start.
+  static int64_t widened_makespan(int64_t items, int64_t tiles, int64_t split_keys_max, int64_t whole_tiles_max,
+                                  int64_t split_len, int workers);
 
   // Writes the block for a batch that check_latent_plan accepted (`totals` its result).
   LatentScheduleResult build(const LatentBatch& batch, const LatentPlanOptions& options, const LatentTotals& totals,

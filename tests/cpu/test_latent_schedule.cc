@@ -1,12 +1,17 @@
-// The latent planner's split choice (plan::LatentScheduler), host code run here with the worker
-// count of a GPU: a batch that fills the workers on its own splits long requests less (the
-// config's keys per split times a power of two, while at least 3 items per worker remain); a
-// batch-invariant plan, a backend without workers (the CPU) and a batch too small to fill them
-// split by the config's size; the items still cover every key exactly once.
+// The latent planner (plan::LatentScheduler), host code run here with the worker count of a GPU:
+// its split choice (a batch that fills the workers on its own splits long requests less: the
+// config's keys per split times the power of two its cost model puts fastest; a batch-invariant
+// plan, a backend without workers (the CPU) and a batch too small to fill them split by the
+// config's size), its item order (costliest first, taken by the workers about as a greedy
+// longest-first assignment would place them), and what must hold whatever it chooses: every key
+// in exactly one item, every partial row in one merge and written by one item.
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstdint>
+#include <functional>
+#include <queue>
 #include <vector>
 
 #include "contract/latent_layout.h"
@@ -97,40 +102,68 @@ void expect_partials_disjoint(const Planned& p) {
   EXPECT_EQ(written, owner);  // every merged row written by exactly one item
 }
 
-// The largest worker load over the mean when `workers` persistent workers take the items by
-// latent::worker_item; an item costs its key tiles plus one (its start).
-double worker_imbalance(const Planned& p, int workers) {
-  std::vector<int64_t> load(static_cast<size_t>(workers), 0);
-  int64_t total = 0;
-  for (int w = 0; w < workers; ++w)
-    for (int64_t round = 0, i = w; i < static_cast<int64_t>(p.items.size()); i = latent::worker_item(++round, w, workers)) {
-      const latent::LatentItem& it = p.items[static_cast<size_t>(i)];
-      const int64_t c = (it.key_end - it.key_begin + 63) / 64 + 1;
-      load[static_cast<size_t>(w)] += c;
-      total += c;
-    }
-  return static_cast<double>(*std::max_element(load.begin(), load.end())) * workers / static_cast<double>(total);
+// An item's cost in the planner's model: its key tiles plus its start.
+int64_t item_cost(const latent::LatentItem& it) {
+  return (it.key_end - it.key_begin + 63) / 64 + plan::LatentScheduler::kItemStartTiles;
+}
+
+// The busiest of `workers` persistent workers taking the items by latent::worker_item.
+int64_t worker_item_makespan(const Planned& p, int workers) {
+  int64_t most = 0;
+  for (int w = 0; w < workers; ++w) {
+    int64_t load = 0;
+    for (int64_t round = 0, i = w; i < static_cast<int64_t>(p.items.size()); i = latent::worker_item(++round, w, workers))
+      load += item_cost(p.items[static_cast<size_t>(i)]);
+    most = std::max(most, load);
+  }
+  return most;
+}
+
+// The busiest worker when each item, costliest first, goes to the least loaded worker (greedy
+// longest-first: within 4/3 of the best assignment).
+int64_t greedy_makespan(const Planned& p, int workers) {
+  std::vector<int64_t> costs;
+  for (const latent::LatentItem& it : p.items) costs.push_back(item_cost(it));
+  std::sort(costs.rbegin(), costs.rend());
+  std::priority_queue<int64_t, std::vector<int64_t>, std::greater<int64_t>> loads;
+  for (int w = 0; w < workers; ++w) loads.push(0);
+  for (const int64_t c : costs) {
+    const int64_t l = loads.top();
+    loads.pop();
+    loads.push(l + c);
+  }
+  int64_t most = 0;
+  for (; !loads.empty(); loads.pop()) most = loads.top();
+  return most;
 }
 
 TEST(LatentSchedule, BatchThatFillsTheGpuSplitsLess) {
-  // 128 requests x 4096 keys at 128 heads: 2048 items of 512 keys, 512 of 2048 (>= 3 x 132), 256
-  // of 4096 (fewer): 2048 keys a split, a quarter of the partial rows.
+  // 128 requests x 4096 keys at 128 heads (two row blocks each): 2048 items of 512 keys, ..., 256
+  // of 4096, about two an SM: the busiest SM's 2 x (64 tiles + a start) is below 4 x (32 + a
+  // start). Whole requests: no partial rows, no merges.
   const Planned wide = plan_batch(128, 128, 1, 4096, kSms, false);
-  EXPECT_EQ(wide.r.split_size, 2048);
-  EXPECT_EQ(wide.r.num_items, 512);
-  EXPECT_EQ(wide.r.partial_rows, 128 * 128 * 2);
+  EXPECT_EQ(wide.r.split_size, 4096);
+  EXPECT_EQ(wide.r.num_items, 256);
+  EXPECT_EQ(wide.r.partial_rows, 0);
+  EXPECT_EQ(wide.r.num_merges, 0);
   expect_keys_covered_once(wide, 128, 128, 1, 4096);
   const Planned fixed = plan_batch(128, 128, 1, 4096, kSms, true);
   EXPECT_EQ(fixed.r.split_size, 512);
   EXPECT_EQ(fixed.r.num_items, 2048);
   EXPECT_EQ(fixed.r.partial_rows, 128 * 128 * 8);
   expect_keys_covered_once(fixed, 128, 128, 1, 4096);
-  // 16 heads: 1024 items of 512, 512 of 1024 (>= 396), 256 of 2048.
-  EXPECT_EQ(plan_batch(16, 128, 1, 4096, kSms, false).r.split_size, 1024);
+  // 16 heads: one row block a request, 128 items of 4096 (one an SM, 4 SMs idle) beat 256 of 2048.
+  EXPECT_EQ(plan_batch(16, 128, 1, 4096, kSms, false).r.split_size, 4096);
+  // 64 MTP-4 requests at 16 heads (64 rows each): 128 items of 2048 keys; 64 of 4096 would leave
+  // half the SMs idle.
+  EXPECT_EQ(plan_batch(16, 64, 4, 4096, kSms, false).r.split_size, 2048);
+  // 16 decodes over 65536 keys (at most 32 splits a request: 2048 keys at least): 8192 keys, 128
+  // items, one an SM; 4096 would make two an SM, 16384 leave half the SMs idle.
+  EXPECT_EQ(plan_batch(16, 16, 1, 65536, kSms, false).r.split_size, 8192);
 }
 
 TEST(LatentSchedule, SmallBatchesWorkerlessBackendsAndLongRowsKeepTheConfigsSplit) {
-  EXPECT_EQ(plan_batch(16, 4, 1, 4096, kSms, false).r.split_size, 512);     // 32 items: too few
+  EXPECT_EQ(plan_batch(16, 4, 1, 4096, kSms, false).r.split_size, 512);     // 32 items: the longest bounds
   EXPECT_EQ(plan_batch(128, 128, 1, 4096, 0, false).r.split_size, 512);     // the CPU: no workers
   const Planned mtp = plan_batch(128, 64, 4, 4096, kSms, false);            // 512 rows: never split
   EXPECT_EQ(mtp.r.num_merges, 0);
@@ -175,23 +208,24 @@ TEST(LatentSchedule, WorkersTakeEveryItemOnceInIncreasingOrder) {
 }
 
 TEST(LatentSchedule, RaggedBatchesReachTheWorkersBalanced) {
-  // 128 decodes over 512-8192 keys: the split widens (1024 keys at 16 heads, 2048 at 128), so
-  // requests end in last splits of 1 to 32 tiles. Listed costliest first and taken by
-  // worker_item, no worker gets more than 6% above the mean (1.6% here).
+  // 128 decodes over 512-8192 keys: the split widens to 4096 keys at 16 heads (requests end in
+  // last splits of 1 to 64 tiles) and to whole requests at 128 (two row blocks each); with
+  // batch_invariant, 512-key splits. Listed costliest first and taken by worker_item, the
+  // busiest worker has at most 3% more than with a greedy longest-first assignment.
   std::vector<int32_t> lens(128);
   uint32_t x = 12345;
   for (int32_t& l : lens) {
     x = x * 1664525u + 1013904223u;
     l = 512 + static_cast<int32_t>((x >> 8) % (8192 - 512 + 1));
   }
-  for (const int heads : {16, 128}) {
-    const Planned p = plan_batch(heads, 128, 1, 8192, kSms, false, 0, 0, lens);
-    EXPECT_EQ(p.r.split_size, heads == 16 ? 1024 : 2048);
+  for (const int heads : {16, 128, -128}) {  // -128: 128 heads, batch_invariant
+    const Planned p = plan_batch(std::abs(heads), 128, 1, 8192, kSms, heads < 0, 0, 0, lens);
+    EXPECT_EQ(p.r.split_size, heads == 16 ? 4096 : heads > 0 ? 8192 : 512);
     for (size_t i = 1; i < p.items.size(); ++i)  // costliest first: a decode's items differ by keys only
       ASSERT_LE((p.items[i].key_end - p.items[i].key_begin + 63) / 64,
                 (p.items[i - 1].key_end - p.items[i - 1].key_begin + 63) / 64) << "item " << i;
-    EXPECT_LE(worker_imbalance(p, kSms), 1.06) << heads << " heads";
-    expect_keys_covered_once(p, heads, 128, 1, 8192, lens);
+    EXPECT_LE(worker_item_makespan(p, kSms), greedy_makespan(p, kSms) * 103 / 100) << heads << " heads";
+    expect_keys_covered_once(p, std::abs(heads), 128, 1, 8192, lens);
     expect_partials_disjoint(p);
   }
   // Causal MTP and a lone request split across the workers: keys and partial rows stay exact.
@@ -204,15 +238,18 @@ TEST(LatentSchedule, RaggedBatchesReachTheWorkersBalanced) {
 }
 
 TEST(LatentSchedule, SparseTokensWidenLikeRequests) {
-  // 128 decode tokens at 64 heads, top-2048: 512 items of 512 entries, 256 of 1024 (< 396).
-  EXPECT_EQ(plan_batch(64, 128, 1, 4096, kSms, false, 2048).r.split_size, 512);
-  // 512 tokens: 1024 items of 1024 entries, 512 of 2048 (>= 396), one item a token beyond.
+  // 128 decode tokens at 64 heads, top-2048: 512 items of 512 entries, ..., 128 of 2048 (one an
+  // SM: one item a token).
+  EXPECT_EQ(plan_batch(64, 128, 1, 4096, kSms, false, 2048).r.split_size, 2048);
+  // 512 tokens: 512 items of 2048 entries, one a token.
   const Planned p = plan_batch(64, 512, 1, 4096, kSms, false, 2048);
   EXPECT_EQ(p.r.split_size, 2048);
   EXPECT_EQ(p.r.num_merges, 0);
   EXPECT_EQ(p.r.num_items, 512);
-  // 128 tokens split by 512 entries: every split's partial rows its own.
-  expect_partials_disjoint(plan_batch(64, 128, 1, 4096, kSms, false, 2048));
+  // 128 tokens split by 512 entries (batch_invariant): every split's partial rows its own.
+  const Planned fixed = plan_batch(64, 128, 1, 4096, kSms, true, 2048);
+  EXPECT_EQ(fixed.r.num_merges, 128);
+  expect_partials_disjoint(fixed);
 }
 
 }  // namespace
