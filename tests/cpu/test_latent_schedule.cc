@@ -152,6 +152,8 @@ TEST(LatentSchedule, BatchThatFillsTheGpuSplitsLess) {
   EXPECT_EQ(fixed.r.num_items, 2048);
   EXPECT_EQ(fixed.r.partial_rows, 128 * 128 * 8);
   expect_keys_covered_once(fixed, 128, 128, 1, 4096);
+  // Over 2048 keys (the Python GPU test's batch): whole requests as well.
+  EXPECT_EQ(plan_batch(128, 128, 1, 2048, kSms, false).r.split_size, 2048);
   // 16 heads: one row block a request, 128 items of 4096 (one an SM, 4 SMs idle) beat 256 of 2048.
   EXPECT_EQ(plan_batch(16, 128, 1, 4096, kSms, false).r.split_size, 4096);
   // 64 MTP-4 requests at 16 heads (64 rows each): 128 items of 2048 keys; 64 of 4096 would leave
