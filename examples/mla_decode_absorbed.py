@@ -20,7 +20,7 @@ each layer then only launches, and a captured CUDA graph of the layers replays a
 
 Run:  python examples/mla_decode_absorbed.py [--device cuda] [--heads 16]
 It checks every step against attention over the expanded cache (the non-absorbed form) and prints
-the error.
+the error. Its last step runs the MTP requests through FlashMLA's interface (mlakit.flash_mla).
 """
 
 import argparse
@@ -147,6 +147,33 @@ def main():
     o_lat = attn8.run(q_lat, cache8, q_pe=q_pe, indices=indices.to(dev))
     out = torch.einsum("thl,hdl->thd", o_lat, w_uv)
     check(out, chosen, "DSA sparse, fp8_ds_mla cache", cache_rows=decoded)
+
+    # Engines written against FlashMLA keep their calls: mlakit.flash_mla has its interface (a
+    # uniform number of new tokens per request, q as [batch, s_q, H, 576], a one-head cache view),
+    # at any page size and head count. Here the two MTP requests, 3 new tokens each.
+    import mlakit.flash_mla as flash_mla
+
+    mtp = [r for r, ql in enumerate(query_lens) if ql == 3]
+    starts = [sum(query_lens[:r]) for r in mtp]
+    rows_of = [list(range(t0, t0 + 3)) for t0 in starts]
+    q_flat = torch.cat([q_lat, q_pe], dim=-1)                       # [T, H, 576]
+    q_mtp = torch.stack([q_flat[rows] for rows in rows_of])          # [2, 3, H, 576]
+    seqlens = torch.tensor([kv_lens[r] for r in mtp], dtype=torch.int32, device=dev)
+    sched, _ = flash_mla.get_mla_metadata()
+    o_lat, lse = flash_mla.flash_mla_with_kvcache(q_mtp, cache.unsqueeze(2), block_table[mtp].to(dev), seqlens, 512,
+                                                  sched, softmax_scale=scale, causal=True)
+    worst = 0.0
+    for j, r in enumerate(mtp):
+        kl = kv_lens[r]
+        slots = torch.stack([block_table[r, p // block_size] * block_size + p % block_size for p in range(kl)])
+        rows = cache.view(-1, KV_LORA_RANK + ROPE)[slots.to(dev)].cpu()
+        for i, t in enumerate(rows_of[j]):
+            ref = expanded_reference(q_nope[t].cpu(), q_pe[t].cpu(), rows, kv_b_proj.cpu(), scale,
+                                     torch.arange(kl) <= kl - 3 + i)
+            got = torch.einsum("hl,hdl->hd", o_lat[j, i], w_uv).cpu().double()
+            worst = max(worst, ((got - ref).norm() / ref.norm()).item())
+    print(f"FlashMLA's interface, MTP: device={args.device} heads={H} max relative error {worst:.2e}")
+    assert worst < 2e-2, f"FlashMLA's interface: error {worst}"
 
 
 if __name__ == "__main__":

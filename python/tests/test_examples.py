@@ -30,6 +30,7 @@ def test_mla_decode_absorbed_runs_on_cpu():
     out = run_example("mla_decode_absorbed.py")
     assert "decode/MTP: device=cpu" in out and "DSA sparse: device=cpu" in out
     assert "DSA sparse, fp8_ds_mla cache: device=cpu" in out
+    assert "FlashMLA's interface, MTP: device=cpu" in out
 
 
 def test_mla_step_serving_runs_on_cpu():
