@@ -37,6 +37,7 @@ are skipped, ``topk_length [s_q]`` is per token.
 from __future__ import annotations
 
 import dataclasses
+import math
 import weakref
 from typing import Any, Dict, List, Optional, Tuple
 
@@ -57,6 +58,7 @@ class FlashMLASchedMeta:
     have_initialized: bool = False
     config: Optional[tuple] = None   # what the first call planned for; later calls must match
     attn: Optional[LatentAttention] = None
+    token_lengths: Optional[tuple] = None  # (the caller's topk_length [b], it per token [b * s_q])
 
 
 def get_mla_metadata(*args: Any, **kwargs: Any) -> Tuple[FlashMLASchedMeta, None]:
@@ -105,8 +107,9 @@ def _cache_3d(k_cache: torch.Tensor, fp8: bool, name: str) -> torch.Tensor:
 
 
 def _lse_flashmla(lse: torch.Tensor) -> torch.Tensor:
-    """mlakit's -inf for a row that sees no key -> FlashMLA's +inf."""
-    return torch.where(torch.isneginf(lse), torch.full_like(lse, float("inf")), lse)
+    """mlakit's -inf for a row that sees no key -> FlashMLA's +inf, in place (one small kernel a
+    call; NaN stays NaN)."""
+    return lse.nan_to_num_(nan=math.nan, posinf=math.inf, neginf=math.inf)
 
 
 def _no_extra_cache(**extra: Any) -> None:
@@ -176,11 +179,17 @@ def flash_mla_with_kvcache(q: torch.Tensor, k_cache: torch.Tensor, block_table: 
     t = b * s_q
     lengths = None
     if topk_length is not None:
-        lengths = topk_length.to(torch.int32).repeat_interleave(s_q) if s_q > 1 else topk_length.to(torch.int32)
+        lengths = topk_length.to(torch.int32)
+        if s_q > 1:  # per request -> per token; the step's layers pass the same values
+            if sched.token_lengths is None or sched.token_lengths[0] is not topk_length:
+                sched.token_lengths = (topk_length, lengths.repeat_interleave(s_q))
+            lengths = sched.token_lengths[1]
     out, lse = attn.run(q.reshape(t, h_q, q.shape[3]), cache,
                         indices=None if not sparse else indices.reshape(t, topk),
                         topk_length=lengths, attn_sink=attn_sink, return_lse=True)
-    lse = _lse_flashmla(lse).view(b, s_q, h_q).permute(0, 2, 1).contiguous()
+    lse = _lse_flashmla(lse)
+    # [T, H] -> FlashMLA's [b, h_q, s_q]: the same memory when s_q is 1, a copy otherwise.
+    lse = lse.view(b, h_q, 1) if s_q == 1 else lse.view(b, s_q, h_q).permute(0, 2, 1).contiguous()
     return out.view(b, s_q, h_q, _L), lse
 
 

@@ -133,6 +133,14 @@ def test_sparse_decode_by_slots(fp8):
     ref = reference(q.reshape(b * s_q, h, L + R), ref_cache, [s_q] * b, [0] * b, None, (L + R) ** -0.5,
                     indices=flat_idx, topk_length=topk_length.repeat_interleave(s_q), kind="slots", sink=sink)
     check_flashmla(out, lse, ref, b, s_q, h)
+    # The step's next layer: the same schedule, indices and lengths; another q.
+    q2 = torch.randn(b, s_q, h, L + R, generator=gen).to(torch.bfloat16)
+    out2, lse2 = flash_mla.flash_mla_with_kvcache(q2, as_flashmla_cache(k_cache), None, None, 512, sched,
+                                                  is_fp8_kvcache=fp8, indices=idx, attn_sink=sink,
+                                                  topk_length=topk_length)
+    ref2 = reference(q2.reshape(b * s_q, h, L + R), ref_cache, [s_q] * b, [0] * b, None, (L + R) ** -0.5,
+                     indices=flat_idx, topk_length=topk_length.repeat_interleave(s_q), kind="slots", sink=sink)
+    check_flashmla(out2, lse2, ref2, b, s_q, h)
 
 
 def test_sparse_prefill_over_flat_rows():
