@@ -77,13 +77,14 @@ _capacity: Dict[tuple, Tuple[int, int, int, int]] = {}
 
 def _take(key: tuple, need: Tuple[int, int, int, int]) -> LatentAttention:
     device, dtype, heads, page, num_blocks, cache_dtype = key
-    have = _capacity.get(key, (0, 0, 0, 0))
-    cap = tuple(max(n, 2 * h) if n > h else h for n, h in zip(need, have))
+    asked = _capacity.get(key, (0, 0, 0, 0))
+    cap = tuple(max(n, 2 * a) if n > a else a for n, a in zip(need, asked))
     _capacity[key] = cap
     idle = _idle.setdefault(key, [])
     while idle:
         attn = idle.pop()
-        if (attn.max_batch, attn.max_q_tokens, attn.max_kv_tokens, attn.max_topk) >= cap:
+        have = (attn.max_batch, attn.max_q_tokens, attn.max_kv_tokens, attn.max_topk)
+        if all(h >= c for h, c in zip(have, cap)):  # every capacity, not tuple order
             return attn
     return LatentAttention(heads, dtype=dtype, device=device, block_size=page, num_blocks=num_blocks,
                            max_batch=max(cap[0], 1), max_q_tokens=max(cap[1], 1), max_kv_tokens=cap[2],
