@@ -12,13 +12,13 @@
 // schedule for one output matrix):
 //   WG0: S0 = Q K0; m0 = max(m, rowmax S0); P0 = exp(S0 - m0); publish m0, P0 -> O_L = O_L e^(m-m0)
 //        + P0 V0_L; wait for m1, P1 -> O_L = O_L e^(m0-m1) + P1 V1_L.
-//   WG1: S1 = Q K1; wait for m0, P0 -> m1 = max(m0, rowmax S1); P1 = exp(S1 - m1); publish m1, P1
-//        -> O_R = O_R e^(m-m1) + P1 V1_R + (P0 e^(m0-m1)) V0_R.
+//   WG1: S1 = Q K1; wait for m0, P0 -> O_R = O_R e^(m-m0) + P0 V0_R (behind S1 on the tensor
+//        cores); m1 = max(m0, rowmax S1); P1 = exp(S1 - m1); publish m1, P1 -> O_R = O_R e^(m0-m1)
+//        + P1 V1_R.
 // Each warpgroup's P crosses to the other through its stage's rope atom, which S has finished
 // reading by then, as a swizzled 64 x 64 tile that the other's wgmma reads as its A operand from
-// shared memory (no registers held for it; warpgroup 1 first brings P0 to the pair's max in
-// place). Each warpgroup keeps the sum of its own tiles' P at the pair's max; the two meet at
-// the end of the item.
+// shared memory (no registers held for it). Each warpgroup keeps the sum of its own tiles' P at
+// the pair's max; the two meet at the end of the item.
 //
 // Keys come by cp.async, 16 bytes a thread, from the paged cache through the block table (any
 // page size) or through a sparse item's index row; keys that name nothing are zero-filled
@@ -60,11 +60,11 @@ constexpr int kOffP = (kAtoms - 1) * kAtomBytes;  // in a stage: the rope atom, 
 
 // The mbarriers, each completed by the 128 threads of one warpgroup (an arrive releases, the wait
 // acquires): stage s's part p has landed (2 s + p; by the copies, cp.async noinc); P0 with m0 and
-// P1 with m1 are published; warpgroup 1 has scaled P0; warpgroup 0 has read its stage's key_ok
+// P1 with m1 are published; warpgroup 1 / 0 has read its stage's key_ok
 // (before it writes the next tile's). Every handoff, within a warpgroup too, is one of these
 // rather than a named barrier: compute-sanitizer's racecheck follows mbarriers, not bar.arrive ->
 // bar.sync pairs nor barriers of part of the block.
-constexpr int kBarP0 = 4, kBarP1 = 5, kBarP0Scaled = 6, kBarKeysRead = 7;
+constexpr int kBarP0 = 4, kBarP1 = 5, kBarKeysRead1 = 6, kBarKeysRead0 = 7;
 
 // A warpgroup thread's four keys of a tile: j = wtid / 8 + 16 i (8 threads a row: a 128-byte
 // line per atom and warp instruction). Their lookups start with a global read (an index entry
@@ -238,17 +238,6 @@ __device__ __forceinline__ void scale_o_if_needed(float (&o)[2][64], const float
   }
 }
 
-template <typename T>
-__device__ __forceinline__ float2 unpack2(uint32_t v);
-template <>
-__device__ __forceinline__ float2 unpack2<__nv_bfloat16>(uint32_t v) {
-  return __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&v));
-}
-template <>
-__device__ __forceinline__ float2 unpack2<__half>(uint32_t v) {
-  return __half22float2(*reinterpret_cast<const __half2*>(&v));
-}
-
 // Where fragment r of k-step kk of this thread's P lies in a swizzled 64 x 64 tile: row r0 (+8
 // for odd r), keys 16 kk + 8 (r >> 1) + 2 quad and the next, in 16-byte chunk 2 kk + (r >> 1) of
 // the row. A warp's 32 stores fall in 32 different banks.
@@ -263,24 +252,6 @@ __device__ __forceinline__ void put_p(uint32_t sp, const uint32_t (&pf)[4][4], i
   for (int kk = 0; kk < 4; ++kk)
 #pragma unroll
     for (int r = 0; r < 4; ++r) st_shared_u32(sp + p_offset(kk, r, r0, quad), pf[kk][r]);
-  fence_proxy_async_smem();
-}
-
-// Multiplies this thread's rows of the P tile at `sp` by f (a few registers at a time: the
-// caller's P V is in flight).
-template <typename T>
-__device__ __forceinline__ void scale_p(uint32_t sp, const float (&f)[2], int r0, int quad) {
-#pragma unroll
-  for (int kk = 0; kk < 4; ++kk) {
-    uint32_t v[4];
-#pragma unroll
-    for (int r = 0; r < 4; ++r) v[r] = ld_shared_u32(sp + p_offset(kk, r, r0, quad));
-#pragma unroll
-    for (int r = 0; r < 4; ++r) {
-      const float2 x = unpack2<T>(v[r]);
-      st_shared_u32(sp + p_offset(kk, r, r0, quad), pack2<T>(x.x * f[r & 1], x.y * f[r & 1]));
-    }
-  }
   fence_proxy_async_smem();
 }
 
@@ -333,7 +304,7 @@ __global__ void __launch_bounds__(kThreads, 1) latent_kernel(const LatentArgs ar
   const float slack = kSlackLog2 / sl;  // raw score units (+inf with a zero scale: m never moves)
   const int num_items = h.num_items;
   // Parities (both warpgroups alike): bit s, of the tile stage s holds now and of P_s's barrier
-  // (bit 1 also of P0 scaled); bit 2, of key_ok read.
+  // (bit 1 also of stage 1's key_ok read); bit 2, of stage 0's key_ok read.
   uint32_t phase = 0;
 
   for (int round = 0, item = blockIdx.x; item < num_items;
@@ -418,8 +389,8 @@ __global__ void __launch_bounds__(kThreads, 1) latent_kernel(const LatentArgs ar
         wgmma_wait<0>();
         fence_frags(o, pf);
         if (t0 + 2 < tiles) {
-          mbar_arrive(mbar(kBarKeysRead));  // every mask of this tile has read key_ok
-          mbar_wait(mbar(kBarKeysRead), ph2);
+          mbar_arrive(mbar(kBarKeysRead0));  // every mask of this tile has read key_ok
+          mbar_wait(mbar(kBarKeysRead0), ph2);
           load_part(ks, key_rows(ks, next0, k0 + 2 * kKeys, wtid), st0, 0, false, key_ok, bar(0, 0), wtid);
         }
 
@@ -452,7 +423,8 @@ __global__ void __launch_bounds__(kThreads, 1) latent_kernel(const LatentArgs ar
       } else {
         KeyReads next0 = {}, next1 = {};  // tiles t0 + 2 and t1 + 2, this warpgroup's parts
         if (has1) {
-          // S1 over stage 1: this warpgroup's part first, then warpgroup 0's (with the rope).
+          // S1 over stage 1: this warpgroup's part first, then warpgroup 0's (with the rope). Left
+          // in flight: P0 V0_R goes to the tensor cores behind it, before this softmax.
           part_landed(bar(1, 1), ph1);
           wgmma_fence();
           qk_atoms<T>(s, sq, st1, 4, 8, true);
@@ -463,20 +435,37 @@ __global__ void __launch_bounds__(kThreads, 1) latent_kernel(const LatentArgs ar
           qk_atoms<T>(s, sq, st1, 0, 4, false);
           qk_atoms<T>(s, sq, st1, 8, kAtoms, false);
           wgmma_commit();
-          wgmma_wait<0>();
-          fence_regs(s);
         } else if (ks.sparse && t0 + 2 < tiles) {
           next0 = key_reads(ks, k0 + 2 * kKeys, wtid);
         }
+        // O_R to m0, then O_R += P0 V0_R with P0 as warpgroup 0 wrote it: stage 0's second part
+        // (atoms 4-7 and P0's rope atom) is free once this product is, before this warpgroup's
+        // softmax, so its refill starts a softmax and a P V earlier than at the end of the pair.
+        // S1 has finished by the time P0 is published (warpgroup 0's softmax came after S0);
+        // waiting for it first keeps the branch that may rescale O_R clear of products in
+        // flight, which would make ptxas serialize every wgmma.
         mbar_wait(mbar(kBarP0), ph0);
+        wgmma_wait<0>();  // unconditional: ptxas does not pair it with the branch that issued S1
+        fence_regs(s);
+        float f0[2];
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
           m0[r] = max_x[r0 + 8 * r];
           off0[r] = max_offset(m0[r], sl);
+          f0[r] = fast_exp2(m_raw[r] * sl - off0[r]);  // 0 while nothing was seen
         }
-        float f1[2] = {1.f, 1.f};  // P0 -> the pair's max
         if (has1) {
           mask_rows(s, key_ok + kKeys, k1, row_hi, quad, mx);
+          mbar_arrive(mbar(kBarKeysRead1));  // before this warpgroup writes the next tile's
+        }
+        scale_o_if_needed(o, f0);
+        part_landed(bar(0, 1), ph0);  // V0_R: this warpgroup's copies
+        wgmma_fence();
+        pv_ss<T>(o, sp0, st0, 1);
+        wgmma_commit();
+        if (!ks.sparse && t0 + 2 < tiles) next0 = key_reads(ks, k0 + 2 * kKeys, wtid);
+        float f1[2];  // O_R from m0 to m1
+        if (has1) {
           float f01[2];
 #pragma unroll
           for (int r = 0; r < 2; ++r) {
@@ -495,42 +484,29 @@ __global__ void __launch_bounds__(kThreads, 1) latent_kernel(const LatentArgs ar
           }
           put_p(sp1, pf, r0, quad);
           mbar_arrive(mbar(kBarP1));
-          scale_o_if_needed(o, f01);
-          wgmma_fence();
-          pv<T>(o, pf, st1, 1);
-          wgmma_commit();
           m_raw[0] = m1[0];
           m_raw[1] = m1[1];
         } else {
-          float f0[2];
-#pragma unroll
-          for (int r = 0; r < 2; ++r) f0[r] = fast_exp2(m_raw[r] * sl - off0[r]);
-          scale_o_if_needed(o, f0);
           l[0] *= f0[0];
           l[1] *= f0[1];
           m_raw[0] = m0[0];
           m_raw[1] = m0[1];
         }
-        if (has1) {
-          // P0 to the pair's max; with the slack softmax usually already there.
-          if (warp_factor_moved(f1)) scale_p<T>(sp0, f1, r0, quad);
-          mbar_arrive(mbar(kBarP0Scaled));  // every row of P0 (this warpgroup's threads)
-          mbar_wait(mbar(kBarP0Scaled), ph1);
-        }
-        part_landed(bar(0, 1), ph0);  // V0_R: this warpgroup's copies
-        wgmma_fence();
-        pv_ss<T>(o, sp0, st0, 1);
-        wgmma_commit();
-        if (!ks.sparse && t0 + 2 < tiles) next0 = key_reads(ks, k0 + 2 * kKeys, wtid);
-        if (has1) {
-          wgmma_wait<1>();  // P1 V1_R: stage 1's atoms 4-7 are free
-#pragma unroll
-          for (int kk = 0; kk < 4; ++kk) fence_regs(pf[kk]);
-          if (t1 + 2 < tiles) load_part(ks, key_rows(ks, next1, k1 + 2 * kKeys, wtid), st1, 1, false, key_ok + kKeys, bar(1, 1), wtid);
-        }
-        wgmma_wait<0>();
+        wgmma_wait<0>();  // P0 V0_R: stage 0's atoms 4-8 are free
         fence_o(o);
         if (t0 + 2 < tiles) load_part(ks, key_rows(ks, next0, k0 + 2 * kKeys, wtid), st0, 1, true, nullptr, bar(0, 1), wtid);
+        if (has1) {
+          scale_o_if_needed(o, f1);
+          wgmma_fence();
+          pv<T>(o, pf, st1, 1);
+          wgmma_commit();
+          wgmma_wait<0>();
+          fence_frags(o, pf);
+          if (t1 + 2 < tiles) {
+            mbar_wait(mbar(kBarKeysRead1), ph1);
+            load_part(ks, key_rows(ks, next1, k1 + 2 * kKeys, wtid), st1, 1, false, key_ok + kKeys, bar(1, 1), wtid);
+          }
+        }
       }
       phase ^= (has1 ? 3u : 1u) | (t0 + 2 < tiles ? 4u : 0u);
     }
