@@ -92,14 +92,21 @@ LatentScheduleResult LatentScheduler::build(const LatentBatch& b, const LatentPl
     if (!widen || q == 0) continue;
     const int64_t rows_r = q * H;
     const int64_t blocks = sparse ? q * head_blocks : (rows_r + BR - 1) / BR;
+    const int64_t keys = sparse ? o.topk : kvr;
+    // Splits at split_size << k: ceil(n / 2^k) of the n at split_size (one division a request:
+    // this pass is inside plan()'s microseconds), through split_range where they exceed its cap.
+    const int64_t n = keys > split_size_ ? (keys + split_size_ - 1) / split_size_ : 1;
+    auto splits_at = [&](int k) {
+      const int64_t nk = (n + (int64_t{1} << k) - 1) >> k;
+      return nk <= latent::kMaxSplits ? nk : latent::split_range(keys, static_cast<int64_t>(split_size_) << k).count;
+    };
     if (!sparse) {
-      const int64_t n = latent::split_range(kvr, split_size_).count;
-      all_items += blocks * n;
-      all_merges += n > 1 ? blocks : 0;
-      all_partial += n > 1 ? rows_r * n : 0;
+      const int64_t n0 = splits_at(0);
+      all_items += blocks * n0;
+      all_merges += n0 > 1 ? blocks : 0;
+      all_partial += n0 > 1 ? rows_r * n0 : 0;
       large = large || rows_r > latent::kSplitRowsMax;
     }
-    const int64_t keys = sparse ? o.topk : kvr;
     tiles += blocks * ((keys + 63) / 64);
     if (rows_r > latent::kSplitRowsMax) {
       for (int k = 0; k <= kMaxWiden; ++k) items_at[k] += blocks;
@@ -107,15 +114,7 @@ LatentScheduleResult LatentScheduler::build(const LatentBatch& b, const LatentPl
       continue;
     }
     split_keys_max = std::max(split_keys_max, keys);
-    // Splits at split_size << k: ceil(n / 2^k) of the n at split_size (one division a request:
-    // this pass is inside plan()'s microseconds), through split_range where they exceed its cap.
-    const int64_t n = keys > split_size_ ? (keys + split_size_ - 1) / split_size_ : 1;
-    for (int k = 0; k <= kMaxWiden; ++k) {
-      const int64_t nk = (n + (int64_t{1} << k) - 1) >> k;
-      items_at[k] += blocks * (nk <= latent::kMaxSplits
-                                   ? nk
-                                   : latent::split_range(keys, static_cast<int64_t>(split_size_) << k).count);
-    }
+    for (int k = 0; k <= kMaxWiden; ++k) items_at[k] += blocks * splits_at(k);
   }
   int64_t split = split_size_;
   if (widen) {
