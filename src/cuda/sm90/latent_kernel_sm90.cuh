@@ -263,6 +263,19 @@ __device__ __forceinline__ void fence_frags(float (&o)[2][64], uint32_t (&pf)[4]
   for (int kk = 0; kk < 4; ++kk) fence_regs(pf[kk]);
 }
 
+// O = O f + P V over stage `sk` (P as this thread's A fragments), waited for: each
+// warpgroup's product with its own P.
+template <typename T>
+__device__ __forceinline__ void rescaled_pv(float (&o)[2][64], const float (&f)[2], uint32_t (&pf)[4][4], uint32_t sk,
+                                            int wg) {
+  scale_o_if_needed(o, f);
+  wgmma_fence();
+  pv<T>(o, pf, sk, wg);
+  wgmma_commit();
+  wgmma_wait<0>();
+  fence_frags(o, pf);
+}
+
 template <typename T>
 __global__ void __launch_bounds__(kThreads, 1) latent_kernel(const LatentArgs args) {
   extern __shared__ __align__(1024) unsigned char smem_raw[];
@@ -382,12 +395,7 @@ __global__ void __launch_bounds__(kThreads, 1) latent_kernel(const LatentArgs ar
         put_p(sp0, pf, r0, quad);
         mbar_arrive(mbar(kBarP0));
 
-        scale_o_if_needed(o, f0);
-        wgmma_fence();
-        pv<T>(o, pf, st0, 0);
-        wgmma_commit();
-        wgmma_wait<0>();
-        fence_frags(o, pf);
+        rescaled_pv<T>(o, f0, pf, st0, 0);
         if (t0 + 2 < tiles) {
           mbar_arrive(mbar(kBarKeysRead0));  // every mask of this tile has read key_ok
           mbar_wait(mbar(kBarKeysRead0), ph2);
@@ -496,12 +504,7 @@ __global__ void __launch_bounds__(kThreads, 1) latent_kernel(const LatentArgs ar
         fence_o(o);
         if (t0 + 2 < tiles) load_part(ks, key_rows(ks, next0, k0 + 2 * kKeys, wtid), st0, 1, true, nullptr, bar(0, 1), wtid);
         if (has1) {
-          scale_o_if_needed(o, f1);
-          wgmma_fence();
-          pv<T>(o, pf, st1, 1);
-          wgmma_commit();
-          wgmma_wait<0>();
-          fence_frags(o, pf);
+          rescaled_pv<T>(o, f1, pf, st1, 1);
           if (t1 + 2 < tiles) {
             mbar_wait(mbar(kBarKeysRead1), ph1);
             load_part(ks, key_rows(ks, next1, k1 + 2 * kKeys, wtid), st1, 1, false, key_ok + kKeys, bar(1, 1), wtid);
