@@ -156,15 +156,14 @@ def flash_mla_with_kvcache(q: torch.Tensor, k_cache: torch.Tensor, block_table: 
                              f"causal, fp8, topk) = {sched.config}, called with {config}; a schedule serves "
                              f"the calls of one step (call get_mla_metadata() again for a new one)")
     else:
+        query_lens = [s_q] * b
         if sparse:
-            kv_total = 0
-            query_lens, kv_lens, table = [s_q] * b, None, None
+            kv_total, kv_lens, table = 0, None, None
         else:
             if block_table is None or cache_seqlens is None:
                 raise ValueError("mlakit: block_table, cache_seqlens: both are needed for dense attention")
             kv_lens = cache_seqlens.tolist()  # the host copy FlashMLA's planning kernel avoids
             kv_total = int(sum(kv_lens))
-            query_lens = [s_q] * b
             table = block_table if block_table.is_cuda else block_table.to(torch.int32)
         key = (str(q.device), q.dtype, h_q, cache.shape[1], cache.shape[0], "fp8_ds_mla" if is_fp8_kvcache else "auto")
         attn = _take(key, (b, b * s_q, kv_total, topk))
