@@ -134,14 +134,13 @@ __device__ __forceinline__ void qk_atoms(float (&s)[32], uint32_t sq, uint32_t s
 }
 
 // O (this warpgroup's 256 columns) += P V over a stage's 64 keys; P as A fragments.
+// One m64n256 product a k-step: the 256 columns are four atoms kAtomBytes apart (the
+// descriptor's leading offset).
 template <typename T>
 __device__ __forceinline__ void pv(float (&o)[2][64], const uint32_t (&pf)[4][4], uint32_t sk, int wg) {
   const uint64_t dv0 = smem_desc_sw128(sk + wg * 4 * kAtomBytes, kAtomBytes, 1024);
 #pragma unroll
-  for (int kk = 0; kk < 4; ++kk)
-#pragma unroll
-    for (int j = 0; j < 2; ++j)
-      wgmma_m64n128k16_rs_mnb<T>(o[j], pf[kk], smem_desc_advance(dv0, j * 2 * kAtomBytes + kk * 16 * 128), 1);
+  for (int kk = 0; kk < 4; ++kk) wgmma_m64n256k16_rs_mnb<T>(o[0], o[1], pf[kk], smem_desc_advance(dv0, kk * 16 * 128), 1);
 }
 
 // The same with P from shared memory (a swizzled 64 x 64 tile at `sp`: put_p).
@@ -151,10 +150,7 @@ __device__ __forceinline__ void pv_ss(float (&o)[2][64], uint32_t sp, uint32_t s
   const uint64_t dv0 = smem_desc_sw128(sk + wg * 4 * kAtomBytes, kAtomBytes, 1024);
 #pragma unroll
   for (int kk = 0; kk < 4; ++kk)
-#pragma unroll
-    for (int j = 0; j < 2; ++j)
-      wgmma_m64n128k16_ss_mnb<T>(o[j], smem_desc_advance(dp0, kk * 32),
-                                 smem_desc_advance(dv0, j * 2 * kAtomBytes + kk * 16 * 128), 1);
+    wgmma_m64n256k16_ss_mnb<T>(o[0], o[1], smem_desc_advance(dp0, kk * 32), smem_desc_advance(dv0, kk * 16 * 128), 1);
 }
 
 // Masks a tile's scores (keys that name no row, keys past a row's visible end) and returns the

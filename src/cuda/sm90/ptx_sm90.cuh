@@ -298,6 +298,88 @@ __device__ __forceinline__ void wgmma_m64n128k32_rs_e4m3(float (&d)[64], const u
                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(accumulate));
 }
 
+// D[64x256] (+)= A[64x16] * B[16x256], D as two m64n128 accumulators (d0: columns 0-127, d1:
+// 128-255; the wgmma fragment of N = 256 is theirs one after the other). B MN-major in shared
+// memory. One instruction instead of two m64n128: A (from shared memory in the ss form) is read
+// once for the 256 columns.
+template <typename T>
+__device__ __forceinline__ void wgmma_m64n256k16_rs_mnb(float (&d0)[64], float (&d1)[64], const uint32_t (&a)[4],
+                                                        uint64_t desc_b, int accumulate);
+template <typename T>
+__device__ __forceinline__ void wgmma_m64n256k16_ss_mnb(float (&d0)[64], float (&d1)[64], uint64_t desc_a,
+                                                        uint64_t desc_b, int accumulate);
+
+#define MLAKIT_WGMMA_D128_REGS \
+  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, "  \
+  "%20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, "  \
+  "%38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, "  \
+  "%56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, "  \
+  "%74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, "  \
+  "%92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, "  \
+  "%108, %109, %110, %111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, "  \
+  "%123, %124, %125, %126, %127}"
+#define MLAKIT_WGMMA_D128_OPERANDS \
+      "+f"(d0[0]), "+f"(d0[1]), "+f"(d0[2]), "+f"(d0[3]), "+f"(d0[4]), "+f"(d0[5]), "+f"(d0[6]), \
+      "+f"(d0[7]), "+f"(d0[8]), "+f"(d0[9]), "+f"(d0[10]), "+f"(d0[11]), "+f"(d0[12]), \
+      "+f"(d0[13]), "+f"(d0[14]), "+f"(d0[15]), "+f"(d0[16]), "+f"(d0[17]), "+f"(d0[18]), \
+      "+f"(d0[19]), "+f"(d0[20]), "+f"(d0[21]), "+f"(d0[22]), "+f"(d0[23]), "+f"(d0[24]), \
+      "+f"(d0[25]), "+f"(d0[26]), "+f"(d0[27]), "+f"(d0[28]), "+f"(d0[29]), "+f"(d0[30]), \
+      "+f"(d0[31]), "+f"(d0[32]), "+f"(d0[33]), "+f"(d0[34]), "+f"(d0[35]), "+f"(d0[36]), \
+      "+f"(d0[37]), "+f"(d0[38]), "+f"(d0[39]), "+f"(d0[40]), "+f"(d0[41]), "+f"(d0[42]), \
+      "+f"(d0[43]), "+f"(d0[44]), "+f"(d0[45]), "+f"(d0[46]), "+f"(d0[47]), "+f"(d0[48]), \
+      "+f"(d0[49]), "+f"(d0[50]), "+f"(d0[51]), "+f"(d0[52]), "+f"(d0[53]), "+f"(d0[54]), \
+      "+f"(d0[55]), "+f"(d0[56]), "+f"(d0[57]), "+f"(d0[58]), "+f"(d0[59]), "+f"(d0[60]), \
+      "+f"(d0[61]), "+f"(d0[62]), "+f"(d0[63]), "+f"(d1[0]), "+f"(d1[1]), "+f"(d1[2]), "+f"(d1[3]), \
+      "+f"(d1[4]), "+f"(d1[5]), "+f"(d1[6]), "+f"(d1[7]), "+f"(d1[8]), "+f"(d1[9]), "+f"(d1[10]), \
+      "+f"(d1[11]), "+f"(d1[12]), "+f"(d1[13]), "+f"(d1[14]), "+f"(d1[15]), "+f"(d1[16]), \
+      "+f"(d1[17]), "+f"(d1[18]), "+f"(d1[19]), "+f"(d1[20]), "+f"(d1[21]), "+f"(d1[22]), \
+      "+f"(d1[23]), "+f"(d1[24]), "+f"(d1[25]), "+f"(d1[26]), "+f"(d1[27]), "+f"(d1[28]), \
+      "+f"(d1[29]), "+f"(d1[30]), "+f"(d1[31]), "+f"(d1[32]), "+f"(d1[33]), "+f"(d1[34]), \
+      "+f"(d1[35]), "+f"(d1[36]), "+f"(d1[37]), "+f"(d1[38]), "+f"(d1[39]), "+f"(d1[40]), \
+      "+f"(d1[41]), "+f"(d1[42]), "+f"(d1[43]), "+f"(d1[44]), "+f"(d1[45]), "+f"(d1[46]), \
+      "+f"(d1[47]), "+f"(d1[48]), "+f"(d1[49]), "+f"(d1[50]), "+f"(d1[51]), "+f"(d1[52]), \
+      "+f"(d1[53]), "+f"(d1[54]), "+f"(d1[55]), "+f"(d1[56]), "+f"(d1[57]), "+f"(d1[58]), \
+      "+f"(d1[59]), "+f"(d1[60]), "+f"(d1[61]), "+f"(d1[62]), "+f"(d1[63])
+#define MLAKIT_WGMMA_N256_RS_MNB(ptx_type)                                                           \
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %133, 0;\n"                                        \
+               "wgmma.mma_async.sync.aligned.m64n256k16.f32." ptx_type "." ptx_type " "              \
+               MLAKIT_WGMMA_D128_REGS ", {%128, %129, %130, %131}, %132, p, 1, 1, 1;\n}\n"          \
+               : MLAKIT_WGMMA_D128_OPERANDS                                                          \
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(accumulate))
+#define MLAKIT_WGMMA_N256_SS_MNB(ptx_type)                                                           \
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"                                        \
+               "wgmma.mma_async.sync.aligned.m64n256k16.f32." ptx_type "." ptx_type " "              \
+               MLAKIT_WGMMA_D128_REGS ", %128, %129, p, 1, 1, 0, 1;\n}\n"                           \
+               : MLAKIT_WGMMA_D128_OPERANDS                                                          \
+               : "l"(desc_a), "l"(desc_b), "r"(accumulate))
+template <>
+__device__ __forceinline__ void wgmma_m64n256k16_rs_mnb<__nv_bfloat16>(float (&d0)[64], float (&d1)[64],
+                                                                       const uint32_t (&a)[4], uint64_t desc_b,
+                                                                       int accumulate) {
+  MLAKIT_WGMMA_N256_RS_MNB("bf16");
+}
+template <>
+__device__ __forceinline__ void wgmma_m64n256k16_rs_mnb<__half>(float (&d0)[64], float (&d1)[64],
+                                                                const uint32_t (&a)[4], uint64_t desc_b,
+                                                                int accumulate) {
+  MLAKIT_WGMMA_N256_RS_MNB("f16");
+}
+template <>
+__device__ __forceinline__ void wgmma_m64n256k16_ss_mnb<__nv_bfloat16>(float (&d0)[64], float (&d1)[64],
+                                                                       uint64_t desc_a, uint64_t desc_b,
+                                                                       int accumulate) {
+  MLAKIT_WGMMA_N256_SS_MNB("bf16");
+}
+template <>
+__device__ __forceinline__ void wgmma_m64n256k16_ss_mnb<__half>(float (&d0)[64], float (&d1)[64], uint64_t desc_a,
+                                                                uint64_t desc_b, int accumulate) {
+  MLAKIT_WGMMA_N256_SS_MNB("f16");
+}
+#undef MLAKIT_WGMMA_N256_SS_MNB
+#undef MLAKIT_WGMMA_N256_RS_MNB
+#undef MLAKIT_WGMMA_D128_OPERANDS
+#undef MLAKIT_WGMMA_D128_REGS
+
 #undef MLAKIT_WGMMA_SS_MNB
 #undef MLAKIT_WGMMA_RS_MNB
 #undef MLAKIT_WGMMA_SS
