@@ -27,6 +27,7 @@ struct LatentArgs {
   int32_t cache_format;  // 0: 16-bit rows; 1: fp8_ds_mla rows; 2: fp8 rows (L + R codes) x *k_scale
   const float* k_scale;  // cache_format 2: the layer's scale (device memory on CUDA), read at run
   int64_t num_slots;  // num_blocks * block_size: the bound of kSlots indices
+  int32_t block_size;  // rows a cache block (the config's page size)
   // Outputs: out [T, H, L] (dtype), lse and max_logits [T, H] float32 (null: not asked for).
   void* out;
   int64_t out_stride_tok, out_stride_head;
@@ -53,6 +54,16 @@ struct LatentArgs {
   int rope_dim;
   DType dtype;  // of q, q_pe, the cache and out
 };
+
+
+// Whether the CUDA kernel may copy whole 64-key tiles of this cache as TMA boxes: 16-bit rows in
+// blocks of 64 or more laid end to end (then a tile from a multiple of 64, where every split
+// starts, lies in one block, and the cache is one [num_slots, L + R] matrix of rows), with slot
+// numbers in int32 (TMA's coordinates). Other caches, and partial tiles, are copied row by row.
+inline bool cache_tiles_by_tma(const LatentArgs& a) {
+  return a.cache_format == 0 && a.block_size >= 64 && a.num_slots <= INT32_MAX &&
+         a.cache_stride_block == int64_t{a.block_size} * a.cache_stride_row;
+}
 
 }  // namespace latent
 

@@ -24,6 +24,7 @@ latent::LatentArgs make_latent_args(const LatentConfig& c, const LatentLayer& y,
   a.cache_format = c.kv_cache_dtype == KvCacheDtype::kFp8DsMla ? 1 : c.kv_cache_dtype == KvCacheDtype::kFp8 ? 2 : 0;
   if (y.k_scale) a.k_scale = static_cast<const float*>(y.k_scale->data);
   a.num_slots = c.num_blocks * c.block_size;
+  a.block_size = static_cast<int32_t>(c.block_size);
   a.out = out.data;
   a.out_stride_tok = out.strides[0];
   a.out_stride_head = out.strides[1];

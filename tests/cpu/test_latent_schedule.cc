@@ -73,6 +73,8 @@ void expect_keys_covered_once(const Planned& p, int heads, int batch, int q, int
   const int rows = q * heads, blocks = (rows + 63) / 64;
   std::vector<int> seen(static_cast<size_t>(batch) * blocks * kv, 0);
   for (const latent::LatentItem& it : p.items) {
+    // The CUDA kernel's tiles start at multiples of 64: one lies in one cache block of 64+ rows.
+    ASSERT_EQ(it.key_begin % 64, 0) << "item of request " << it.request;
     const int blk = (it.row_begin - it.request * rows) / 64;
     for (int k = it.key_begin; k < it.key_end; ++k) ++seen[(static_cast<size_t>(it.request) * blocks + blk) * kv + k];
   }

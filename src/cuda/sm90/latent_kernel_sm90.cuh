@@ -22,7 +22,8 @@
 //
 // Keys come by cp.async, 16 bytes a thread, from the paged cache through the block table (any
 // page size) or through a sparse item's index row; keys that name nothing are zero-filled
-// (src-size 0, never stale data: P is 0 there, but 0 x NaN is not) and masked. A stage is
+// (src-size 0, never stale data: P is 0 there, but 0 x NaN is not) and masked. Whole tiles of
+// dense items over caches in blocks of 64 rows or more come as TMA boxes instead (KeyTma). A stage is
 // refilled in two parts, each by the warpgroup that reads it last, as soon as it has: warpgroup
 // 0 loads value columns 0-255 (atoms 0-3) of both stages and the rope atom of stage 1, warpgroup
 // 1 atoms 4-7 of both and the rope atom of stage 0 (where P0 was). Each part's copies complete an
@@ -39,6 +40,7 @@
 #include "cuda/sm90/latent_common_sm90.cuh"
 #include "cuda/sm90/ptx_sm90.cuh"
 #include "cuda/sm90/smem_desc.h"
+#include "cuda/sm90/tma_map.h"
 #include "cuda/sm90/wgmma_small_n_sm90.cuh"
 
 namespace mlakit {
@@ -90,11 +92,49 @@ __device__ __forceinline__ KeyRows key_rows(const KeySource& ks, const KeyReads&
   return r;
 }
 
-// Warpgroup `wg`'s part of a stage: atoms 4 wg .. 4 wg + 3 and, when `rope`, atom 8. `key_ok`
-// (the stage's, or null) marks which keys name a row; `bar` completes when the copies have landed.
-__device__ __forceinline__ void load_part(const KeySource& ks, const KeyRows& rows, uint32_t stage, int wg,
-                                          bool rope, int* key_ok, uint32_t bar, int wtid) {
+// Whole tiles of a dense item, when the launch has the cache's tensor map (16-bit rows in blocks
+// of 64 or more, laid end to end; a tile starts at a multiple of 64, as splits do, so its rows lie
+// in one block): a stage part is then four or five TMA boxes issued by one thread instead of 16-20
+// cp.async a thread and their addresses. Partial tiles keep cp.async: their missing keys must be
+// zeros, not the block's other rows (P is 0 there, but 0 x NaN is not).
+struct KeyTma {
+  const CUtensorMap* map;  // the kernel's parameters (read in place: no registers held)
+  const int& on;           // 0: every tile by cp.async
+  __device__ __forceinline__ bool covers(const KeySource& ks, int64_t k0) const {
+    return on != 0 && !ks.sparse && k0 + kKeys <= ks.key_end;
+  }
+};
+
+// Warpgroup `wg`'s part of the stage of the tile at key `k0`: atoms 4 wg .. 4 wg + 3 and, when
+// `rope`, atom 8. `reads` are this thread's lookups of the tile (key_reads); `key_ok` (the
+// stage's, or null) marks which keys name a row; `bar` completes when the copies have landed
+// (128 arrivals: the copies' or the threads', plus the boxes' bytes).
+__device__ __forceinline__ void load_part(const KeySource& ks, const KeyReads& reads, int64_t k0, const KeyTma& tma,
+                                          uint32_t stage, int wg, bool rope, int* key_ok, uint32_t bar, int wtid) {
   const int part = wtid & 7;
+  if (tma.covers(ks, k0)) {
+    // Every key names a row. Written before this thread's arrival, which publishes it.
+    if (key_ok != nullptr && part == 0)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) key_ok[(wtid >> 3) + 16 * i] = 1;
+    if (wtid == 0) {
+      // Thread 0's first key is k0: reads.v[0] is the tile's block. In int: the host maps the
+      // cache only when its slot numbers fit.
+      const int row = (reads.v[0] << ks.block_shift) | (static_cast<int>(k0) & ((1 << ks.block_shift) - 1));
+      mbar_arrive_expect_tx(bar, (rope ? 5 : 4) * kAtomBytes);
+      // Atoms 4 wg .. 4 wg + 3, then (rope) atom 8: one box each. A loop, not unrolled: the
+      // boxes' operands go through uniform registers, and five sets at once spill.
+#pragma unroll 1
+      for (int i = 0; i < (rope ? 5 : 4); ++i) {
+        const int atom = i < 4 ? 4 * wg + i : kAtoms - 1;
+        tma_load_2d(stage + atom * kAtomBytes, tma.map, bar, atom * 64, row);
+      }
+    } else {
+      mbar_arrive(bar);
+    }
+    return;
+  }
+  const KeyRows rows = key_rows(ks, reads, k0, wtid);
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
     const int j = (wtid >> 3) + 16 * i;
@@ -273,7 +313,8 @@ __device__ __forceinline__ void rescaled_pv(float (&o)[2][64], const float (&f)[
 }
 
 template <typename T>
-__global__ void __launch_bounds__(kThreads, 1) latent_kernel(const LatentArgs args) {
+__global__ void __launch_bounds__(kThreads, 1)
+    latent_kernel(const LatentArgs args, const __grid_constant__ CUtensorMap cache_map, const int cache_tma) {
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   // The 1024-byte aligned base, reached by an offset from the shared array so the compiler keeps
   // its accesses in the shared space.
@@ -304,6 +345,7 @@ __global__ void __launch_bounds__(kThreads, 1) latent_kernel(const LatentArgs ar
   __syncthreads();
 
   const LatentArgs& a = args;
+  const KeyTma tma{&cache_map, cache_tma};
   const Plan plan = read_plan(a.plan);
   const LatentHeader& h = *plan.h;
   const int H = h.num_heads;
@@ -332,8 +374,7 @@ __global__ void __launch_bounds__(kThreads, 1) latent_kernel(const LatentArgs ar
     cp_async_commit();
     for (int s = 0; s < 2 && s < tiles; ++s) {
       const int64_t kb = it.key_begin + s * kKeys;
-      const KeyRows rows = key_rows(ks, key_reads(ks, kb, wtid), kb, wtid);
-      load_part(ks, rows, st0 + s * kTileBytes, wg, s != wg, s == wg ? key_ok + s * kKeys : nullptr, bar(s, wg), wtid);
+      load_part(ks, key_reads(ks, kb, wtid), kb, tma, st0 + s * kTileBytes, wg, s != wg, s == wg ? key_ok + s * kKeys : nullptr, bar(s, wg), wtid);
     }
     cp_async_wait<0>();        // q (the tiles' copies complete their barriers)
     fence_proxy_async_smem();  // cp.async wrote through the generic proxy; wgmma reads async
@@ -395,7 +436,7 @@ __global__ void __launch_bounds__(kThreads, 1) latent_kernel(const LatentArgs ar
         if (t0 + 2 < tiles) {
           mbar_arrive(mbar(kBarKeysRead0));  // every mask of this tile has read key_ok
           mbar_wait(mbar(kBarKeysRead0), ph2);
-          load_part(ks, key_rows(ks, next0, k0 + 2 * kKeys, wtid), st0, 0, false, key_ok, bar(0, 0), wtid);
+          load_part(ks, next0, k0 + 2 * kKeys, tma, st0, 0, false, key_ok, bar(0, 0), wtid);
         }
 
         if (has1) {
@@ -417,7 +458,7 @@ __global__ void __launch_bounds__(kThreads, 1) latent_kernel(const LatentArgs ar
           wgmma_commit();
           wgmma_wait<0>();
           fence_o(o);
-          if (t1 + 2 < tiles) load_part(ks, key_rows(ks, next1, k1 + 2 * kKeys, wtid), st1, 0, true, nullptr, bar(1, 0), wtid);
+          if (t1 + 2 < tiles) load_part(ks, next1, k1 + 2 * kKeys, tma, st1, 0, true, nullptr, bar(1, 0), wtid);
           m_raw[0] = m1[0];
           m_raw[1] = m1[1];
         } else {
@@ -498,12 +539,12 @@ __global__ void __launch_bounds__(kThreads, 1) latent_kernel(const LatentArgs ar
         }
         wgmma_wait<0>();  // P0 V0_R: stage 0's atoms 4-8 are free
         fence_o(o);
-        if (t0 + 2 < tiles) load_part(ks, key_rows(ks, next0, k0 + 2 * kKeys, wtid), st0, 1, true, nullptr, bar(0, 1), wtid);
+        if (t0 + 2 < tiles) load_part(ks, next0, k0 + 2 * kKeys, tma, st0, 1, true, nullptr, bar(0, 1), wtid);
         if (has1) {
           rescaled_pv<T>(o, f1, pf, st1, 1);
           if (t1 + 2 < tiles) {
             mbar_wait(mbar(kBarKeysRead1), ph1);
-            load_part(ks, key_rows(ks, next1, k1 + 2 * kKeys, wtid), st1, 1, false, key_ok + kKeys, bar(1, 1), wtid);
+            load_part(ks, next1, k1 + 2 * kKeys, tma, st1, 1, false, key_ok + kKeys, bar(1, 1), wtid);
           }
         }
       }
@@ -513,6 +554,31 @@ __global__ void __launch_bounds__(kThreads, 1) latent_kernel(const LatentArgs ar
     store_rows<T>(a, h, it, o, m_raw, top, l, row_x, wg, r0, quad);
     __syncthreads();  // q, the stages, row_x: the next item's
   }
+}
+
+// The cache's tensor map for whole tiles (KeyTma), when latent::cache_tiles_by_tma allows: the
+// cache seen as one [num_slots, 576] matrix read in 64 x 64 boxes; false as well when the driver
+// refuses the map. The last cache's map is kept per host thread: a run re-encodes it only when
+// the cache changes.
+inline bool cache_tma_map(const LatentArgs& a, CUtensorMap* map) {
+  if (!latent::cache_tiles_by_tma(a)) return false;
+  struct Last {
+    const void* cache = nullptr;
+    int64_t stride = 0, slots = 0;
+    DType dtype = DType::kBF16;
+    bool ok = false;
+    CUtensorMap map;
+  };
+  static thread_local Last last;
+  if (last.cache != a.cache || last.stride != a.cache_stride_row || last.slots != a.num_slots || last.dtype != a.dtype) {
+    last.cache = a.cache;
+    last.stride = a.cache_stride_row;
+    last.slots = a.num_slots;
+    last.dtype = a.dtype;
+    last.ok = try_encode_tma_map(&last.map, TmaTensor{a.cache, a.dtype, kD, 0, a.num_slots, 0, a.cache_stride_row}, kKeys);
+  }
+  if (last.ok) *map = last.map;
+  return last.ok;
 }
 
 // Launches the kernel over `grid` persistent CTAs (one per SM) on the current device, whose
@@ -527,7 +593,9 @@ cudaError_t launch(const LatentArgs& args, int device, int grid, cudaStream_t st
     if (e != cudaSuccess) return e;
     configured.fetch_or(bit, std::memory_order_relaxed);
   }
-  latent_kernel<T><<<grid, kThreads, kSmemBytes, stream>>>(args);
+  CUtensorMap map{};
+  const int tma = cache_tma_map(args, &map) ? 1 : 0;
+  latent_kernel<T><<<grid, kThreads, kSmemBytes, stream>>>(args, map, tma);
   return cudaGetLastError();
 }
 
