@@ -6,10 +6,16 @@ reason totals of two kernels side by side (e.g. mlakit and FlashInfer fa3 on one
   ncu -i report.ncu-rep --page source --print-source sass --csv > src.csv
   python3 bench/diagnostics/ncu_stalls.py src.csv [TOP]
   python3 bench/diagnostics/ncu_stalls.py mlakit.csv --vs fa3.csv [--names mlakit,fa3]
+  python3 bench/diagnostics/ncu_stalls.py src.csv --mbarriers
+
+--mbarriers: the samples of each mbarrier wait (SYNCS.PHASECHK and the retry branch after it,
+where a waiting warp's samples land), by the wait's shared-memory operand: which handoff the
+warps wait for (the kernel's barrier offsets name them).
 """
 import argparse
 import collections
 import csv
+import re
 import sys
 
 SAMPLES = "Warp Stall Sampling (All Samples)"
@@ -58,6 +64,32 @@ def summary(page, top_n):
               f"{r[page.ix['Source']].strip()[:60]:60s} {[(v, h) for v, h in reasons]}")
 
 
+def mbarrier_waits(page):
+    """[(operand, samples, executions)] per mbarrier wait site, most samples first: a
+    SYNCS.PHASECHK row and the rows up to the next instruction that is not its retry branch."""
+    out = []
+    rows = page.rows
+    for i, r in enumerate(rows):
+        src = r[page.ix["Source"]]
+        if "SYNCS.PHASECHK" not in src:
+            continue
+        m = re.search(r"\[([^\]]*)\]", src)
+        samples = page.count(r, SAMPLES)
+        j = i + 1
+        while j < len(rows) and "BRA" in rows[j][page.ix["Source"]] and "@" in rows[j][page.ix["Source"]]:
+            samples += page.count(rows[j], SAMPLES)
+            j += 1
+        out.append((m.group(1) if m else src.strip(), samples, page.count(r, "Instructions Executed")))
+    return sorted(out, key=lambda t: -t[1])
+
+
+def show_mbarriers(page):
+    total = page.total()
+    print(f"{'mbarrier operand':32s} {'samples':>9s} {'share':>6s} {'executed':>9s}")
+    for op, n, ex in mbarrier_waits(page):
+        print(f"{op:32s} {n:9d} {100 * n / max(total, 1):5.1f}% {ex:9d}")
+
+
 def compare(a, b, names):
     ta, tb = a.total(), b.total()
     ra, rb = a.by_reason(), b.by_reason()
@@ -76,9 +108,12 @@ def main(argv=None):
     ap.add_argument("top", nargs="?", type=int, default=30, help="instructions listed (default 30)")
     ap.add_argument("--vs", help="a second kernel's source page: reason totals side by side")
     ap.add_argument("--names", default="A,B", help="column names for --vs (default A,B)")
+    ap.add_argument("--mbarriers", action="store_true", help="samples of each mbarrier wait site")
     args = ap.parse_args(argv)
     a = Page(args.csv)
-    if args.vs:
+    if args.mbarriers:
+        show_mbarriers(a)
+    elif args.vs:
         compare(a, Page(args.vs), (args.names.split(",") + ["B"])[:2])
     else:
         summary(a, args.top)
