@@ -55,7 +55,6 @@ struct LatentArgs {
   DType dtype;  // of q, q_pe, the cache and out
 };
 
-
 // Whether the CUDA kernel may copy whole 64-key tiles of this cache as TMA boxes: 16-bit rows in
 // blocks of 64 or more laid end to end (then a tile from a multiple of 64, where every split
 // starts, lies in one block, and the cache is one [num_slots, L + R] matrix of rows), with slot

@@ -4,7 +4,6 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
-#include <vector>
 
 #include "contract/latent_launch.h"
 #include "core/latent_args.h"
