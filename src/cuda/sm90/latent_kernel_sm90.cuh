@@ -35,9 +35,11 @@
 #pragma once
 
 #include <atomic>
+#include <type_traits>
 
 #include "cuda/common/online_softmax.cuh"
 #include "cuda/sm90/latent_common_sm90.cuh"
+#include "cuda/sm90/latent_trace_sm90.cuh"
 #include "cuda/sm90/ptx_sm90.cuh"
 #include "cuda/sm90/smem_desc.h"
 #include "cuda/sm90/tma_map.h"
@@ -357,6 +359,9 @@ __global__ void __launch_bounds__(kThreads, 1)
   // Parities (both warpgroups alike): bit s, of the tile stage s holds now and of P_s's barrier
   // (bit 1 also of stage 1's key_ok read); bit 2, of stage 0's key_ok read.
   uint32_t phase = 0;
+#if MLAKIT_SM90_TRACE
+  int trace_pair = -1;  // the block's pairs so far
+#endif
 
   for (int round = 0, item = blockIdx.x; item < num_items;
        item = static_cast<int>(latent::worker_item(++round, blockIdx.x, gridDim.x))) {
@@ -397,21 +402,29 @@ __global__ void __launch_bounds__(kThreads, 1)
       float s[32];
       float m0[2], off0[2], m1[2], off1[2], mx[2], sum[2];
       uint32_t pf[4][4];
+#if MLAKIT_SM90_TRACE
+      ++trace_pair;
+      if (tid == 0) latent_trace_pair(trace_pair, item, t0, tiles);
+#endif
+      MLAKIT_LATENT_STAMP(kLsTop);
 
       if (wg == 0) {
         // S0 over stage 0: this warpgroup's part first (refilled earliest), then warpgroup 1's.
         part_landed(bar(0, 0), ph0);
+        MLAKIT_LATENT_STAMP(kLsOwnPart);
         wgmma_fence();
         qk_atoms<T>(s, sq, st0, 0, 4, true);
         KeyReads next0 = {}, next1 = {};  // tiles t0 + 2 and t1 + 2, this warpgroup's parts
         if (t0 + 2 < tiles) next0 = key_reads(ks, k0 + 2 * kKeys, wtid);
         if (ks.sparse && t1 + 2 < tiles) next1 = key_reads(ks, k1 + 2 * kKeys, wtid);
         part_landed(bar(0, 1), ph0);
+        MLAKIT_LATENT_STAMP(kLsOtherPart);
         wgmma_fence();
         qk_atoms<T>(s, sq, st0, 4, kAtoms, false);
         wgmma_commit();
         wgmma_wait<0>();
         fence_regs(s);
+        MLAKIT_LATENT_STAMP(kLs3);
 
         mask_rows(s, key_ok, k0, row_hi, quad, mx);
         float f0[2];
@@ -431,17 +444,21 @@ __global__ void __launch_bounds__(kThreads, 1)
         }
         put_p(sp0, pf, r0, quad);
         mbar_arrive(mbar(kBarP0));
+        MLAKIT_LATENT_STAMP(kLs4);
 
         rescaled_pv<T>(o, f0, pf, st0, 0);
+        MLAKIT_LATENT_STAMP(kLs5);
         if (t0 + 2 < tiles) {
           mbar_arrive(mbar(kBarKeysRead0));  // every mask of this tile has read key_ok
           mbar_wait(mbar(kBarKeysRead0), ph2);
           load_part(ks, next0, k0 + 2 * kKeys, tma, st0, 0, false, key_ok, bar(0, 0), wtid);
+          MLAKIT_LATENT_STAMP(kLsRefill0);
         }
 
         if (has1) {
           if (!ks.sparse && t1 + 2 < tiles) next1 = key_reads(ks, k1 + 2 * kKeys, wtid);  // a page: cached
           mbar_wait(mbar(kBarP1), ph1);
+          MLAKIT_LATENT_STAMP(kLs6);
           float f1[2];
 #pragma unroll
           for (int r = 0; r < 2; ++r) {
@@ -458,7 +475,11 @@ __global__ void __launch_bounds__(kThreads, 1)
           wgmma_commit();
           wgmma_wait<0>();
           fence_o(o);
-          if (t1 + 2 < tiles) load_part(ks, next1, k1 + 2 * kKeys, tma, st1, 0, true, nullptr, bar(1, 0), wtid);
+          MLAKIT_LATENT_STAMP(kLs7);
+          if (t1 + 2 < tiles) {
+            load_part(ks, next1, k1 + 2 * kKeys, tma, st1, 0, true, nullptr, bar(1, 0), wtid);
+            MLAKIT_LATENT_STAMP(kLsRefill1);
+          }
           m_raw[0] = m1[0];
           m_raw[1] = m1[1];
         } else {
@@ -471,11 +492,13 @@ __global__ void __launch_bounds__(kThreads, 1)
           // S1 over stage 1: this warpgroup's part first, then warpgroup 0's (with the rope). Left
           // in flight: P0 V0_R goes to the tensor cores behind it, before this softmax.
           part_landed(bar(1, 1), ph1);
+          MLAKIT_LATENT_STAMP(kLsOwnPart);
           wgmma_fence();
           qk_atoms<T>(s, sq, st1, 4, 8, true);
           if (t1 + 2 < tiles) next1 = key_reads(ks, k1 + 2 * kKeys, wtid);
           if (ks.sparse && t0 + 2 < tiles) next0 = key_reads(ks, k0 + 2 * kKeys, wtid);
           part_landed(bar(1, 0), ph1);
+          MLAKIT_LATENT_STAMP(kLsOtherPart);
           wgmma_fence();
           qk_atoms<T>(s, sq, st1, 0, 4, false);
           qk_atoms<T>(s, sq, st1, 8, kAtoms, false);
@@ -490,8 +513,10 @@ __global__ void __launch_bounds__(kThreads, 1)
         // waiting for it first keeps the branch that may rescale O_R clear of products in
         // flight, which would make ptxas serialize every wgmma.
         mbar_wait(mbar(kBarP0), ph0);
+        MLAKIT_LATENT_STAMP(kLs3);
         wgmma_wait<0>();  // unconditional: ptxas does not pair it with the branch that issued S1
         fence_regs(s);
+        MLAKIT_LATENT_STAMP(kLs4);
         float f0[2];
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
@@ -529,6 +554,7 @@ __global__ void __launch_bounds__(kThreads, 1)
           }
           put_p(sp1, pf, r0, quad);
           mbar_arrive(mbar(kBarP1));
+          MLAKIT_LATENT_STAMP(kLs5);
           m_raw[0] = m1[0];
           m_raw[1] = m1[1];
         } else {
@@ -539,12 +565,18 @@ __global__ void __launch_bounds__(kThreads, 1)
         }
         wgmma_wait<0>();  // P0 V0_R: stage 0's atoms 4-8 are free
         fence_o(o);
-        if (t0 + 2 < tiles) load_part(ks, next0, k0 + 2 * kKeys, tma, st0, 1, true, nullptr, bar(0, 1), wtid);
+        MLAKIT_LATENT_STAMP(kLs6);
+        if (t0 + 2 < tiles) {
+          load_part(ks, next0, k0 + 2 * kKeys, tma, st0, 1, true, nullptr, bar(0, 1), wtid);
+          MLAKIT_LATENT_STAMP(kLsRefill0);
+        }
         if (has1) {
           rescaled_pv<T>(o, f1, pf, st1, 1);
+          MLAKIT_LATENT_STAMP(kLs7);
           if (t1 + 2 < tiles) {
             mbar_wait(mbar(kBarKeysRead1), ph1);
             load_part(ks, next1, k1 + 2 * kKeys, tma, st1, 1, false, key_ok + kKeys, bar(1, 1), wtid);
+            MLAKIT_LATENT_STAMP(kLsRefill1);
           }
         }
       }
@@ -593,6 +625,9 @@ cudaError_t launch(const LatentArgs& args, int device, int grid, cudaStream_t st
     if (e != cudaSuccess) return e;
     configured.fetch_or(bit, std::memory_order_relaxed);
   }
+#if MLAKIT_SM90_TRACE
+  latent_trace_register(std::is_same<T, __nv_bfloat16>::value ? "bf16" : "fp16");
+#endif
   CUtensorMap map{};
   const int tma = cache_tma_map(args, &map) ? 1 : 0;
   latent_kernel<T><<<grid, kThreads, kSmemBytes, stream>>>(args, map, tma);
