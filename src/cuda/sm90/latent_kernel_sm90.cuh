@@ -627,7 +627,7 @@ cudaError_t launch(const LatentArgs& args, int device, int grid, cudaStream_t st
     configured.fetch_or(bit, std::memory_order_relaxed);
   }
 #if MLAKIT_SM90_TRACE
-  latent_trace_register(std::is_same<T, __nv_bfloat16>::value ? "bf16" : "fp16");
+  trace_register<latent_trace_dump>(std::is_same<T, __nv_bfloat16>::value ? "bf16" : "fp16");
 #endif
   CUtensorMap map{};
   const int tma = cache_tma_map(args, &map) ? 1 : 0;

@@ -55,10 +55,9 @@ static void latent_trace_dump(const char* tag) {
   if (cudaDeviceSynchronize() != cudaSuccess) return;
   if (cudaMemcpyFromSymbol(t, g_latent_trace_t, sizeof(t)) != cudaSuccess) return;
   if (cudaMemcpyFromSymbol(pr, g_latent_trace_pair, sizeof(pr)) != cudaSuccess) return;
-  const char* env = std::getenv("MLAKIT_SM90_TRACE_FILE");
-  char path[512];
-  std::snprintf(path, sizeof(path), "%s.latent_%s.txt", env ? env : "/tmp/sm90_trace", tag);
-  FILE* f = std::fopen(path, "w");
+  char name[64];
+  std::snprintf(name, sizeof(name), "latent_%s", tag);
+  FILE* f = trace_open(name);
   if (!f) return;
   std::fprintf(f,
                "# P block pair item first_tile tiles wg: SM cycles of the warpgroup's %d steps from the block's "
@@ -81,14 +80,6 @@ static void latent_trace_dump(const char* tag) {
   std::fclose(f);
 }
 
-static void latent_trace_register(const char* tag) {
-  static std::once_flag once;
-  static const char* saved = nullptr;
-  std::call_once(once, [&] {
-    saved = tag;
-    std::atexit([] { latent_trace_dump(saved); });
-  });
-}
 // Thread 0 of the warpgroup stamps step `ev` of the current pair.
 #define MLAKIT_LATENT_STAMP(ev) \
   if (wtid == 0) latent_trace_stamp(trace_pair, wg, ev)

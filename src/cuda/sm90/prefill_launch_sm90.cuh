@@ -151,7 +151,7 @@ void launch_prefill_sm90(const PrefillArgs& args, int grid_blocks, cudaStream_t 
   Sm90Params p = params_for<E, DQK, DVO>(args);
   p.maps_final = launch_maps_final(stream);
 #if MLAKIT_SM90_TRACE
-  trace_register(trace_tag<E, DQK>());
+  trace_register<trace_dump>(trace_tag<E, DQK>());
 #endif
   launch_kernel(prefill_sm90_kernel<E, Shape>, grid_blocks, Shape::kThreads, Shape::kSmemBytes, stream, p);
 }

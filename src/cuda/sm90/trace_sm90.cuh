@@ -58,7 +58,29 @@ __device__ __forceinline__ void trace_tile_stamp(uint32_t slot, int t, TileStamp
   if (t < kTraceTiles) g_sm90_tile_t[(slot + t) * kTileStamps + which] = clock64();
 }
 
-static void trace_dump(const char* tag) {
+// $MLAKIT_SM90_TRACE_FILE.<name>.txt (default /tmp/sm90_trace.<name>.txt), opened for writing;
+// null when it cannot be.
+static FILE* trace_open(const char* name) {
+  const char* env = std::getenv("MLAKIT_SM90_TRACE_FILE");
+  char path[512];
+  std::snprintf(path, sizeof(path), "%s.%s.txt", env ? env : "/tmp/sm90_trace", name);
+  return std::fopen(path, "w");
+}
+
+// Registers Dump(tag) to run at process exit, once per dump (and translation unit: internal
+// linkage, like the buffers the dumps read). The host launches call it.
+template <void (*Dump)(const char*)>
+static void trace_register(const char* tag) {
+  static std::once_flag once;
+  static const char* saved = nullptr;
+  std::call_once(once, [&] {
+    saved = tag;
+    std::atexit([] { Dump(saved); });
+  });
+}
+
+// The prefill kernel's stamps (unused in translation units of the latent kernel alone).
+[[maybe_unused]] static void trace_dump(const char* tag) {
   static TraceRec rec[kTraceBlocks * kTracePerBlock];
   static unsigned long long bt[kTraceBlocks * 2];
   static int n[kTraceBlocks];
@@ -68,10 +90,7 @@ static void trace_dump(const char* tag) {
   if (cudaMemcpyFromSymbol(n, g_sm90_trace_n, sizeof(n)) != cudaSuccess) return;
   static unsigned long long tiles[(kTraceTileSink + kTraceTiles) * kTileStamps];
   if (cudaMemcpyFromSymbol(tiles, g_sm90_tile_t, sizeof(tiles)) != cudaSuccess) return;
-  const char* env = std::getenv("MLAKIT_SM90_TRACE_FILE");
-  char path[512];
-  std::snprintf(path, sizeof(path), "%s.%s.txt", env ? env : "/tmp/sm90_trace", tag);
-  FILE* f = std::fopen(path, "w");
+  FILE* f = trace_open(tag);
   if (!f) return;
   unsigned long long t0 = ~0ull;
   for (int b = 0; b < kTraceBlocks; ++b)
@@ -112,16 +131,6 @@ static void trace_dump(const char* tag) {
   std::fclose(f);
 }
 
-// Called by the host launch: registers the dump once per translation unit (internal linkage, like
-// the buffers it reads).
-static void trace_register(const char* tag) {
-  static std::once_flag once;
-  static const char* saved = nullptr;
-  std::call_once(once, [&] {
-    saved = tag;
-    std::atexit([] { trace_dump(saved); });
-  });
-}
 #endif
 
 }  // namespace sm90
