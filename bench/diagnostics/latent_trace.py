@@ -20,6 +20,8 @@ STEPS = {
     1: ["top", "own part landed", "other part landed", "P0 received", "S1 done", "P1 published",
         "P0 V0_R done", "P1 V1_R done", "stage 0 refill issued", "stage 1 refill issued"],
 }
+# Stamped in the slot of an item's last pair (both warpgroups): the steps of an item change.
+ITEM_STEPS = {10: "pair loop left", 11: "rows stored", 12: "next q and tiles issued", 13: "next q landed"}
 
 
 def read(path):
@@ -42,8 +44,10 @@ def pct(xs, q):
 
 
 def summarize(pairs):
-    """Rows (warpgroup, step, median, p10, p90) of steady pairs, the periods, the item gaps."""
+    """Rows (warpgroup, step, median, p10, p90) of steady pairs, the periods, the item gaps, and
+    rows (warpgroup, step, median) of the item changes, from the last P1 V1_L done."""
     offs = {(wg, i): [] for wg in (0, 1) for i in range(len(STEPS[wg]))}
+    change = {(wg, i): [] for wg in (0, 1) for i in list(ITEM_STEPS) + ["next top"]}
     periods, gaps = [], []
     for (b, p), rec in sorted(pairs.items()):
         if 0 not in rec or 1 not in rec:
@@ -56,15 +60,22 @@ def summarize(pairs):
                     periods.append(nxt[0][0] - top)
             elif rec[0][7] >= 0:
                 gaps.append(nxt[0][0] - rec[0][7])
+                for wg in (0, 1):
+                    for i in ITEM_STEPS:
+                        if len(rec[wg]) > i and rec[wg][i] >= 0:
+                            change[(wg, i)].append(rec[wg][i] - rec[0][7])
+                    if wg in nxt:
+                        change[(wg, "next top")].append(nxt[wg][0] - rec[0][7])
         if rec["t0"] < 2 or rec["t0"] + 4 > rec["tiles"]:
             continue
         for wg in (0, 1):
-            for i, t in enumerate(rec[wg]):
+            for i, t in enumerate(rec[wg][:len(STEPS[wg])]):
                 if t >= 0:
                     offs[(wg, i)].append(t - top)
     rows = [(wg, STEPS[wg][i], statistics.median(xs), pct(xs, 0.1), pct(xs, 0.9))
             for (wg, i), xs in sorted(offs.items()) if xs]
-    return rows, periods, gaps
+    item_rows = [(wg, ITEM_STEPS.get(i, i), statistics.median(xs)) for (wg, i), xs in change.items() if xs]
+    return rows, periods, gaps, item_rows
 
 
 def main(argv=None):
@@ -72,7 +83,7 @@ def main(argv=None):
     ap.add_argument("trace", nargs="+")
     args = ap.parse_args(argv)
     for path in args.trace:
-        rows, periods, gaps = summarize(read(path))
+        rows, periods, gaps, item_rows = summarize(read(path))
         print(f"# {path}")
         if not periods:
             print("no pair inside an item was stamped")
@@ -85,6 +96,12 @@ def main(argv=None):
         print("| --- | --- | --- | --- | --- |")
         for wg, name, med, lo, hi in sorted(rows, key=lambda r: (r[2], r[0])):
             print(f"| {wg} | {name} | {med:.0f} | {lo} | {hi} |")
+        if item_rows:
+            print("item change, from the last P1 V1_L done (medians):")
+            print("| warpgroup | step | cycles |")
+            print("| --- | --- | --- |")
+            for wg, name, med in sorted(item_rows, key=lambda r: (r[2], r[0])):
+                print(f"| {wg} | {name} | {med:.0f} |")
     return 0
 
 

@@ -12,11 +12,14 @@ import latent_trace  # noqa: E402
 def write_trace(path):
     # One block, one item of 12 tiles (6 pairs of 1000 cycles), then a second item 300 cycles
     # after the first item's last P1 V1_L. Warpgroup 1's steps sit 50 cycles after warpgroup 0's.
+    # The last pair's slot also holds the item change's steps, 40 / 80 / 120 / 160 cycles after
+    # its P1 V1_L.
     lines = ["# P block pair item first_tile tiles wg ..."]
     for p in range(6):
         top = 1000 * p
         for wg in (0, 1):
-            stamps = [top + 100 * i + 50 * wg for i in range(8)]
+            stamps = [top + 100 * i + 50 * wg for i in range(8)] + [-1, -1]
+            stamps += [5700 + 40 * (i + 1) for i in range(4)] if p == 5 else [-1] * 4
             lines.append(" ".join(str(x) for x in ["P", 0, p, 7, 2 * p, 12, wg] + stamps))
     top = 5000 + 700 + 300
     for wg in (0, 1):
@@ -29,7 +32,7 @@ def write_trace(path):
 def test_periods_offsets_and_gaps(tmp_path):
     path = tmp_path / "t.latent_bf16.txt"
     write_trace(path)
-    rows, periods, gaps = latent_trace.summarize(latent_trace.read(path))
+    rows, periods, gaps, item_rows = latent_trace.summarize(latent_trace.read(path))
     # Pairs with first tile 2 to 8 of 12 are inside the item; 0 is its first pair, 10 its last.
     assert periods == [1000, 1000, 1000, 1000]
     assert gaps == [300]
@@ -38,6 +41,11 @@ def test_periods_offsets_and_gaps(tmp_path):
     assert by[(0, "P1 V1_L done")] == 700
     assert by[(1, "top")] == 50
     assert by[(1, "P1 V1_R done")] == 750
+    change = {(wg, name): med for wg, name, med in item_rows}
+    assert change[(0, "pair loop left")] == 40
+    assert change[(1, "next q landed")] == 160
+    assert change[(0, "next top")] == 300
+    assert (0, "stage 0 refill issued") not in by
 
 
 def test_main_prints_a_table(tmp_path, capsys):

@@ -382,9 +382,11 @@ __global__ void __launch_bounds__(kThreads, 1)
       const int64_t kb = it.key_begin + s * kKeys;
       load_part(ks, key_reads(ks, kb, wtid), kb, tma, st0 + s * kTileBytes, wg, s != wg, s == wg ? key_ok + s * kKeys : nullptr, bar(s, wg), wtid);
     }
+    MLAKIT_LATENT_STAMP(kLsNextIssued);
     cp_async_wait<0>();        // q (the tiles' copies complete their barriers)
     fence_proxy_async_smem();  // cp.async wrote through the generic proxy; wgmma reads async
     __syncthreads();           // q and key_ok of every thread
+    MLAKIT_LATENT_STAMP(kLsNextReady);
 
     float o[2][64];
 #pragma unroll
@@ -584,7 +586,9 @@ __global__ void __launch_bounds__(kThreads, 1)
       phase ^= (has1 ? 3u : 1u) | (t0 + 2 < tiles ? 4u : 0u);
     }
 
+    MLAKIT_LATENT_STAMP(kLsLoopExit);
     store_rows<T>(a, h, it, o, m_raw, top, l, row_x, wg, r0, quad);
+    MLAKIT_LATENT_STAMP(kLsStored);
     __syncthreads();  // q, the stages, row_x: the next item's
   }
 }

@@ -12,13 +12,15 @@ namespace cuda {
 namespace sm90 {
 
 constexpr int kLatentTracePairs = 64;
-constexpr int kLatentTraceEvents = 10;
+constexpr int kLatentTraceEvents = 14;
 
 // The steps each warpgroup stamps, in its order through a pair (latent_kernel_sm90.cuh).
 // Warpgroup 0: pair top, its stage-0 part landed, the other part landed, S0 done, P0 published,
 // P0 V0_L done, P1 received, P1 V1_L done, stage 0's refill issued, stage 1's refill issued.
 // Warpgroup 1: pair top, its stage-1 part landed, the other part landed, P0 received, S1 done, P1
 // published, P0 V0_R done, P1 V1_R done, stage 0's refill issued, stage 1's refill issued.
+// Both, in the slot of an item's last pair: the pair loop left, the item's rows stored, the next
+// item's q and first tiles issued, its q landed (the steps of an item change).
 enum LatentStamp {
   kLsTop = 0,
   kLsOwnPart = 1,
@@ -30,6 +32,10 @@ enum LatentStamp {
   kLs7 = 7,
   kLsRefill0 = 8,
   kLsRefill1 = 9,
+  kLsLoopExit = 10,
+  kLsStored = 11,
+  kLsNextIssued = 12,
+  kLsNextReady = 13,
 };
 
 #if MLAKIT_SM90_TRACE
@@ -37,7 +43,7 @@ static __device__ unsigned long long g_latent_trace_t[kTraceBlocks * kLatentTrac
 static __device__ int g_latent_trace_pair[kTraceBlocks * kLatentTracePairs * 3];  // item, first tile, tiles
 
 __device__ __forceinline__ void latent_trace_stamp(int pair, int wg, int ev) {
-  if (blockIdx.x < kTraceBlocks && pair < kLatentTracePairs)
+  if (blockIdx.x < kTraceBlocks && pair >= 0 && pair < kLatentTracePairs)
     g_latent_trace_t[((blockIdx.x * kLatentTracePairs + pair) * 2 + wg) * kLatentTraceEvents + ev] = clock64();
 }
 __device__ __forceinline__ void latent_trace_pair(int pair, int item, int t0, int tiles) {
