@@ -48,7 +48,7 @@ def summarize(pairs):
     rows (warpgroup, step, median) of the item changes, from the last P1 V1_L done."""
     offs = {(wg, i): [] for wg in (0, 1) for i in range(len(STEPS[wg]))}
     change = {(wg, i): [] for wg in (0, 1) for i in list(ITEM_STEPS) + ["next top"]}
-    periods, gaps = [], []
+    periods = []
     for (b, p), rec in sorted(pairs.items()):
         if 0 not in rec or 1 not in rec:
             continue
@@ -59,7 +59,6 @@ def summarize(pairs):
                 if rec["t0"] >= 2 and rec["t0"] + 4 <= rec["tiles"]:
                     periods.append(nxt[0][0] - top)
             elif rec[0][7] >= 0:
-                gaps.append(nxt[0][0] - rec[0][7])
                 for wg in (0, 1):
                     for i in ITEM_STEPS:
                         if len(rec[wg]) > i and rec[wg][i] >= 0:
@@ -74,6 +73,7 @@ def summarize(pairs):
                     offs[(wg, i)].append(t - top)
     rows = [(wg, STEPS[wg][i], statistics.median(xs), pct(xs, 0.1), pct(xs, 0.9))
             for (wg, i), xs in sorted(offs.items()) if xs]
+    gaps = change[(0, "next top")]  # the item change as a whole: to warpgroup 0's next top
     item_rows = [(wg, ITEM_STEPS.get(i, i), statistics.median(xs)) for (wg, i), xs in change.items() if xs]
     return rows, periods, gaps, item_rows
 
