@@ -33,6 +33,7 @@ constexpr int kThreads = 256;                    // two warpgroups
 constexpr int kSplitSize = 512;  // keys per split of a short request (LatentChoice::split_size)
 
 constexpr float kLog2e = 1.4426950408889634f;
+constexpr uint32_t kNoStaging = ~0u;  // store_rows: no shared memory to stage final rows in
 constexpr float kLn2 = 0.6931471805599453f;
 
 // The plan block's arrays, read in place.
@@ -160,11 +161,20 @@ __device__ __forceinline__ void load_q(const LatentArgs& a, const LatentItem& it
 // accumulators; m_raw the reference maxima of raw scores that o and l are relative to (with the
 // slack softmax, up to its slack below the largest score), top the largest raw scores of the
 // tiles this warpgroup took, l this thread's share of the sums.
+//
+// `staging` (a free 64 KB of shared memory, or kNoStaging): final rows whose out rows are 16-byte
+// aligned are first gathered there, each row's 1024 bytes with its 16-byte chunks swizzled by row
+// (no bank conflicts either way), then written 16 bytes a thread as whole 512-byte runs. From the
+// accumulators directly each thread would write 4 bytes into 16-byte pieces of eight rows.
 template <typename T>
 __device__ __forceinline__ void store_rows(const LatentArgs& a, const LatentHeader& h, const LatentItem& it,
                                            const float (&o)[2][64], const float (&m_raw)[2], const float (&top)[2],
-                                           float (&l)[2], float* row_x, int wg, int r0, int quad) {
+                                           float (&l)[2], float* row_x, int wg, int r0, int quad,
+                                           uint32_t staging = kNoStaging, int tid = 0) {
   const int H = h.num_heads;
+  // The same for every thread of the block (it reaches a barrier below).
+  const bool staged = staging != kNoStaging && it.partial < 0 && (reinterpret_cast<uintptr_t>(a.out) & 15) == 0 &&
+                      (a.out_stride_tok & 7) == 0 && (a.out_stride_head & 7) == 0;
   const float scale_log2 = h.sm_scale_log2;
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
@@ -206,18 +216,39 @@ __device__ __forceinline__ void store_rows(const LatentArgs& a, const LatentHead
     } else {
       float mul = sum > 0.f ? 1.f / sum : 0.f;
       if (a.attn_sink != nullptr && sum > 0.f) mul /= 1.f + expf(a.attn_sink[hd * a.sink_stride] - lse);
-      T* dst = static_cast<T*>(a.out) + t * a.out_stride_tok + hd * a.out_stride_head + col0;
+      if (staged) {
+        // Columns 256 wg + 128 j + 8 n + 2 quad, + 1: chunk 32 wg + 16 j + n of row i.
 #pragma unroll
-      for (int j = 0; j < 2; ++j)
+        for (int j = 0; j < 2; ++j)
 #pragma unroll
-        for (int n = 0; n < 16; ++n) {
-          *reinterpret_cast<uint32_t*>(dst + 128 * j + 8 * n) =
-              pack2<T>(o[j][4 * n + 2 * r] * mul, o[j][4 * n + 2 * r + 1] * mul);
-        }
+          for (int n = 0; n < 16; ++n)
+            st_shared_u32(staging + i * 1024 + (((32 * wg + 16 * j + n) ^ (i & 7)) << 4) + 4 * quad,
+                          pack2<T>(o[j][4 * n + 2 * r] * mul, o[j][4 * n + 2 * r + 1] * mul));
+      } else {
+        T* dst = static_cast<T*>(a.out) + t * a.out_stride_tok + hd * a.out_stride_head + col0;
+#pragma unroll
+        for (int j = 0; j < 2; ++j)
+#pragma unroll
+          for (int n = 0; n < 16; ++n) {
+            *reinterpret_cast<uint32_t*>(dst + 128 * j + 8 * n) =
+                pack2<T>(o[j][4 * n + 2 * r] * mul, o[j][4 * n + 2 * r + 1] * mul);
+          }
+      }
       if (wg == 0 && quad == 0) {
         if (a.lse) a.lse[t * a.lse_stride_tok + hd * a.lse_stride_head] = lse;
         if (a.max_logits) a.max_logits[t * a.max_stride_tok + hd * a.max_stride_head] = max_logit;
       }
+    }
+  }
+  if (staged) {
+    __syncthreads();  // every row staged
+    // Thread tid writes chunk tid % 64 of rows tid / 64, + 4, ...: a warp 512 bytes of one row.
+    const int c = tid & 63;
+    for (int i = tid >> 6; i < it.rows; i += 4) {
+      const uint4 v = ld_shared_v4(staging + i * 1024 + ((c ^ (i & 7)) << 4));
+      const int g = it.row_begin + i;  // int32 in the plan
+      const int t = g / H, hd = g - t * H;
+      *reinterpret_cast<uint4*>(static_cast<T*>(a.out) + t * a.out_stride_tok + hd * a.out_stride_head + 8 * c) = v;
     }
   }
 }

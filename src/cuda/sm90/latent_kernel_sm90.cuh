@@ -12,9 +12,10 @@
 // schedule for one output matrix):
 //   WG0: S0 = Q K0; m0 = max(m, rowmax S0); P0 = exp(S0 - m0); publish m0, P0 -> O_L = O_L e^(m-m0)
 //        + P0 V0_L; wait for m1, P1 -> O_L = O_L e^(m0-m1) + P1 V1_L.
-//   WG1: S1 = Q K1; wait for m0, P0 -> O_R = O_R e^(m-m0) + P0 V0_R (behind S1 on the tensor
-//        cores); m1 = max(m0, rowmax S1); P1 = exp(S1 - m1); publish m1, P1 -> O_R = O_R e^(m0-m1)
-//        + P1 V1_R.
+//   WG1: S1 = Q K1; wait for m0, P0; m1 = max(m0, rowmax S1); P1 = exp(S1 - m1); publish m1, P1
+//        -> O_R = O_R e^(m-m0) + P0 V0_R -> O_R = O_R e^(m0-m1) + P1 V1_R.
+// Warpgroup 1's softmax comes before its P0 V0_R so that P1, which warpgroup 0 waits for after
+// its P0 V0_L, is published as early as it can be.
 // Each warpgroup's P crosses to the other through its stage's rope atom, which S has finished
 // reading by then, as a swizzled 64 x 64 tile that the other's wgmma reads as its A operand from
 // shared memory (no registers held for it). Each warpgroup keeps the sum of its own tiles' P at
@@ -96,7 +97,7 @@ __device__ __forceinline__ KeyRows key_rows(const KeySource& ks, const KeyReads&
 
 // Whole tiles of a dense item, when the launch has the cache's tensor map (16-bit rows in blocks
 // of 64 or more, laid end to end; a tile starts at a multiple of 64, as splits do, so its rows lie
-// in one block): a stage part is then four or five TMA boxes issued by one thread instead of 16-20
+// in one block): a stage part is then four or five TMA boxes, one a warp, instead of 16-20
 // cp.async a thread and their addresses. Partial tiles keep cp.async: their missing keys must be
 // zeros, not the block's other rows (P is 0 there, but 0 x NaN is not).
 struct KeyTma {
@@ -119,19 +120,21 @@ __device__ __forceinline__ void load_part(const KeySource& ks, const KeyReads& r
     if (key_ok != nullptr && part == 0)
 #pragma unroll
       for (int i = 0; i < 4; ++i) key_ok[(wtid >> 3) + 16 * i] = 1;
-    if (wtid == 0) {
-      // Thread 0's first key is k0: reads.v[0] is the tile's block. In int: the host maps the
-      // cache only when its slot numbers fit.
+    if ((wtid & 31) == 0) {
+      // Lane 0 of warp w sends atom 4 wg + w (warp 0 also the rope atom 8) and arrives expecting
+      // its own boxes' bytes: the four warps issue at once, where one thread sending every box
+      // in turn held the refill up (the trace: 850 cycles from a pair's last P V to the next top).
+      // Lane 0's first key, k0 + 4 w, lies in the tile's block: reads.v[0] is that block. In int:
+      // the host maps the cache only when its slot numbers fit. Evict-first in L2, as FlashMLA
+      // loads its pages: 1-2% faster at decode (docs/performance.md).
+      const int w = wtid >> 5;
       const int row = (reads.v[0] << ks.block_shift) | (static_cast<int>(k0) & ((1 << ks.block_shift) - 1));
-      mbar_arrive_expect_tx(bar, (rope ? 5 : 4) * kAtomBytes);
-      // Atoms 4 wg .. 4 wg + 3, then (rope) atom 8: one box each. A loop, not unrolled: the
-      // boxes' operands go through uniform registers, and five sets at once spill. Evict-first
-      // in L2, as FlashMLA loads its pages: 1-2% faster at decode (docs/performance.md).
-#pragma unroll 1
-      for (int i = 0; i < (rope ? 5 : 4); ++i) {
-        const int atom = i < 4 ? 4 * wg + i : kAtoms - 1;
-        tma_load_2d_policy(stage + atom * kAtomBytes, tma.map, bar, atom * 64, row, l2_evict_first_policy());
-      }
+      const bool with_rope = rope && w == 0;
+      mbar_arrive_expect_tx(bar, (with_rope ? 2 : 1) * kAtomBytes);
+      const uint64_t policy = l2_evict_first_policy();
+      tma_load_2d_policy(stage + (4 * wg + w) * kAtomBytes, tma.map, bar, (4 * wg + w) * 64, row, policy);
+      if (with_rope)
+        tma_load_2d_policy(stage + (kAtoms - 1) * kAtomBytes, tma.map, bar, (kAtoms - 1) * 64, row, policy);
     } else {
       mbar_arrive(bar);
     }
@@ -157,10 +160,12 @@ __device__ __forceinline__ void load_part(const KeySource& ks, const KeyReads& r
   cp_async_mbar_arrive_noinc(bar);
 }
 
-// Waits for a stage part (mbarrier phase `parity`) and makes it visible to wgmma reads.
-__device__ __forceinline__ void part_landed(uint32_t bar, uint32_t parity) {
+// Waits for a stage part (mbarrier phase `parity`) and makes it visible to wgmma reads: a part
+// that came by TMA (`by_tma`: KeyTma::covers of its tile) was written through the async proxy,
+// which wgmma reads too, so the barrier is enough; cp.async writes through the generic proxy.
+__device__ __forceinline__ void part_landed(uint32_t bar, uint32_t parity, bool by_tma) {
   mbar_wait(bar, parity);
-  fence_proxy_async_smem();  // cp.async wrote through the generic proxy; wgmma reads async
+  if (!by_tma) fence_proxy_async_smem();
 }
 
 // S (+)= Q K^T over atoms [a0, a1) of a stage (k-steps 4 a0 .. 4 a1 - 1); the first k-step of
@@ -197,20 +202,29 @@ __device__ __forceinline__ void pv_ss(float (&o)[2][64], uint32_t sp, uint32_t s
 }
 
 // Masks a tile's scores (keys that name no row, keys past a row's visible end) and returns the
-// maxima of this thread's two rows over the tile.
+// maxima of this thread's two rows over the tile. A dense tile that ends inside both rows'
+// visible keys needs no mask: a dense key below a row's end names a row (key_ok is 1 up to the
+// item's key_end, the largest row end), so only the maxima are taken.
 __device__ __forceinline__ void mask_rows(float (&s)[32], const int* key_ok, int k0, const int (&row_hi)[2],
-                                          int quad, float (&mx)[2]) {
+                                          int quad, float (&mx)[2], bool dense) {
   mx[0] = mx[1] = -INFINITY;
+  if (dense && k0 + kKeys <= min(row_hi[0], row_hi[1])) {
 #pragma unroll
-  for (int n = 0; n < 8; ++n)
+    for (int n = 0; n < 8; ++n)
 #pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const int j = 8 * n + 2 * quad + (e & 1);
-      const bool vis = key_ok[j] != 0 && k0 + j < row_hi[e >> 1];
-      const float x = vis ? s[4 * n + e] : -INFINITY;
-      s[4 * n + e] = x;
-      mx[e >> 1] = fmaxf(mx[e >> 1], x);
-    }
+      for (int e = 0; e < 4; ++e) mx[e >> 1] = fmaxf(mx[e >> 1], s[4 * n + e]);
+  } else {
+#pragma unroll
+    for (int n = 0; n < 8; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int j = 8 * n + 2 * quad + (e & 1);
+        const bool vis = key_ok[j] != 0 && k0 + j < row_hi[e >> 1];
+        const float x = vis ? s[4 * n + e] : -INFINITY;
+        s[4 * n + e] = x;
+        mx[e >> 1] = fmaxf(mx[e >> 1], x);
+      }
+  }
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
@@ -357,8 +371,10 @@ __global__ void __launch_bounds__(kThreads, 1)
   const float sl = h.sm_scale_log2;
   const float slack = kSlackLog2 / sl;  // raw score units (+inf with a zero scale: m never moves)
   const int num_items = h.num_items;
-  // Parities (both warpgroups alike): bit s, of the tile stage s holds now and of P_s's barrier
-  // (bit 1 also of stage 1's key_ok read); bit 2, of stage 0's key_ok read.
+  // Parities (both warpgroups alike): bit s, of the tile stage s holds now and of P_s's barrier;
+  // bits 2 and 3, of stage 0's and stage 1's key_ok reads (a phase a refill of the stage's
+  // key_ok: each warpgroup arrives on its key_ok barrier only before a refill that waits for it,
+  // as compute-sanitizer's synccheck wants every arrival of a thread followed by its wait).
   uint32_t phase = 0;
 #if MLAKIT_SM90_TRACE
   int trace_pair = -1;  // the block's pairs so far
@@ -401,7 +417,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       const int t1 = t0 + 1;
       const bool has1 = t1 < tiles;
       const int k0 = it.key_begin + t0 * kKeys, k1 = k0 + kKeys;
-      const uint32_t ph0 = phase & 1, ph1 = (phase >> 1) & 1, ph2 = (phase >> 2) & 1;
+      const uint32_t ph0 = phase & 1, ph1 = (phase >> 1) & 1, ph2 = (phase >> 2) & 1, ph3 = (phase >> 3) & 1;
       float s[32];
       float m0[2], off0[2], m1[2], off1[2], mx[2], sum[2];
       uint32_t pf[4][4];
@@ -413,14 +429,14 @@ __global__ void __launch_bounds__(kThreads, 1)
 
       if (wg == 0) {
         // S0 over stage 0: this warpgroup's part first (refilled earliest), then warpgroup 1's.
-        part_landed(bar(0, 0), ph0);
+        part_landed(bar(0, 0), ph0, tma.covers(ks, k0));
         MLAKIT_LATENT_STAMP(kLsOwnPart);
         wgmma_fence();
         qk_atoms<T>(s, sq, st0, 0, 4, true);
         KeyReads next0 = {}, next1 = {};  // tiles t0 + 2 and t1 + 2, this warpgroup's parts
         if (t0 + 2 < tiles) next0 = key_reads(ks, k0 + 2 * kKeys, wtid);
         if (ks.sparse && t1 + 2 < tiles) next1 = key_reads(ks, k1 + 2 * kKeys, wtid);
-        part_landed(bar(0, 1), ph0);
+        part_landed(bar(0, 1), ph0, tma.covers(ks, k0));
         MLAKIT_LATENT_STAMP(kLsOtherPart);
         wgmma_fence();
         qk_atoms<T>(s, sq, st0, 4, kAtoms, false);
@@ -429,7 +445,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         fence_regs(s);
         MLAKIT_LATENT_STAMP(kLs3);
 
-        mask_rows(s, key_ok, k0, row_hi, quad, mx);
+        mask_rows(s, key_ok, k0, row_hi, quad, mx, !ks.sparse);
         float f0[2];
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
@@ -472,7 +488,7 @@ __global__ void __launch_bounds__(kThreads, 1)
           scale_o_if_needed(o, f1);
           l[0] *= f1[0];
           l[1] *= f1[1];
-          part_landed(bar(1, 0), ph1);  // V1_L: this warpgroup's copies
+          part_landed(bar(1, 0), ph1, tma.covers(ks, k1));  // V1_L: this warpgroup's copies
           wgmma_fence();
           pv_ss<T>(o, sp1, st1, 0);
           wgmma_commit();
@@ -492,15 +508,14 @@ __global__ void __launch_bounds__(kThreads, 1)
       } else {
         KeyReads next0 = {}, next1 = {};  // tiles t0 + 2 and t1 + 2, this warpgroup's parts
         if (has1) {
-          // S1 over stage 1: this warpgroup's part first, then warpgroup 0's (with the rope). Left
-          // in flight: P0 V0_R goes to the tensor cores behind it, before this softmax.
-          part_landed(bar(1, 1), ph1);
+          // S1 over stage 1: this warpgroup's part first, then warpgroup 0's (with the rope).
+          part_landed(bar(1, 1), ph1, tma.covers(ks, k1));
           MLAKIT_LATENT_STAMP(kLsOwnPart);
           wgmma_fence();
           qk_atoms<T>(s, sq, st1, 4, 8, true);
           if (t1 + 2 < tiles) next1 = key_reads(ks, k1 + 2 * kKeys, wtid);
           if (ks.sparse && t0 + 2 < tiles) next0 = key_reads(ks, k0 + 2 * kKeys, wtid);
-          part_landed(bar(1, 0), ph1);
+          part_landed(bar(1, 0), ph1, tma.covers(ks, k1));
           MLAKIT_LATENT_STAMP(kLsOtherPart);
           wgmma_fence();
           qk_atoms<T>(s, sq, st1, 0, 4, false);
@@ -509,12 +524,14 @@ __global__ void __launch_bounds__(kThreads, 1)
         } else if (ks.sparse && t0 + 2 < tiles) {
           next0 = key_reads(ks, k0 + 2 * kKeys, wtid);
         }
-        // O_R to m0, then O_R += P0 V0_R with P0 as warpgroup 0 wrote it: stage 0's second part
-        // (atoms 4-7 and P0's rope atom) is free once this product is, before this warpgroup's
-        // softmax, so its refill starts a softmax and a P V earlier than at the end of the pair.
-        // S1 has finished by the time P0 is published (warpgroup 0's softmax came after S0);
-        // waiting for it first keeps the branch that may rescale O_R clear of products in
-        // flight, which would make ptxas serialize every wgmma.
+        // m0 and P0 from warpgroup 0, then this warpgroup's softmax (P1 published), then O_R to
+        // m0 and O_R += P0 V0_R with P0 as warpgroup 0 wrote it: stage 0's second part (atoms 4-7
+        // and P0's rope atom) is free once this product is, so its refill starts a P V earlier
+        // than at the end of the pair. Softmax first: P1 reaches warpgroup 0 about 600 cycles
+        // sooner, and that wait was its longest (docs/latent-attention.md). S1 has finished by
+        // the time P0 is published (warpgroup 0's softmax came after S0); waiting for it first
+        // keeps the branches that may rescale O_R clear of products in flight, which would make
+        // ptxas serialize every wgmma.
         mbar_wait(mbar(kBarP0), ph0);
         MLAKIT_LATENT_STAMP(kLs3);
         wgmma_wait<0>();  // unconditional: ptxas does not pair it with the branch that issued S1
@@ -528,15 +545,9 @@ __global__ void __launch_bounds__(kThreads, 1)
           f0[r] = fast_exp2(m_raw[r] * sl - off0[r]);  // 0 while nothing was seen
         }
         if (has1) {
-          mask_rows(s, key_ok + kKeys, k1, row_hi, quad, mx);
-          mbar_arrive(mbar(kBarKeysRead1));  // before this warpgroup writes the next tile's
+          mask_rows(s, key_ok + kKeys, k1, row_hi, quad, mx, !ks.sparse);
+          if (t1 + 2 < tiles) mbar_arrive(mbar(kBarKeysRead1));  // before this warpgroup writes the next tile's
         }
-        scale_o_if_needed(o, f0);
-        part_landed(bar(0, 1), ph0);  // V0_R: this warpgroup's copies
-        wgmma_fence();
-        pv_ss<T>(o, sp0, st0, 1);
-        wgmma_commit();
-        if (!ks.sparse && t0 + 2 < tiles) next0 = key_reads(ks, k0 + 2 * kKeys, wtid);
         float f1[2];  // O_R from m0 to m1
         if (has1) {
           float f01[2];
@@ -566,6 +577,12 @@ __global__ void __launch_bounds__(kThreads, 1)
           m_raw[0] = m0[0];
           m_raw[1] = m0[1];
         }
+        scale_o_if_needed(o, f0);
+        part_landed(bar(0, 1), ph0, tma.covers(ks, k0));  // V0_R: this warpgroup's copies
+        wgmma_fence();
+        pv_ss<T>(o, sp0, st0, 1);
+        wgmma_commit();
+        if (!ks.sparse && t0 + 2 < tiles) next0 = key_reads(ks, k0 + 2 * kKeys, wtid);
         wgmma_wait<0>();  // P0 V0_R: stage 0's atoms 4-8 are free
         fence_o(o);
         MLAKIT_LATENT_STAMP(kLs6);
@@ -577,17 +594,17 @@ __global__ void __launch_bounds__(kThreads, 1)
           rescaled_pv<T>(o, f1, pf, st1, 1);
           MLAKIT_LATENT_STAMP(kLs7);
           if (t1 + 2 < tiles) {
-            mbar_wait(mbar(kBarKeysRead1), ph1);
+            mbar_wait(mbar(kBarKeysRead1), ph3);
             load_part(ks, next1, k1 + 2 * kKeys, tma, st1, 1, false, key_ok + kKeys, bar(1, 1), wtid);
             MLAKIT_LATENT_STAMP(kLsRefill1);
           }
         }
       }
-      phase ^= (has1 ? 3u : 1u) | (t0 + 2 < tiles ? 4u : 0u);
+      phase ^= (has1 ? 3u : 1u) | (t0 + 2 < tiles ? 4u : 0u) | (t1 + 2 < tiles ? 8u : 0u);
     }
 
     MLAKIT_LATENT_STAMP(kLsLoopExit);
-    store_rows<T>(a, h, it, o, m_raw, top, l, row_x, wg, r0, quad);
+    store_rows<T>(a, h, it, o, m_raw, top, l, row_x, wg, r0, quad, sq, tid);
     MLAKIT_LATENT_STAMP(kLsStored);
     __syncthreads();  // q, the stages, row_x: the next item's
   }
