@@ -6,6 +6,7 @@
 // LSE's layout, upload_in_run; and re-planning the same object.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <string>
 #include <tuple>
@@ -210,6 +211,36 @@ TEST(CpuLatentDense, DeviceBlockTableGivesTheSameBits) {
   EXPECT_TRUE(same_bits(host.out, strided.out) && same_bits(host.lse, strided.lse));
   const LatentResult again = run_latent(m, &attn);  // back on a host table
   EXPECT_TRUE(same_bits(host.out, again.out));
+}
+
+TEST(CpuLatentDense, OutRowsAtAnyStride) {
+  // out as a view of rows 516 elements apart (a slice of a wider buffer): the same bits as a
+  // contiguous out, and the pad between the rows never written. Decode that splits, MTP and an
+  // extend, causal.
+  LatentCase m = make_latent_case(config(16, 16), {1, 4, 64}, {1300, 40, 100}, 58);
+  m.opts.causal = true;
+  const LatentResult dense = run_latent(m);
+  LatentAttention attn(m.cfg);
+  attn.plan(m.batch(), m.opts);
+  const int64_t rows = m.q.shape()[0], H = m.cfg.num_heads, L = m.cfg.kv_lora_rank, stride = L + 4;
+  HostTensor wide(m.cfg.dtype, {rows, H, stride}), lse(DType::kFP32, {rows, H});
+  wide.fill_bytes(0xFF);
+  lse.fill_bytes(0xFF);
+  TensorView keep[5];
+  const TensorView out(wide.data(), m.cfg.dtype, {rows, H, L}, {H * stride, stride, 1});
+  TensorView lse_view = lse.view();
+  attn.run(m.layer(keep), out, &lse_view);
+  bool same = true, pad_kept = true;
+  for (int64_t i = 0; i < rows * H; ++i) {
+    for (int64_t c = 0; c < L; ++c) {
+      const double a = dense.out.get(i * L + c), b = wide.get(i * stride + c);
+      same = same && (a == b || (std::isnan(a) && std::isnan(b)));
+    }
+    for (int64_t c = L; c < stride; ++c) pad_kept = pad_kept && std::isnan(wide.get(i * stride + c));
+  }
+  EXPECT_TRUE(same);
+  EXPECT_TRUE(pad_kept);
+  EXPECT_TRUE(same_bits(dense.lse, lse));
 }
 
 TEST(CpuLatentDense, DeviceBlockTableIsOneOfTwo) {

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
@@ -68,6 +69,9 @@ struct LatentDeviceLayout {
   // Sparse plans: the int32 row step of the device indices (0 = topk, contiguous). Larger: the
   // rows are padded, the pad filled with 0 -- a valid key, so reading it would show.
   int64_t index_row_stride = 0;
+  // out as a [T', H, L] view of rows this many elements apart (0: L, contiguous). The pad keeps
+  // its poison; a stride that is no multiple of 8 puts the rows' starts off 16-byte alignment.
+  int64_t out_head_stride = 0;
 };
 
 // A LatentCase's inputs and outputs on a CUDA device: q (and q_pe), the cache, the optional
@@ -75,10 +79,10 @@ struct LatentDeviceLayout {
 struct LatentDeviceLayer {
   Device device;
   LatentDeviceLayout layout;
-  int64_t rows = 0, heads = 0, lora = 0, topk = 0;
+  int64_t rows = 0, heads = 0, lora = 0, topk = 0, out_stride = 0;
   DType dtype = DType::kBF16;
   std::unique_ptr<DeviceTensor> q, q_pe, cache, indices, topk_length, sink, k_scale, out, lse, max;
-  TensorView q_pe_view, indices_view, topk_length_view, sink_view, k_scale_view, lse_view, max_view;
+  TensorView q_pe_view, indices_view, topk_length_view, sink_view, k_scale_view, lse_view, max_view, out_view;
   bool use_topk_length = false, use_sink = false;
 
   LatentDeviceLayer(const LatentCase& m, Device d, LatentDeviceLayout l = {}) : device(d), layout(l) {
@@ -112,10 +116,12 @@ struct LatentDeviceLayer {
       k_scale = std::make_unique<DeviceTensor>(m.k_scale, d);
       k_scale_view = k_scale->view();
     }
-    HostTensor o(dtype, {rows, heads, lora}), s(DType::kFP32, {rows, heads});
+    out_stride = layout.out_head_stride > 0 ? layout.out_head_stride : lora;
+    HostTensor o(dtype, {rows, heads, out_stride}), s(DType::kFP32, {rows, heads});
     o.fill_bytes(0xFF);
     s.fill_bytes(0xFF);
     out = std::make_unique<DeviceTensor>(o, d);
+    out_view = TensorView(out->view().data, dtype, {rows, heads, lora}, {heads * out_stride, out_stride, 1}, d);
     lse = std::make_unique<DeviceTensor>(s, d);
     max = std::make_unique<DeviceTensor>(s, d);
     lse_view = scalar_view(*lse);
@@ -173,7 +179,7 @@ struct LatentDeviceLayer {
   // One run() under attn's current plan; lse and max_logits written when asked.
   void run(const LatentAttention& attn, Stream stream = nullptr, bool with_lse = true,
            bool with_max_logits = true) const {
-    attn.run(layer(with_max_logits), out->view(), with_lse ? &lse_view : nullptr, stream);
+    attn.run(layer(with_max_logits), out_view, with_lse ? &lse_view : nullptr, stream);
   }
 
   // The outputs as the CPU tests' LatentResult (out [T', H, L], lse and max [T', H] buffers:
@@ -182,13 +188,37 @@ struct LatentDeviceLayer {
     synchronize(device);
     LatentResult r{HostTensor(dtype, {rows, heads, lora}), HostTensor(DType::kFP32, {rows, heads}),
                    HostTensor(DType::kFP32, {rows, heads}), info};
-    out->copy_to(r.out);
+    if (out_stride == lora) {
+      out->copy_to(r.out);
+    } else {
+      const HostTensor full = out_rows();
+      const size_t row_bytes = static_cast<size_t>(lora) * dtype_size(dtype);
+      for (int64_t i = 0; i < rows * heads; ++i)
+        std::memcpy(static_cast<uint8_t*>(r.out.data()) + static_cast<size_t>(i) * row_bytes,
+                    full.bytes().data() + static_cast<size_t>(i * out_stride) * dtype_size(dtype), row_bytes);
+    }
     lse->copy_to(r.lse);
     max->copy_to(r.max);
     return r;
   }
 
+  // Whether every byte of out's buffer outside the [T', H, L] view is still 0xFF.
+  bool out_pad_poisoned() const {
+    synchronize(device);
+    const HostTensor full = out_rows();
+    const size_t es = dtype_size(dtype);
+    for (int64_t i = 0; i < rows * heads; ++i)
+      for (size_t b = static_cast<size_t>(i * out_stride + lora) * es; b < static_cast<size_t>((i + 1) * out_stride) * es; ++b)
+        if (full.bytes()[b] != 0xFF) return false;
+    return true;
+  }
+
  private:
+  HostTensor out_rows() const {
+    HostTensor full(dtype, {rows, heads, out_stride});
+    out->copy_to(full);
+    return full;
+  }
   TensorView scalar_view(const DeviceTensor& t) const {
     void* p = t.view().data;
     return layout.lse_ht ? TensorView(p, DType::kFP32, {rows, heads}, {1, rows}, device)

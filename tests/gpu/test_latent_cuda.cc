@@ -21,6 +21,7 @@
 #include <numeric>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "gpu/latent_device_case.h"
@@ -207,6 +208,30 @@ TEST_F(CudaLatentTest, LseThroughTransposedViewAndMaxLogits) {
   const std::vector<double> max_all = rows_th(b.max, m.q.shape()[0], H, true);
   for (size_t i = static_cast<size_t>(T * H); i < lse_all.size(); ++i) {
     EXPECT_TRUE(std::isnan(lse_all[i]) && std::isnan(max_all[i])) << "written past the plan's tokens: " << i;
+  }
+}
+
+TEST_F(CudaLatentTest, OutRowsAtAnyStride) {
+  // out as a view of rows wider than 512: 516 elements apart (bf16), rows whose starts are not
+  // 16-byte aligned, which the kernel writes from its accumulators; 520 (fp16), aligned rows, which
+  // it stages in shared memory and writes as whole runs. Decode on whole TMA tiles, a decode that
+  // splits (its rows through the merge), MTP and an extend, causal. The pad is never written.
+  const std::pair<int64_t, DType> layouts[] = {{516, DType::kBF16}, {520, DType::kFP16}};
+  for (const auto& [stride, dtype] : layouts) {
+    SCOPED_TRACE("out rows " + std::to_string(stride) + " elements apart, " + dtype_label(dtype));
+    LatentCase m = make_latent_case(config(128, 64, dtype), {1, 4, 1, 64}, {300, 700, 3000, 200},
+                                    560 + static_cast<uint64_t>(stride));
+    m.opts.causal = true;
+    const LatentRef ref = latent_reference(m);
+    LatentAttention attn(on_cuda(m.cfg));
+    attn.plan(m.batch(), m.opts);
+    LatentDeviceLayout layout;
+    layout.out_head_stride = stride;
+    const LatentDeviceLayer d(m, attn.config().device, layout);
+    d.run(attn);
+    const LatentResult r = d.fetch(attn.info());
+    expect_matches(r, m, ref);
+    EXPECT_TRUE(d.out_pad_poisoned());
   }
 }
 
