@@ -33,8 +33,8 @@ constexpr int kThreads = 256;                    // two warpgroups
 constexpr int kSplitSize = 512;  // keys per split of a short request (LatentChoice::split_size)
 
 constexpr float kLog2e = 1.4426950408889634f;
-constexpr uint32_t kNoStaging = ~0u;  // store_rows: no shared memory to stage final rows in
 constexpr float kLn2 = 0.6931471805599453f;
+constexpr uint32_t kNoStaging = ~0u;  // store_rows: no shared memory to stage final rows in
 
 // The plan block's arrays, read in place.
 struct Plan {
@@ -170,7 +170,7 @@ template <typename T>
 __device__ __forceinline__ void store_rows(const LatentArgs& a, const LatentHeader& h, const LatentItem& it,
                                            const float (&o)[2][64], const float (&m_raw)[2], const float (&top)[2],
                                            float (&l)[2], float* row_x, int wg, int r0, int quad,
-                                           uint32_t staging = kNoStaging, int tid = 0) {
+                                           uint32_t staging = kNoStaging) {
   const int H = h.num_heads;
   // The same for every thread of the block (it reaches a barrier below).
   const bool staged = staging != kNoStaging && it.partial < 0 && (reinterpret_cast<uintptr_t>(a.out) & 15) == 0 &&
@@ -243,6 +243,7 @@ __device__ __forceinline__ void store_rows(const LatentArgs& a, const LatentHead
   if (staged) {
     __syncthreads();  // every row staged
     // Thread tid writes chunk tid % 64 of rows tid / 64, + 4, ...: a warp 512 bytes of one row.
+    const int tid = threadIdx.x;
     const int c = tid & 63;
     for (int i = tid >> 6; i < it.rows; i += 4) {
       const uint4 v = ld_shared_v4(staging + i * 1024 + ((c ^ (i & 7)) << 4));

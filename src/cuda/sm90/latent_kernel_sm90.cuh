@@ -604,7 +604,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
 
     MLAKIT_LATENT_STAMP(kLsLoopExit);
-    store_rows<T>(a, h, it, o, m_raw, top, l, row_x, wg, r0, quad, sq, tid);
+    store_rows<T>(a, h, it, o, m_raw, top, l, row_x, wg, r0, quad, sq);
     MLAKIT_LATENT_STAMP(kLsStored);
     __syncthreads();  // q, the stages, row_x: the next item's
   }
