@@ -6,7 +6,8 @@
 // counts; q as one tensor or q_nope + q_pe; lse through an [H, T] view, max_logits, sinks,
 // optional outputs left out; sparse plans (positions and slots, -1 padding, repeats, the first and
 // last key, entries past the bound, topk_length 0, short, full and past topk; topk 37 to 2048).
-// Then what the bits must not depend on: kv_split_size's resolution, run after run, the batch
+// Blocks that run many items of every length in turn (each starting from what was fetched during
+// the one before). Then what the bits must not depend on: kv_split_size's resolution, run after run, the batch
 // around a request, re-planning one object; CUDA-graph replays after re-planning (the plan
 // uploaded by plan() and by run()); and refusals: configs the kernel does not run, rejected
 // run() and plan() calls that write nothing and leave the previous plan in force.
@@ -454,6 +455,47 @@ TEST_F(CudaLatentTest, DeviceBlockTableGivesTheSameBits) {
   LatentAttention sattn(on_cuda(m.cfg));
   const LatentResult sdev = run_latent_cuda(m, &sattn, how);
   EXPECT_TRUE(same_results(shost, sdev));
+}
+
+TEST_F(CudaLatentTest, BlocksRunManyItemsOfEveryLength) {
+  // More than two items an SM, so each persistent block runs several in turn, each starting from
+  // the descriptor and lengths fetched during the one before: items of no tile, one, two and many
+  // (the lengths are fetched after the pair loop or inside it) mixed in the plan's order. Dense
+  // at 128 heads (a token's rows are two items) over a host and a device block table; sparse at
+  // 16 heads (an item a token and split) by positions with topk_length and by slots.
+  int sms = 0;  // the kernel's grid: one block an SM
+#if MLAKIT_WITH_CUDA
+  ASSERT_EQ(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0), cudaSuccess);
+#endif
+  const int32_t lens[] = {0, 1, 63, 64, 65, 128, 129, 300, 700};
+  std::vector<int32_t> q, kv;
+  for (int i = 0; i < 96; ++i) {
+    q.push_back(1 + i % 3);
+    kv.push_back(lens[(i * 5) % 9]);
+  }
+  LatentCase m = make_latent_case(config(128, 64), q, kv, 680, /*split_q=*/false, /*extra_rows=*/2);
+  m.opts.causal = true;
+  const LatentResult host = check_case(m);
+  EXPECT_GE(host.info.num_items, 2 * sms) << "blocks run several items";
+  HostTensor table(DType::kInt32, {static_cast<int64_t>(q.size()), m.cols});
+  for (size_t i = 0; i < m.block_table.size(); ++i) table.set(static_cast<int64_t>(i), m.block_table[i]);
+  const DeviceTensor dtable(table, Device::cuda(0));
+  LatentBatch b = m.batch();
+  b.block_table = nullptr;
+  b.device_block_table = static_cast<const int32_t*>(dtable.view().data);
+  LatentCudaRun how;
+  how.batch = &b;
+  EXPECT_TRUE(same_results(host, run_latent_cuda(m, nullptr, how))) << "device block table";
+
+  LatentCase s = make_latent_case(config(16, 64), q, kv, 681, /*split_q=*/true, /*extra_rows=*/2);
+  for (LatentIndices kind : {LatentIndices::kPositions, LatentIndices::kSlots}) {
+    SCOPED_TRACE(kind == LatentIndices::kPositions ? "sparse positions" : "sparse slots");
+    add_sparse(s, 600, kind, 682, /*with_topk_length=*/true);
+    // Every length from none to the whole row, so items of 0, 1, 2 and more tiles alternate.
+    for (int64_t t = 0; t < s.topk_length.numel(); ++t) s.topk_length.set(t, static_cast<double>((t * 37) % 640));
+    const LatentResult r = check_case(s);
+    EXPECT_GE(r.info.num_items, 2 * sms) << "blocks run several items";
+  }
 }
 
 class CudaLatentBatchInvariance : public CudaLatentParamTest<int> {};  // heads
