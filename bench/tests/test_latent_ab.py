@@ -87,3 +87,47 @@ def test_times_two_copies_of_the_installed_extension_on_the_cpu(tmp_path, capsys
     out = capsys.readouterr().out
     assert rc == 0, out
     assert "| decode_h16 | " in out and " x1.000 | " in out and "FAIL" not in out
+
+
+def run_gpu_check_latent_ab(tmp_path, **env_extra):
+    import subprocess
+
+    repo = os.path.abspath(os.path.join(HERE, "..", ".."))
+    # gpu-check runs `python3`: this interpreter's (its torch and mlakit).
+    path = os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")
+    env = dict(os.environ, PATH=path, MLAKIT_SKIP_BUILD="1", MLAKIT_BUILD_DIR=str(tmp_path / "build"),
+               GPU_CHECK_STEPS="latent-ab", MLAKIT_GIT_COMMIT="test", **env_extra)
+    out = tmp_path / "out"
+    proc = subprocess.run(["bash", os.path.join(repo, "scripts", "gpu-check"), str(out)], env=env,
+                          capture_output=True, text=True, timeout=600)
+    return proc, out
+
+
+def test_gpu_check_step_times_the_given_builds_and_its_own(tmp_path):
+    # scripts/gpu-check's latent-ab step: the builds of LATENT_AB_BUILDS, then the build dir's
+    # python/ as `this`, timed in turns; its log, JSON and summary line.
+    pytest.importorskip("torch")
+    mlakit = pytest.importorskip("mlakit")
+    import json
+    import shutil
+
+    (tmp_path / "base").mkdir()
+    (tmp_path / "build" / "python").mkdir(parents=True)
+    for d in (tmp_path / "base", tmp_path / "build" / "python"):
+        shutil.copy(mlakit._C.__file__, d)
+    proc, out = run_gpu_check_latent_ab(
+        tmp_path, LATENT_AB_BUILDS=f"base={tmp_path / 'base'}",
+        LATENT_AB_ARGS="--rounds 1 --workload decode_h16 --device cpu --smoke")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    doc = json.loads((out / "latent_ab.json").read_text())
+    assert list(doc["builds"]) == ["base", "this"]
+    assert [r["build"] for r in doc["runs"]] == ["base", "this"]
+    assert "| decode_h16 | " in (out / "latent_ab.log").read_text()
+    assert "latent-ab: ok" in (out / "summary.txt").read_text()
+
+
+def test_gpu_check_step_without_builds_does_nothing(tmp_path):
+    proc, out = run_gpu_check_latent_ab(tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "no LATENT_AB_BUILDS; skipped" in proc.stdout
+    assert not (out / "latent_ab.json").exists()
