@@ -95,7 +95,9 @@ __device__ __forceinline__ void fetch_item(const Plan& plan, int item, uint32_t 
   cp_async_16(dst + 16, src + 16, true);
   cp_async_mbar_arrive_noinc(bar);
 }
-// After fetch_item's barrier: what its item's bounds and pages need (item_lengths' reads).
+// After fetch_item's barrier: what its item's bounds and pages need. The same values that
+// item_lengths reads in place, listed again: one list shared through member pointers compiled to
+// 32 more instructions here (the fields' addresses taken through generic pointers).
 __device__ __forceinline__ void fetch_lengths(const Plan& plan, const LatentArgs& a, const ItemAhead& ahead,
                                               uint32_t dst, uint32_t bar) {
   const int r = ahead.it.request;
@@ -423,20 +425,27 @@ __global__ void __launch_bounds__(kThreads, 1)
   // Phase k of both ahead barriers brings the block's item k (ItemAhead); the first one's here.
   const ItemAhead& ahead = *reinterpret_cast<const ItemAhead*>(smem + kOffAhead);
   const uint32_t sahead = sbase + kOffAhead;
+  // Thread 0, once the item of phase `parity` of kBarAheadItem has landed: its lengths.
+  auto fetch_lengths_of = [&](uint32_t parity) {
+    mbar_wait(mbar(kBarAheadItem), parity);
+    fetch_lengths(plan, a, ahead, sahead, mbar(kBarAheadLengths));
+  };
   if (tid == 0 && static_cast<int>(blockIdx.x) < num_items) {
     fetch_item(plan, blockIdx.x, sahead, mbar(kBarAheadItem));
-    mbar_wait(mbar(kBarAheadItem), 0);
-    fetch_lengths(plan, a, ahead, sahead, mbar(kBarAheadLengths));
+    fetch_lengths_of(0);
   }
 
   for (int round = 0, item = blockIdx.x; item < num_items;
        item = static_cast<int>(latent::worker_item(++round, blockIdx.x, gridDim.x))) {
     const uint32_t ahead_parity = round & 1;
+    // The lengths' barrier alone orders ahead.it too (thread 0 waited for it before copying
+    // them); the item's is waited as well so that racecheck sees each copy's own barrier.
     mbar_wait(mbar(kBarAheadItem), ahead_parity);
     mbar_wait(mbar(kBarAheadLengths), ahead_parity);
     const LatentItem it = ahead.it;
     const ItemLengths len = ahead.len;
-    const bool has_next = latent::worker_item(round + 1, blockIdx.x, gridDim.x) < num_items;
+    const int64_t next = latent::worker_item(round + 1, blockIdx.x, gridDim.x);
+    const bool has_next = next < num_items;
     KeySource ks{&plan,
                  &a,
                  &it,
@@ -464,8 +473,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     fence_proxy_async_smem();  // cp.async wrote through the generic proxy; wgmma reads async
     __syncthreads();           // q and key_ok of every thread; every thread has read `ahead`
     MLAKIT_LATENT_STAMP(kLsNextReady);
-    if (tid == 0 && has_next)
-      fetch_item(plan, static_cast<int>(latent::worker_item(round + 1, blockIdx.x, gridDim.x)), sahead, mbar(kBarAheadItem));
+    if (tid == 0 && has_next) fetch_item(plan, static_cast<int>(next), sahead, mbar(kBarAheadItem));
 
     float o[2][64];
 #pragma unroll
@@ -536,10 +544,8 @@ __global__ void __launch_bounds__(kThreads, 1)
           load_part(ks, next0, k0 + 2 * kKeys, tma, st0, 0, false, key_ok, bar(0, 0), wtid);
           MLAKIT_LATENT_STAMP(kLsRefill0);
         }
-        if (tid == 0 && t0 == 2 && has_next) {  // a pair after fetch_item: landed (else tiles <= 2: below)
-          mbar_wait(mbar(kBarAheadItem), ahead_parity ^ 1);
-          fetch_lengths(plan, a, ahead, sahead, mbar(kBarAheadLengths));
-        }
+        // A pair after fetch_item, so landed (with no third tile: after the pair loop).
+        if (tid == 0 && t0 == 2 && has_next) fetch_lengths_of(ahead_parity ^ 1);
 
         if (has1) {
           if (!ks.sparse && t1 + 2 < tiles) next1 = key_reads(ks, k1 + 2 * kKeys, wtid);  // a page: cached
@@ -671,10 +677,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
 
     MLAKIT_LATENT_STAMP(kLsLoopExit);
-    if (tid == 0 && has_next && tiles <= 2) {  // the pair loop had no third tile
-      mbar_wait(mbar(kBarAheadItem), ahead_parity ^ 1);
-      fetch_lengths(plan, a, ahead, sahead, mbar(kBarAheadLengths));
-    }
+    if (tid == 0 && has_next && tiles <= 2) fetch_lengths_of(ahead_parity ^ 1);
     store_rows<T>(a, h, it, o, m_raw, top, l, row_x, wg, r0, quad, sq);
     MLAKIT_LATENT_STAMP(kLsStored);
     __syncthreads();  // q, the stages, row_x: the next item's
