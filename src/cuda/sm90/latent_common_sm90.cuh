@@ -103,40 +103,17 @@ struct KeySource {
   }
 };
 
-// What an item's bounds need of its request beside the item itself: the cached keys and the new
-// tokens' range (dense), the entries its token uses (sparse, read only when the launch has
-// topk_length).
-struct ItemLengths {
-  int32_t kv_len;
-  int32_t q_begin;
-  int32_t q_end;
-  int32_t topk;
-};
-
-// The same read from the plan and the launch's arrays in place.
-__device__ __forceinline__ ItemLengths item_lengths(const Plan& plan, const LatentArgs& a, const LatentItem& it,
-                                                    bool sparse) {
-  ItemLengths len{0, 0, 0, 0};
-  if (!sparse) {
-    len.kv_len = plan.kv[it.request];
-    len.q_begin = plan.qo[it.request];
-    len.q_end = plan.qo[it.request + 1];
-  } else if (a.topk_length != nullptr) {
-    len.topk = a.topk_length[static_cast<int64_t>(it.token) * a.topk_length_stride];
-  }
-  return len;
-}
-
 // An item's keys: sets ks.key_end to the keys it reads (dense: up to its last row's visible end,
 // causal bottom-right; sparse: cut at the token's topk_length) and row_hi to the visible ends of
 // this thread's rows r0 and r0 + 8 (dense; sparse: INT64_MAX, no bound); returns its 64-key tiles.
-__device__ __forceinline__ int item_key_bounds(const LatentHeader& h, const LatentArgs& a, const LatentItem& it,
-                                               const ItemLengths& len, int r0, KeySource& ks, int64_t (&row_hi)[2]) {
+__device__ __forceinline__ int item_key_bounds(const Plan& plan, const LatentArgs& a, const LatentItem& it, int r0,
+                                               KeySource& ks, int64_t (&row_hi)[2]) {
+  const LatentHeader& h = *plan.h;
   if (!ks.sparse) {
     const int H = h.num_heads;
-    const int64_t kv_len = len.kv_len;
-    const int64_t q_begin = len.q_begin;
-    const int64_t q_len = int64_t{len.q_end} - q_begin;
+    const int64_t kv_len = plan.kv[it.request];
+    const int64_t q_begin = plan.qo[it.request];
+    const int64_t q_len = plan.qo[it.request + 1] - q_begin;
     auto visible_end = [&](int i) -> int64_t {
       if (i >= it.rows) return it.key_begin;
       const int64_t t = (it.row_begin + i) / H - q_begin;
@@ -148,13 +125,12 @@ __device__ __forceinline__ int item_key_bounds(const LatentHeader& h, const Late
     ks.key_end = visible_end(it.rows - 1);
   } else {
     row_hi[0] = row_hi[1] = INT64_MAX;
-    if (a.topk_length != nullptr) ks.key_end = min(max(int64_t{len.topk}, int64_t{it.key_begin}), int64_t{it.key_end});
+    if (a.topk_length != nullptr) {
+      const int64_t n = a.topk_length[static_cast<int64_t>(it.token) * a.topk_length_stride];
+      ks.key_end = min(max(n, int64_t{it.key_begin}), int64_t{it.key_end});
+    }
   }
   return ks.key_end > it.key_begin ? static_cast<int>((ks.key_end - it.key_begin + kKeys - 1) / kKeys) : 0;
-}
-__device__ __forceinline__ int item_key_bounds(const Plan& plan, const LatentArgs& a, const LatentItem& it, int r0,
-                                               KeySource& ks, int64_t (&row_hi)[2]) {
-  return item_key_bounds(*plan.h, a, it, item_lengths(plan, a, it, ks.sparse), r0, ks, row_hi);
 }
 
 // Loads the item's q rows (row i = packed row row_begin + i); rows past the item's are zeros.

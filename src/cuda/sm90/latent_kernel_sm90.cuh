@@ -32,12 +32,10 @@
 // waits for a part before its first product that reads it, and computes S over its own part
 // first, the part that was refilled earliest. A sparse item's next lookups start (KeyReads: the
 // index entries) once the first half of S is on the tensor cores; a dense item's (the pages,
-// which stay cached) a little before each refill. The next item's descriptor and lengths come
-// into shared memory during the item (ItemAhead), so an item change starts from there.
+// which stay cached) a little before each refill.
 #pragma once
 
 #include <atomic>
-#include <cstddef>
 #include <type_traits>
 
 #include "cuda/common/online_softmax.cuh"
@@ -59,58 +57,19 @@ constexpr int kOffK = kOffQ + kTileBytes;          // stage s at kOffK + s * kTi
 constexpr int kOffRowX = kOffK + 2 * kTileBytes;   // float [2 warpgroups][2][64 rows]: store_rows'
 constexpr int kOffMax = kOffRowX + 4 * kRows * 4;  // float [2][64]: m0 (warpgroup 0), m1 (warpgroup 1)
 constexpr int kOffKeyOk = kOffMax + 2 * kRows * 4; // int [2 stages][64]
-constexpr int kOffBar = kOffKeyOk + 2 * kKeys * 4; // uint64 [10]: mbarriers (kBar*)
-constexpr int kOffAhead = kOffBar + 10 * 8;         // ItemAhead: the next item
-constexpr int kSmemUsed = kOffAhead + 64;
+constexpr int kOffBar = kOffKeyOk + 2 * kKeys * 4; // uint64 [8]: mbarriers (kBar*)
+constexpr int kSmemUsed = kOffBar + 8 * 8;
 constexpr int kSmemBytes = kSmemUsed + 1024;  // room to align the base
 static_assert(kSmemBytes <= 232448, "one CTA per SM");
 constexpr int kOffP = (kAtoms - 1) * kAtomBytes;  // in a stage: the rope atom, where its P goes after S
 
-// The mbarriers (an arrive releases, the wait acquires). Completed by the 128 threads of one
-// warpgroup: stage s's part p has landed (2 s + p; by the copies, cp.async noinc); P0 with m0 and
-// P1 with m1 are published; warpgroup 1 / 0 has read its stage's key_ok (before it writes the
-// next tile's). Completed by thread 0's copies: the next item's descriptor, then its lengths,
-// have landed (ItemAhead). Every handoff, within a warpgroup too, is one of these rather than a
-// named barrier: compute-sanitizer's racecheck follows mbarriers, not bar.arrive -> bar.sync
-// pairs nor barriers of part of the block.
-constexpr int kBarP0 = 4, kBarP1 = 5, kBarKeysRead1 = 6, kBarKeysRead0 = 7, kBarAheadItem = 8, kBarAheadLengths = 9;
-static_assert(kOffAhead % 16 == 0, "cp.async of 16 bytes");
-
-// The next item, fetched during this one by thread 0's cp.async into shared memory: its
-// descriptor as an item starts (fetch_item), its request's lengths and page offset a pair later,
-// once the descriptor has landed (fetch_lengths). An item change then reads them from shared
-// memory instead of waiting, after its rows are stored, on two dependent global reads (the
-// trace: 6,800-10,700 cycles from the rows stored to the next item's first copies).
-struct ItemAhead {
-  LatentItem it;
-  ItemLengths len;
-  int32_t page_begin;  // page_ptr[request]; unused with a device table
-  int32_t pad[3];
-};
-static_assert(sizeof(ItemAhead) == 64 && offsetof(ItemAhead, len) == 32, "the copies' offsets");
-
-__device__ __forceinline__ void fetch_item(const Plan& plan, int item, uint32_t dst, uint32_t bar) {
-  const auto* src = reinterpret_cast<const unsigned char*>(plan.items + item);
-  cp_async_16(dst, src, true);
-  cp_async_16(dst + 16, src + 16, true);
-  cp_async_mbar_arrive_noinc(bar);
-}
-// After fetch_item's barrier: what its item's bounds and pages need. The same values that
-// item_lengths reads in place, listed again: one list shared through member pointers compiled to
-// 32 more instructions here (the fields' addresses taken through generic pointers).
-__device__ __forceinline__ void fetch_lengths(const Plan& plan, const LatentArgs& a, const ItemAhead& ahead,
-                                              uint32_t dst, uint32_t bar) {
-  const int r = ahead.it.request;
-  if (plan.h->sparse == 0) {
-    cp_async_4(dst + offsetof(ItemAhead, len.kv_len), plan.kv + r);
-    cp_async_4(dst + offsetof(ItemAhead, len.q_begin), plan.qo + r);
-    cp_async_4(dst + offsetof(ItemAhead, len.q_end), plan.qo + r + 1);
-  } else if (a.topk_length != nullptr) {
-    cp_async_4(dst + offsetof(ItemAhead, len.topk), a.topk_length + static_cast<int64_t>(ahead.it.token) * a.topk_length_stride);
-  }
-  if (plan.h->device_table == 0) cp_async_4(dst + offsetof(ItemAhead, page_begin), plan.page_ptr + r);
-  cp_async_mbar_arrive_noinc(bar);
-}
+// The mbarriers, each completed by the 128 threads of one warpgroup (an arrive releases, the wait
+// acquires): stage s's part p has landed (2 s + p; by the copies, cp.async noinc); P0 with m0 and
+// P1 with m1 are published; warpgroup 1 / 0 has read its stage's key_ok
+// (before it writes the next tile's). Every handoff, within a warpgroup too, is one of these
+// rather than a named barrier: compute-sanitizer's racecheck follows mbarriers, not bar.arrive ->
+// bar.sync pairs nor barriers of part of the block.
+constexpr int kBarP0 = 4, kBarP1 = 5, kBarKeysRead1 = 6, kBarKeysRead0 = 7;
 
 // A warpgroup thread's four keys of a tile: j = wtid / 8 + 16 i (8 threads a row: a 128-byte
 // line per atom and warp instruction). Their lookups start with a global read (an index entry
@@ -398,8 +357,6 @@ __global__ void __launch_bounds__(kThreads, 1)
 
   if (tid == 0) {
     for (int i = 0; i < 8; ++i) mbar_init(mbar(i), 128);
-    mbar_init(mbar(kBarAheadItem), 1);
-    mbar_init(mbar(kBarAheadLengths), 1);
     fence_barrier_init();
   }
   __syncthreads();
@@ -422,41 +379,14 @@ __global__ void __launch_bounds__(kThreads, 1)
 #if MLAKIT_SM90_TRACE
   int trace_pair = -1;  // the block's pairs so far
 #endif
-  // Phase k of both ahead barriers brings the block's item k (ItemAhead); the first one's here.
-  const ItemAhead& ahead = *reinterpret_cast<const ItemAhead*>(smem + kOffAhead);
-  const uint32_t sahead = sbase + kOffAhead;
-  // Thread 0, once the item of phase `parity` of kBarAheadItem has landed: its lengths.
-  auto fetch_lengths_of = [&](uint32_t parity) {
-    mbar_wait(mbar(kBarAheadItem), parity);
-    fetch_lengths(plan, a, ahead, sahead, mbar(kBarAheadLengths));
-  };
-  if (tid == 0 && static_cast<int>(blockIdx.x) < num_items) {
-    fetch_item(plan, blockIdx.x, sahead, mbar(kBarAheadItem));
-    fetch_lengths_of(0);
-  }
 
   for (int round = 0, item = blockIdx.x; item < num_items;
        item = static_cast<int>(latent::worker_item(++round, blockIdx.x, gridDim.x))) {
-    const uint32_t ahead_parity = round & 1;
-    // The lengths' barrier alone orders ahead.it too (thread 0 waited for it before copying
-    // them); the item's is waited as well so that racecheck sees each copy's own barrier.
-    mbar_wait(mbar(kBarAheadItem), ahead_parity);
-    mbar_wait(mbar(kBarAheadLengths), ahead_parity);
-    const LatentItem it = ahead.it;
-    const ItemLengths len = ahead.len;
-    const int64_t next = latent::worker_item(round + 1, blockIdx.x, gridDim.x);
-    const bool has_next = next < num_items;
-    KeySource ks{&plan,
-                 &a,
-                 &it,
-                 h.device_table != 0 ? latent::request_pages(h, plan.page_ptr, plan.pages, it.request)
-                                     : plan.pages + ahead.page_begin,
-                 block_shift,
-                 it.key_end,
-                 h.sparse != 0,
-                 2};
+    const LatentItem it = plan.items[item];
+    KeySource ks{&plan, &a, &it, latent::request_pages(h, plan.page_ptr, plan.pages, it.request), block_shift, it.key_end,
+                 h.sparse != 0, 2};
     int64_t hi[2];
-    const int tiles = item_key_bounds(h, a, it, len, r0, ks, hi);
+    const int tiles = item_key_bounds(plan, a, it, r0, ks, hi);
     // This thread's rows' ends of visible keys (dense) in int: keys are positions or index
     // entries, below 2^31 (the plan's lengths are int32); sparse rows have none.
     const int row_hi[2] = {static_cast<int>(min(hi[0], int64_t{INT32_MAX})), static_cast<int>(min(hi[1], int64_t{INT32_MAX}))};
@@ -471,9 +401,8 @@ __global__ void __launch_bounds__(kThreads, 1)
     MLAKIT_LATENT_STAMP(kLsNextIssued);
     cp_async_wait<0>();        // q (the tiles' copies complete their barriers)
     fence_proxy_async_smem();  // cp.async wrote through the generic proxy; wgmma reads async
-    __syncthreads();           // q and key_ok of every thread; every thread has read `ahead`
+    __syncthreads();           // q and key_ok of every thread
     MLAKIT_LATENT_STAMP(kLsNextReady);
-    if (tid == 0 && has_next) fetch_item(plan, static_cast<int>(next), sahead, mbar(kBarAheadItem));
 
     float o[2][64];
 #pragma unroll
@@ -544,8 +473,6 @@ __global__ void __launch_bounds__(kThreads, 1)
           load_part(ks, next0, k0 + 2 * kKeys, tma, st0, 0, false, key_ok, bar(0, 0), wtid);
           MLAKIT_LATENT_STAMP(kLsRefill0);
         }
-        // A pair after fetch_item, so landed (with no third tile: after the pair loop).
-        if (tid == 0 && t0 == 2 && has_next) fetch_lengths_of(ahead_parity ^ 1);
 
         if (has1) {
           if (!ks.sparse && t1 + 2 < tiles) next1 = key_reads(ks, k1 + 2 * kKeys, wtid);  // a page: cached
@@ -677,7 +604,6 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
 
     MLAKIT_LATENT_STAMP(kLsLoopExit);
-    if (tid == 0 && has_next && tiles <= 2) fetch_lengths_of(ahead_parity ^ 1);
     store_rows<T>(a, h, it, o, m_raw, top, l, row_x, wg, r0, quad, sq);
     MLAKIT_LATENT_STAMP(kLsStored);
     __syncthreads();  // q, the stages, row_x: the next item's
