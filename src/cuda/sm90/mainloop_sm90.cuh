@@ -16,20 +16,47 @@ namespace mlakit {
 namespace cuda {
 namespace sm90 {
 
+// A warpgroup's Q descriptors, one per k-step of S, built once before its first item. Built
+// inside issue_qk from Q's address, ptxas recomputed every k-step's low word at the head of each
+// kv tile (21 of the d192 loop's 495 instructions a tile, with the shared-memory base read again);
+// held in registers behind an empty asm, they are built once and moved into the wgmma's uniform
+// registers (sm90-loop-path: 474).
+template <typename Shape>
+struct QDescs {
+  static constexpr int kSteps = Shape::DQK / Shape::kMmaK;
+  uint32_t lo[kSteps];  // each k-step's descriptor, low word
+  uint32_t hi;          // the high word, the same for every k-step
+};
+
+template <typename E, typename Shape>
+__device__ __forceinline__ QDescs<Shape> make_q_descs(uint32_t q_rows_base) {
+  constexpr uint32_t kSbo = 8 * Shape::kRowBytes;  // the next 8 rows
+  const uint64_t da0 = E::kFp8 ? smem_desc_sw64(q_rows_base, 16, kSbo) : smem_desc_sw128(q_rows_base, 16, kSbo);
+  QDescs<Shape> d;
+  d.hi = static_cast<uint32_t>(da0 >> 32);
+#pragma unroll
+  for (int kk = 0; kk < QDescs<Shape>::kSteps; ++kk) {
+    const int box = kk / Shape::kKStepsPerBox;
+    const uint32_t k_off = (kk % Shape::kKStepsPerBox) * 32;  // 32 bytes of k inside the swizzled row
+    d.lo[kk] = static_cast<uint32_t>(smem_desc_advance(da0, box * Shape::kBoxBytesQ + k_off));
+    asm volatile("" : "+r"(d.lo[kk]));  // opaque: ptxas cannot rebuild it from the address
+  }
+  return d;
+}
+
 // S (this warpgroup's 64 rows x 128 keys) = Q K^T over Dqk, from the swizzled shared tiles: 16-bit
 // in 128-byte rows (k-steps of 16 columns), e4m3 in 64-byte rows (k-steps of 32 columns); either
 // way a k-step is 32 bytes of a row.
 template <typename E, typename Shape>
-__device__ __forceinline__ void issue_qk(float (&s)[64], uint32_t q_rows_base, uint32_t k_stage) {
+__device__ __forceinline__ void issue_qk(float (&s)[64], const QDescs<Shape>& qd, uint32_t k_stage) {
   constexpr uint32_t kSbo = 8 * Shape::kRowBytes;  // the next 8 rows
-  // Built once, then advanced per k-step (smem_desc_advance).
-  const uint64_t da0 = E::kFp8 ? smem_desc_sw64(q_rows_base, 16, kSbo) : smem_desc_sw128(q_rows_base, 16, kSbo);
+  // K's descriptor built once, then advanced per k-step (smem_desc_advance).
   const uint64_t db0 = E::kFp8 ? smem_desc_sw64(k_stage, 16, kSbo) : smem_desc_sw128(k_stage, 16, kSbo);
 #pragma unroll
   for (int kk = 0; kk < Shape::DQK / Shape::kMmaK; ++kk) {
     const int box = kk / Shape::kKStepsPerBox;
-    const uint32_t k_off = (kk % Shape::kKStepsPerBox) * 32;  // 32 bytes of k inside the swizzled row
-    const uint64_t da = smem_desc_advance(da0, box * Shape::kBoxBytesQ + k_off);
+    const uint32_t k_off = (kk % Shape::kKStepsPerBox) * 32;
+    const uint64_t da = (static_cast<uint64_t>(qd.hi) << 32) | qd.lo[kk];
     const uint64_t db = smem_desc_advance(db0, box * Shape::kBoxBytesKV + k_off);
     if constexpr (E::kFp8) {
       wgmma_m64n128k32_ss_e4m3(s, da, db, kk > 0 ? 1 : 0);

@@ -77,7 +77,8 @@ __device__ __forceinline__ void consumer(const Sm90Params& p, uint32_t sbase, un
   const int lane = tid % 32;
   const ScoreTransform tf = ScoreTransform::from(hdr);
   auto bar = [&](int i) { return sbase + Shape::kOffBars + 8 * i; };
-  const uint32_t q_rows_base = sbase + Shape::kOffQ + cw * Shape::kWgRows * Shape::kRowBytes;  // this warpgroup's rows
+  const QDescs<Shape> q_descs =
+      make_q_descs<E, Shape>(sbase + Shape::kOffQ + cw * Shape::kWgRows * Shape::kRowBytes);  // this warpgroup's rows
   const int warp_row0 = cw * Shape::kWgRows + warp * 16;                          // inside the tile
   const ItemPlan* slot = item_slot<Shape>(a, 1);
 
@@ -175,7 +176,7 @@ __device__ __forceinline__ void consumer(const Sm90Params& p, uint32_t sbase, un
       if (tid == 0) trace_tile_stamp(trace_slot, 0, kTileIssue);
 #endif
       wgmma_fence();
-      issue_qk<E, Shape>(s_flat, q_rows_base, sbase + Shape::kOffK + stage * Shape::kKBytes);
+      issue_qk<E, Shape>(s_flat, q_descs, sbase + Shape::kOffK + stage * Shape::kKBytes);
       wgmma_commit();
       wgmma_wait<0>();
       fence_regs(s_flat);
@@ -242,7 +243,7 @@ __device__ __forceinline__ void consumer(const Sm90Params& p, uint32_t sbase, un
         if (tid == 0) trace_tile_stamp(trace_slot, t, kTileIssue);
 #endif
         wgmma_fence();
-        issue_qk<E, Shape>(s_flat, q_rows_base, sbase + Shape::kOffK + stage * Shape::kKBytes);
+        issue_qk<E, Shape>(s_flat, q_descs, sbase + Shape::kOffK + stage * Shape::kKBytes);
         wgmma_commit();
         rescale_o(o, alpha);
         pv_then_softmax(prev_stage, prev_parity, t);
