@@ -59,6 +59,18 @@ struct MaskRule {
            (window_left < 0 || col0 >= last_diag - window_left);
   }
 
+  // The key-tile starts col0 >= 0 at which all_visible(row0, rows, col0, cols) holds, as [lo, hi):
+  // each of its three conditions bounds col0 on one side. A kernel walking a q tile's key tiles takes
+  // them once per tile of rows and then compares each start, instead of evaluating the rule per
+  // key tile.
+  MLAKIT_HD KvRange<I> full_tile_starts(I row0, I rows, I cols) const {
+    const I first_diag = diag(row0);
+    const I last_diag = first_diag + rows - 1;
+    const I hi = causal ? imin<I>(lk - cols, first_diag - cols + 1) : lk - cols;
+    const I lo = window_left >= 0 ? last_diag - window_left : 0;
+    return {lo, hi + 1};
+  }
+
   // The union of the visible ranges of rows [row0, row0 + rows): what a q tile must walk.
   // empty() when no row of the tile sees any key.
   MLAKIT_HD KvRange<I> tile_range(I row0, I rows) const {

@@ -124,6 +124,10 @@ __device__ __forceinline__ void consumer(const Sm90Params& p, uint32_t sbase, un
     const uint32_t trace_slot = trace_tile_slot(trace_k, cw);
 #endif
     const rule::MaskRule<int> mr{it.lq, it.lk, hdr.causal != 0, hdr.window_left};
+    // The key tiles this warpgroup's 64 rows see whole (no per-element mask): one range an item,
+    // two compares a tile.
+    const rule::KvRange<int> full_tiles = mr.full_tile_starts(it.row0 + cw * 64, 64, BN);
+    auto tile_full = [&](int n) { return full_tiles.lo <= n && n < full_tiles.hi; };
     const int row_in_seq[2] = {it.row0 + warp_row0 + lane / 4, it.row0 + warp_row0 + lane / 4 + 8};
     // e4m3: q_descale * k_descale scales every score of the item (sm_scale's and the soft cap's
     // exponent alike).
@@ -189,8 +193,7 @@ __device__ __forceinline__ void consumer(const Sm90Params& p, uint32_t sbase, un
         if (ip.n_tiles == 1) mbar_arrive(bar(q_empty));
       }
       int n0 = ip.n_begin;
-      softmax_step<BN>(sm, s, alpha, tf_item, mr, row_in_seq, n0, mr.all_visible(it.row0 + cw * 64, 64, n0, BN),
-                       lane);
+      softmax_step<BN>(sm, s, alpha, tf_item, mr, row_in_seq, n0, tile_full(n0), lane);
 #if MLAKIT_SM90_TRACE
       if (tid == 0) trace_tile_stamp(trace_slot, 0, kTileSmDone);
 #endif
@@ -215,8 +218,7 @@ __device__ __forceinline__ void consumer(const Sm90Params& p, uint32_t sbase, un
           mbar_arrive(bar(kBarKEmpty + stage));
           if (t == ip.n_tiles - 1) mbar_arrive(bar(q_empty));
         }
-        softmax_step<BN>(sm, s, alpha, tf_item, mr, row_in_seq, n0,
-                         mr.all_visible(it.row0 + cw * 64, 64, n0, BN), lane);
+        softmax_step<BN>(sm, s, alpha, tf_item, mr, row_in_seq, n0, tile_full(n0), lane);
 #if MLAKIT_SM90_TRACE
         if (tid == 0) trace_tile_stamp(trace_slot, t, kTileSmDone);
 #endif
