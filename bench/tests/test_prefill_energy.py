@@ -38,3 +38,12 @@ def test_median_of_turns_skips_missing():
 
 def test_each_method_goes_first_in_turn():
     assert E.turn_orders(["a", "b"], 3) == [["a", "b"], ["b", "a"], ["a", "b"]]
+
+
+def test_gpu_check_runs_it_as_the_energy_step():
+    repo = os.path.dirname(os.path.dirname(HERE))
+    text = open(os.path.join(repo, "scripts", "gpu-check")).read()
+    steps = next(line for line in text.splitlines() if line.startswith("ALL_STEPS=("))
+    assert "energy" in steps.split()
+    assert "bench/diagnostics/prefill_energy.py --methods mlakit,flashinfer_fa3" in text
+    assert '--json "$RESULTS/energy.json"' in text
