@@ -91,12 +91,18 @@ def summarize(names, runs):
     return rows
 
 
-def main(argv=None, runner=run_once):
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def ab_main(argv, make_runner, description, workload_help, unit_of=lambda row: "ms", add_args=None):
+    """The turns, table and JSON of an A/B: `make_runner(args)` (args: the parsed options, with
+    those `add_args(parser)` adds) gives `runner(build_dir, workloads, extra, timeout)`, which
+    returns {row: (value or None, passed)}; `unit_of(row)` names a row's unit. Shared by this
+    tool and prefill_ab.py."""
+    ap = argparse.ArgumentParser(description=description)
+    if add_args is not None:
+        add_args(ap)
     ap.add_argument("--build", action="append", required=True, metavar="NAME=DIR",
                     help="a build to time (the first is the baseline of the ratios)")
     ap.add_argument("--rounds", type=int, default=2)
-    ap.add_argument("--workload", action="append", default=[], help="compare_latent.py workloads (default: its own)")
+    ap.add_argument("--workload", action="append", default=[], help=workload_help)
     ap.add_argument("--timeout", type=float, default=120.0, help="seconds a run may take")
     ap.add_argument("--json", default=None, help="write every run's times here")
     args, extra = ap.parse_known_args(argv)
@@ -107,6 +113,7 @@ def main(argv=None, runner=run_once):
             ap.error(f"--build {b!r}: want NAME=DIR with a new NAME")
         builds[name] = path
     names = list(builds)
+    runner = make_runner(args)
     runs = []
     for r, n in schedule(names, args.rounds):
         cases = runner(builds[n], args.workload, extra, args.timeout)
@@ -119,13 +126,17 @@ def main(argv=None, runner=run_once):
     for w, cells in rows:
         shown = []
         for n, med, ratio, ok in cells:
-            t = "-" if med is None else f"{med:.4f} ms" + ("" if ratio is None else f" x{ratio:.3f}")
+            t = "-" if med is None else f"{med:.4f} {unit_of(w)}" + ("" if ratio is None else f" x{ratio:.3f}")
             shown.append(t + ("" if ok else " FAIL"))
         print(f"| {w} | " + " | ".join(shown) + " |")
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"builds": builds, "runs": [{"build": n, "cases": c} for n, c in runs]}, f, indent=1)
     return 0 if all(ok for _, cells in rows for *_, ok in cells) and rows else 1
+
+
+def main(argv=None, runner=run_once):
+    return ab_main(argv, lambda args: runner, __doc__.splitlines()[0], "compare_latent.py workloads (default: its own)")
 
 
 if __name__ == "__main__":
