@@ -37,6 +37,7 @@ import types
 HERE = os.path.dirname(os.path.abspath(__file__))
 BENCH = os.path.dirname(HERE)
 sys.path.insert(0, BENCH)
+import compare as C  # noqa: E402  (its workloads, inputs, methods, reference and turn order)
 
 
 def summarize(launches, dev_ms, late_launches, late_ms, energy_mj, clocks, clocks_late):
@@ -65,12 +66,6 @@ def median_of_turns(turns):
         med[k] = statistics.median(xs) if xs else None
     med["turns"] = len(turns)
     return med
-
-
-def turn_orders(methods, turns):
-    """Turn t starts at method t (mod n): each method goes first equally often."""
-    n = len(methods)
-    return [[methods[(t + i) % n] for i in range(n)] for t in range(turns)]
 
 
 class Energy:
@@ -142,7 +137,6 @@ def main(argv=None):
     args = ap.parse_args(argv)
     if args.turns < 1 or args.seconds <= 0 or args.rest < 0:
         ap.error("--turns >= 1, --seconds > 0, --rest >= 0")
-    import compare as C
     import gpu_clock
     import torch
     if not torch.cuda.is_available():
@@ -185,7 +179,7 @@ def main(argv=None):
                 raise SystemExit(f"{w.name} {m}: output off the reference ({err})")
             built[m] = run
         turns = {m: [] for m in built}
-        for order in turn_orders(list(built), args.turns):
+        for order in C.turn_orders(list(built), args.turns):
             for m in order:
                 torch.cuda.synchronize()
                 time.sleep(args.rest)
