@@ -46,6 +46,32 @@ def parse_cases(doc):
     return out
 
 
+def run_json(cmd, env, timeout, what, path):
+    """Runs cmd (which writes a JSON file at `path`) and returns the file's document, or None
+    with the reason on stderr when it ran past `timeout` seconds or wrote nothing."""
+    try:
+        proc = subprocess.run(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=timeout,
+                              check=False, text=True)
+    except subprocess.TimeoutExpired:
+        print(f"{what} ran past {timeout:.0f} s", file=sys.stderr)
+        return None
+    if not os.path.exists(path):
+        tail = "\n".join(proc.stderr.strip().splitlines()[-3:])
+        print(f"{what} wrote no results (exit {proc.returncode}):\n{tail}", file=sys.stderr)
+        return None
+    with open(path) as f:
+        return json.load(f)
+
+
+def pythonpath_first(build_dir):
+    """This process's environment with `build_dir` (the extension) and the repo's python/ first on
+    PYTHONPATH."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(
+        [os.path.abspath(build_dir), os.path.join(ROOT, "python")] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
+    return env
+
+
 def run_once(build_dir, workloads, extra, timeout):
     """One compare_latent.py run of the mlakit method with `build_dir` first on PYTHONPATH."""
     with tempfile.TemporaryDirectory() as tmp:
@@ -53,21 +79,8 @@ def run_once(build_dir, workloads, extra, timeout):
         cmd = [sys.executable, COMPARE, "--methods", "mlakit", "--no-ceilings", "--no-peer-setup", "--json", path]
         for w in workloads:
             cmd += ["--workload", w]
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(
-            [os.path.abspath(build_dir), os.path.join(ROOT, "python")] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
-        try:
-            proc = subprocess.run(cmd + list(extra), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                  timeout=timeout, check=False, text=True)
-        except subprocess.TimeoutExpired:
-            print(f"{build_dir}: compare_latent.py ran past {timeout:.0f} s", file=sys.stderr)
-            return {}
-        if not os.path.exists(path):
-            tail = "\n".join(proc.stderr.strip().splitlines()[-3:])
-            print(f"{build_dir}: compare_latent.py wrote no results (exit {proc.returncode}):\n{tail}", file=sys.stderr)
-            return {}
-        with open(path) as f:
-            return parse_cases(json.load(f))
+        doc = run_json(cmd + list(extra), pythonpath_first(build_dir), timeout, f"{build_dir}: compare_latent.py", path)
+        return {} if doc is None else parse_cases(doc)
 
 
 def summarize(names, runs):

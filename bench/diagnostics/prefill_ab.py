@@ -17,17 +17,14 @@ launch; FAIL where a run failed its check or did not run.
 
 Arguments it does not know go to mlakit-bench as they are (e.g. `--iters 50`).
 """
-import json
 import os
-import subprocess
 import sys
 import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(os.path.dirname(HERE))
 ENERGY = os.path.join(HERE, "prefill_energy.py")
 sys.path.insert(0, HERE)
-import latent_ab  # noqa: E402  (the turns, the medians and the table)
+import latent_ab  # noqa: E402  (the turns, the medians, the table and the runs in their own processes)
 
 
 def parse_bench(doc):
@@ -52,21 +49,6 @@ def unit_of(row):
     return "J" if row.endswith(" energy") else "ms"
 
 
-def _run(cmd, env, timeout, what, path):
-    try:
-        proc = subprocess.run(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=timeout,
-                              check=False, text=True)
-    except subprocess.TimeoutExpired:
-        print(f"{what} ran past {timeout:.0f} s", file=sys.stderr)
-        return None
-    if not os.path.exists(path):
-        tail = "\n".join(proc.stderr.strip().splitlines()[-3:])
-        print(f"{what} wrote no results (exit {proc.returncode}):\n{tail}", file=sys.stderr)
-        return None
-    with open(path) as f:
-        return json.load(f)
-
-
 def make_runner(energy_workloads, energy_seconds, energy_rest):
     def run_once(build_dir, workloads, extra, timeout):
         out = {}
@@ -74,7 +56,7 @@ def make_runner(energy_workloads, energy_seconds, energy_rest):
             path = os.path.join(tmp, "bench.json")
             cmd = [os.path.join(build_dir, "mlakit-bench"), "--json", path]
             cmd += [a for w in workloads for a in ("--workload", w)] or ["--all"]
-            doc = _run(cmd + list(extra), dict(os.environ), timeout, f"{build_dir}: mlakit-bench", path)
+            doc = latent_ab.run_json(cmd + list(extra), dict(os.environ), timeout, f"{build_dir}: mlakit-bench", path)
             if doc is not None:
                 out.update(parse_bench(doc))
             if energy_workloads:
@@ -82,11 +64,8 @@ def make_runner(energy_workloads, energy_seconds, energy_rest):
                 cmd = [sys.executable, ENERGY, "--methods", "mlakit", "--turns", "1", "--seconds", str(energy_seconds),
                        "--rest", str(energy_rest), "--json", path]
                 cmd += [a for w in energy_workloads for a in ("--workload", w)]
-                env = dict(os.environ)
-                env["PYTHONPATH"] = os.pathsep.join([os.path.abspath(os.path.join(build_dir, "python")),
-                                                     os.path.join(ROOT, "python")] +
-                                                    ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
-                doc = _run(cmd, env, timeout, f"{build_dir}: prefill_energy.py", path)
+                env = latent_ab.pythonpath_first(os.path.join(build_dir, "python"))
+                doc = latent_ab.run_json(cmd, env, timeout, f"{build_dir}: prefill_energy.py", path)
                 for w in energy_workloads:  # rows that did not come back read as failed
                     out[f"{w} sustained"] = out[f"{w} energy"] = (None, False)
                 if doc is not None:
