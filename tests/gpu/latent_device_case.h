@@ -202,20 +202,6 @@ struct LatentDeviceLayer {
     return r;
   }
 
-  // Whether every byte of out's buffer, lse and max_logits is still 0xFF (nothing written).
-  bool outputs_poisoned() const {
-    synchronize(device);
-    HostTensor l(DType::kFP32, {rows, heads}), x(DType::kFP32, {rows, heads});
-    lse->copy_to(l);
-    max->copy_to(x);
-    for (const HostTensor* t : {&l, &x})
-      for (uint8_t b : t->bytes())
-        if (b != 0xFF) return false;
-    for (uint8_t b : out_rows().bytes())
-      if (b != 0xFF) return false;
-    return true;
-  }
-
   // Whether every byte of out's buffer outside the [T', H, L] view is still 0xFF.
   bool out_pad_poisoned() const {
     synchronize(device);

@@ -6,11 +6,11 @@
 // counts; q as one tensor or q_nope + q_pe; lse through an [H, T] view, max_logits, sinks,
 // optional outputs left out; sparse plans (positions and slots, -1 padding, repeats, the first and
 // last key, entries past the bound, topk_length 0, short, full and past topk; topk 37 to 2048).
-// Blocks that run many items of every length in turn (each starting from what was fetched during
-// the one before). Then what the bits must not depend on: kv_split_size's resolution, run after run, the batch
-// around a request, re-planning one object; CUDA-graph replays after re-planning (the plan
-// uploaded by plan() and by run()); and refusals: configs the kernel does not run, rejected
-// run() and plan() calls that write nothing and leave the previous plan in force.
+// Blocks that run many items of every length in turn. Then what the bits must not depend on:
+// kv_split_size's resolution, run after run, the batch around a request, re-planning one
+// object; CUDA-graph replays after re-planning (the plan uploaded by plan() and by run()); and
+// refusals: configs the kernel does not run, rejected run() and plan() calls that write nothing
+// and leave the previous plan in force.
 //
 // Every test skips, saying why, where LatentAttention cannot run on CUDA (no GPU, a GPU other
 // than sm90, a build without the Hopper kernel).
@@ -64,6 +64,16 @@ LatentResult check_case(const LatentCase& m, const LatentCudaRun& how = {}) {
 
 bool all_poison(const HostTensor& t) {
   return std::all_of(t.bytes().begin(), t.bytes().end(), [](uint8_t b) { return b == 0xFF; });
+}
+
+// m's block table in device memory, as an engine holds it (LatentBatch::device_block_table):
+// `cols` columns a row, those past m.cols -1 (a slice of a wider table).
+DeviceTensor device_block_table(const LatentCase& m, int cols) {
+  HostTensor table(DType::kInt32, {static_cast<int64_t>(m.q_lens.size()), cols});
+  for (size_t r = 0; r < m.q_lens.size(); ++r)
+    for (int c = 0; c < cols; ++c)
+      table.set(static_cast<int64_t>(r) * cols + c, c < m.cols ? m.block_table[r * m.cols + c] : -1);
+  return DeviceTensor(table, Device::cuda(0));
 }
 
 bool same_results(const LatentResult& a, const LatentResult& b) {
@@ -231,7 +241,9 @@ TEST_F(CudaLatentTest, OutRowsAtAnyStride) {
     const LatentDeviceLayer d(m, attn.config().device, layout);
     if (stride * static_cast<int64_t>(dtype_size(dtype)) % 16 != 0) {
       EXPECT_THROW(d.run(attn), Error);
-      EXPECT_TRUE(d.outputs_poisoned()) << "a rejected run writes nothing";
+      const LatentResult r = d.fetch(attn.info());
+      EXPECT_TRUE(all_poison(r.out) && all_poison(r.lse) && all_poison(r.max)) << "a rejected run writes nothing";
+      EXPECT_TRUE(d.out_pad_poisoned());
       continue;
     }
     d.run(attn);
@@ -438,11 +450,7 @@ TEST_F(CudaLatentTest, DeviceBlockTableGivesTheSameBits) {
   LatentCase m = make_latent_case(config(16, 16), {1, 3, 64, 1, 2}, {900, 40, 130, 2, 2000}, 660);
   const LatentResult host = run_latent_cuda(m);
   const int wide = m.cols + 3;
-  HostTensor table(DType::kInt32, {static_cast<int64_t>(m.q_lens.size()), wide});
-  for (size_t r = 0; r < m.q_lens.size(); ++r)
-    for (int c = 0; c < wide; ++c)
-      table.set(static_cast<int64_t>(r) * wide + c, c < m.cols ? m.block_table[r * m.cols + c] : -1);
-  const DeviceTensor dtable(table, Device::cuda(0));
+  const DeviceTensor dtable = device_block_table(m, wide);
   LatentBatch b = m.batch();
   b.block_table = nullptr;
   b.device_block_table = static_cast<const int32_t*>(dtable.view().data);
@@ -481,9 +489,7 @@ TEST_F(CudaLatentTest, BlocksRunManyItemsOfEveryLength) {
   m.opts.causal = true;
   const LatentResult host = check_case(m);
   EXPECT_GE(host.info.num_items, 2 * sms) << "blocks run several items";
-  HostTensor table(DType::kInt32, {static_cast<int64_t>(q.size()), m.cols});
-  for (size_t i = 0; i < m.block_table.size(); ++i) table.set(static_cast<int64_t>(i), m.block_table[i]);
-  const DeviceTensor dtable(table, Device::cuda(0));
+  const DeviceTensor dtable = device_block_table(m, m.cols);
   LatentBatch b = m.batch();
   b.block_table = nullptr;
   b.device_block_table = static_cast<const int32_t*>(dtable.view().data);
