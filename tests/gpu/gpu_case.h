@@ -24,7 +24,7 @@ namespace test {
 //     masking or scaling mistakes cannot hide under the FP8 error of P.
 //   kNormal: N(0, 1) q, k, v quantized as an engine would: per (sequence, kv head) descale =
 //     amax / 448, e4m3 = round(x / descale).
-//   kOutliers: the same with four q/k channels and two v channels of each head x 20.
+//   kOutliers: the same with four distinct q/k channels and two distinct v channels x 20.
 // The last two are compared with the tolerance the FP8 issue sets (3e-2): P rounded to e4m3 costs
 // ~2.5% relative on flat attention of random inputs (docs/fp8.md).
 enum class Fp8Inputs { kExactP, kNormal, kOutliers };
@@ -63,6 +63,9 @@ struct CaseResult {
   std::vector<double> out_values; // the output as doubles
   int split_slots = 0;            // PlanInfo::split_slots of the plan that ran
   int grid_blocks = 0;            // PlanInfo::grid_blocks (the persistent grid)
+  // Where the case errs most, for a failure's message: the (token, head) of the largest LSE
+  // error and of the largest output error relative to its row, with the sequence and row.
+  std::string worst;
 };
 
 inline double tolerance_for(DType t) { return t == DType::kBF16 ? 1e-2 : 2e-3; }

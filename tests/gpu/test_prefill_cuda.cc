@@ -21,8 +21,8 @@ void expect_case_ok(const GpuCase& c, int repeats = 1) {
   EXPECT_EQ(r.unwritten_or_nan, 0) << what;
   EXPECT_EQ(r.empty_rows_wrong, 0) << what;
   EXPECT_EQ(r.pad_written, 0) << what;
-  EXPECT_LE(r.out_relerr, tolerance_for(c)) << what;
-  EXPECT_LE(r.lse_max_abs_err, 2e-2) << what;
+  EXPECT_LE(r.out_relerr, tolerance_for(c)) << what << "; " << r.worst;
+  EXPECT_LE(r.lse_max_abs_err, 2e-2) << what << "; " << r.worst;
 }
 
 // (Dqk, Dvo, dtype, kernel): every correctness test runs against each kernel, selected
