@@ -1,8 +1,9 @@
 """scripts/gpu-check's sanitize step, run here with a stand-in compute-sanitizer on PATH: which
 gtest filter each tool gets in which process (racecheck without the tests that run a cuBLASLt
-GEMM; the merge kernel's tests in a second process per tool, SANITIZE_SOLO_FILTER), that the
-passed counts and every process's summary reach the summary, and that one failing process fails
-the step."""
+GEMM; the merge kernel's tests in a process of their own per tool, SANITIZE_SOLO_FILTER; a
+tool's tests split into balanced processes when the test binary lists them), that the passed
+counts and every process's summary reach the summary, and that one failing process fails the
+step."""
 import os
 import shutil
 import stat
@@ -30,7 +31,7 @@ echo "========= ERROR SUMMARY: 0 errors"
 """
 
 
-def run_sanitize(tmp_path, **env_extra):
+def run_sanitize(tmp_path, gpu_tests="#!/bin/sh\nexit 1\n", **env_extra):
     if shutil.which("bash") is None:
         pytest.skip("no bash")
     bin_dir = tmp_path / "bin"
@@ -38,7 +39,7 @@ def run_sanitize(tmp_path, **env_extra):
     bin_dir.mkdir()
     build.mkdir()
     for path, text in ((bin_dir / "compute-sanitizer", FAKE_SANITIZER),
-                       (build / "mlakit_gpu_tests", "#!/bin/sh\nexit 1\n")):
+                       (build / "mlakit_gpu_tests", gpu_tests)):
         path.write_text(text)
         path.chmod(path.stat().st_mode | stat.S_IXUSR)
     log = tmp_path / "san.log"
@@ -48,7 +49,11 @@ def run_sanitize(tmp_path, **env_extra):
     out = tmp_path / "out"
     proc = subprocess.run(["bash", os.path.join(REPO, "scripts", "gpu-check"), str(out)], env=env,
                           capture_output=True, text=True, timeout=120)
-    calls = [line.split(" ", 1) for line in log.read_text().splitlines()]
+    # The tools run at once: their calls in a fixed order, per tool the main filter's parts first
+    # and the solo filter's last.
+    solo = env_extra.get("SANITIZE_SOLO_FILTER", "Types/CudaMerge.*")
+    calls = sorted((line.split(" ", 1) for line in log.read_text().splitlines()),
+                   key=lambda c: (c[0], c[1] == solo, c[1]))
     return proc, calls, (out / "summary.txt").read_text()
 
 
@@ -91,3 +96,29 @@ def test_an_empty_solo_filter_runs_one_process_per_tool(tmp_path):
     proc, calls, _ = run_sanitize(tmp_path, SANITIZE_SOLO_FILTER="", SANITIZE_TOOLS="memcheck")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert len(calls) == 1 and calls[0][0] == "memcheck"
+
+
+# Lists four tests for --gtest_list_tests (whatever the filter), as the real binary lists a filter's.
+LISTING_TESTS = """#!/bin/sh
+for a in "$@"; do
+  if [ "$a" = --gtest_list_tests ]; then
+    printf 'Dims/CudaFp8.\n  WithoutDescales/d192x128\n  NanInRows/d192x128\nCudaLatentTest.\n  AttentionSink\n  LongDecodeSplitsAndMerges\n'
+    exit 0
+  fi
+done
+exit 1
+"""
+
+
+def test_a_tools_tests_split_into_processes_that_run_each_once(tmp_path):
+    proc, calls, summary = run_sanitize(tmp_path, gpu_tests=LISTING_TESTS, SANITIZE_PROCS="2",
+                                        SANITIZE_SOLO_FILTER="", SANITIZE_TOOLS="memcheck racecheck")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    want = sorted(["Dims/CudaFp8.WithoutDescales/d192x128", "Dims/CudaFp8.NanInRows/d192x128",
+                   "CudaLatentTest.AttentionSink", "CudaLatentTest.LongDecodeSplitsAndMerges"])
+    for tool in ("memcheck", "racecheck"):
+        parts = [f for t, f in calls if t == tool]
+        assert len(parts) == 2, parts
+        assert sorted(n for f in parts for n in f.split(":")) == want
+        line = next(l for l in summary.splitlines() if f"sanitize {tool}:" in l)
+        assert "4 tests passed in 2 processes" in line, line
