@@ -134,6 +134,8 @@ template <DType D>
 void item_fp32(const Run& run, const LatentItem& it);
 // The AVX-512 BF16 path's item (bf16; only where cpu_isa_available(kAvx512Bf16)).
 void item_avx512bf16(const Run& run, const LatentItem& it);
+// The amx path's item (bf16; only where the amx path is in use: AMX tiles and AVX-512 BF16).
+void item_amx(const Run& run, const LatentItem& it);
 // Its output store: 16 lanes at a time, round to nearest even.
 void store_bf16_avx512(void* dst, const float* src, int n, float mul);
 

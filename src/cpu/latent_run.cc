@@ -98,9 +98,11 @@ void run_latent(const latent::LatentArgs& a) {
   if (a.dtype == DType::kFP16) {
     item_fn = item_fp32<DType::kFP16>;
     store = store_scalar<DType::kFP16>;
+  } else if (products_isa(a.dtype, a.dtype, cpu_isa_in_use()) == CpuIsa::kAmx) {
+    item_fn = item_amx;  // its softmax and stores are the AVX-512 BF16 path's
+    store = store_bf16_avx512;
   } else if (products_isa(a.dtype, a.dtype, cpu_isa_in_use()) != CpuIsa::kFp32 &&
              cpu_isa_available(CpuIsa::kAvx512Bf16)) {
-    // Latent attention has no tile kernel: where the amx path is in use, AVX-512 BF16 runs it.
     item_fn = item_avx512bf16;
     store = store_bf16_avx512;
   } else {
