@@ -34,8 +34,8 @@ struct Scratch {
   AlignedScratch<float> o;         // [kRows][L]
   AlignedScratch<uint16_t> zero;   // a zero cache row: the keys past a chunk's end
   AlignedScratch<uint16_t> dec;    // fp8_ds_mla: [kChunk][D], the chunk's rows decoded
-  AlignedScratch<uint16_t> kgroup; // amx: [16][D], a group of 16 keys whose rows are not at one stride
-  AlignedScratch<uint32_t> prow;   // amx: P row-major, [row vector][k-step][16 rows][16 pairs]
+  AlignedScratch<uint16_t> kgroup; // amx: [kChunk / 16][16][D], key groups whose rows are not at one stride
+  AlignedScratch<uint32_t> prow;   // amx: one row vector's P row-major, [k-step][16 rows][16 pairs]
   RowState rs;
   const uint32_t* keys[kChunk + kWideKeys];
   const uint32_t* next[kChunk];  // the next chunk's keys, prefetched while this one runs
