@@ -86,6 +86,13 @@ TEST(CpuLatentDense, SmallDimsAndOddHeads) {
   c.qk_rope_head_dim = 32;
   c.kv_split_size = 64;
   check_case(make_latent_case(c, {1, 3, 17}, {100, 3, 300}, 44));
+  // A latent of 96 (6 column blocks of 16: the amx path's O tiles in a block of 4, then of 2)
+  // and a rope of 96 (k-steps of 32 dims straddling no part), pages of 32.
+  c.num_heads = 20;
+  c.kv_lora_rank = 96;
+  c.qk_rope_head_dim = 96;
+  c.block_size = 32;
+  check_case(make_latent_case(c, {2, 1, 5}, {77, 200, 5}, 47));
 }
 
 TEST(CpuLatentDense, SplitsCappedForLongContexts) {
