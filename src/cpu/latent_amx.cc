@@ -103,8 +103,7 @@ void qk_tiles(const KeyGroup* kg, const uint32_t* qv, int q_stride_bytes, int ks
   if constexpr (NG > 3) tile_store<3>(st + 3 * 16 * kRows, kStRow);
 }
 
-// Four column blocks of O (C tiles tmm0..3 at o, row stride o_bytes) += P (A tiles: k-step s in
-// prow + 256 s words) times V's pairs (B: vpack rows of L words, from column c0).
+// nb (<= 4) column blocks of O at o (row stride o_bytes) into C tiles tmm0.. (load) or back.
 MLAKIT_TILE_OP void pv_load_or_store(bool load, float* o, int64_t o_bytes, int nb) {
   if (load) {
     if (nb > 0) tile_load<0>(o, o_bytes);
@@ -126,6 +125,8 @@ MLAKIT_TILE_OP void pv_step(const uint32_t* v, int64_t v_bytes, int A_is_5) {
   else tile_dp<C, 4, B>();
 }
 
+// O (16 rows x L at o) += P (A tiles: k-step s at prow + 256 s words) times V's pairs (B tiles:
+// vpack rows of L words), four column blocks of 16 at a time.
 void pv_tiles(const uint32_t* prow, const uint32_t* vpack, int L, int ksteps, float* o) {
   const int64_t o_bytes = static_cast<int64_t>(sizeof(float)) * L, v_bytes = static_cast<int64_t>(sizeof(uint32_t)) * L;
   tile_load<4>(prow, 64);
@@ -195,13 +196,8 @@ MLAKIT_BF16_TARGET void chunk_amx(const Run& run, const Problem& sp, const Laten
   // V over whole k-steps of 16 pairs: keys past n are zero rows (P is zero there too, but a
   // stale V could hold a NaN, and 0 x NaN is NaN).
   const int ksteps = (nq + 15) / 16;
-  const uint16_t* zero = w.zero.data;
-  uint32_t* vpack = w.vpack.data;
-  for (int x = 0; x < 16 * ksteps; ++x) {
-    const auto* a = 2 * x < n ? reinterpret_cast<const uint16_t*>(w.keys[2 * x]) : zero;
-    const auto* b = 2 * x + 1 < n ? reinterpret_cast<const uint16_t*>(w.keys[2 * x + 1]) : nullptr;
-    pack_v_pair(a, b, L, L, vpack + static_cast<size_t>(x) * L);
-  }
+  pack_v_pairs(L, n, 0, 16 * ksteps, w);
+  const uint32_t* vpack = w.vpack.data;
   for (int v = 0; v < nvr; ++v) {
     if (rs.vhi[v] <= rs.vlo[v]) continue;  // P = 0 and alpha = 1: O unchanged
     float* ov = w.o.data + static_cast<size_t>(16 * v) * L;

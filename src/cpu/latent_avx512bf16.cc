@@ -127,12 +127,8 @@ MLAKIT_BF16_TARGET void chunk(const Run& run, const Problem& sp, const LatentIte
     px0 = std::min(px0, rs.lo[r] / 2);
     px1 = std::max(px1, (rs.hi[r] + 1) / 2);
   }
-  uint32_t* vpack = w.vpack.data;
-  for (int x = px0; x < px1; ++x) {
-    const auto* a = reinterpret_cast<const uint16_t*>(w.keys[2 * x]);
-    const auto* b = 2 * x + 1 < n ? reinterpret_cast<const uint16_t*>(w.keys[2 * x + 1]) : nullptr;
-    pack_v_pair(a, b, L, L, vpack + static_cast<size_t>(x) * L);
-  }
+  pack_v_pairs(L, n, px0, px1, w);
+  const uint32_t* vpack = w.vpack.data;
 
   const int nvd = L / 16;
   float* o = w.o.data;

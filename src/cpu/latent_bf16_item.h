@@ -77,6 +77,16 @@ inline void prefetch_rows(const uint32_t* const* rows, int from, int to, int byt
   }
 }
 
+// V's key pairs [x0, x1) of the chunk's n keys (w.keys) into w.vpack as [pair][L] words: the
+// rows' first L columns interleaved once for every row of the item. Keys past n are zero.
+MLAKIT_BF16_TARGET void pack_v_pairs(int L, int n, int x0, int x1, Scratch& w) {
+  for (int x = x0; x < x1; ++x) {
+    const auto* a = 2 * x < n ? reinterpret_cast<const uint16_t*>(w.keys[2 * x]) : w.zero.data;
+    const auto* b = 2 * x + 1 < n ? reinterpret_cast<const uint16_t*>(w.keys[2 * x + 1]) : nullptr;
+    pack_v_pair(a, b, L, L, w.vpack.data + static_cast<size_t>(x) * L);
+  }
+}
+
 // q's rows of the item as [dim pair][row] words, 16 * nvr rows per pair (packed tight: at a
 // fixed stride of 64 rows a single row vector's pairs fell 256 bytes apart, a quarter of L1's
 // sets, and thrashed it); 16 rows x 16 pairs loaded row by row and transposed in registers (L
