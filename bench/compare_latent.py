@@ -13,13 +13,17 @@ through a shuffled block table, sm_scale 192^-0.5):
   fp8       on DeepSeek-V3.2's fp8_ds_mla cache (656-byte rows): fp8_decode_h128/h64/h16, 128
             requests x 2 new tokens over 8192 cached tokens, top-k 2048 (FlashMLA's FP8 sparse
             decode figure); fp8_sparse_h128/h64, the sparse prefill above; on vLLM's fp8 cache (one
-            scale a layer): fp8_dense_decode_h16/h128, decode_h16/h128's batch
+            scale a layer): fp8_dense_decode_h16/h128, decode_h16/h128's batch; fp8_extend64_h128,
+            extend64_h128 on the fp8_ds_mla cache
 Methods (bench/latent_peers.py says how each peer is called; a method that cannot run or fails is
 reported as skipped with its reason and the run goes on):
   mlakit              LatentAttention planned once per workload, run() timed (sparse: positions)
   mlakit_slots        sparse workloads: the same with global cache slots (FlashMLA's indices)
   mlakit_bf16         fp8 workloads: mlakit on the bf16 cache the FP8 rows decode to (what the FP8
                       cache costs against the bf16 one)
+  mlakit_decoded      fp8 workloads: mlakit with a workspace for the workload's rows
+                      (max_decoded_rows) and fp8_decode="once": the rows decoded once per run, then
+                      the 16-bit kernel (mlakit decodes them in its kernel)
   flashmla            flash_mla_with_kvcache (dense), schedule computed before timing
   flashmla_sparse     flash_mla_sparse_fwd (16 / 32 heads padded to 64, as vLLM pads; fp8 workloads:
                       on the decoded bf16 cache, vLLM's path after it up-converts the rows)
@@ -62,19 +66,19 @@ import latent_workloads as LW  # noqa: E402
 import run_record as R  # noqa: E402
 from latent_workloads import BS, L, SCALE  # noqa: E402
 
-DEFAULT_METHODS = ["mlakit", "mlakit_slots", "mlakit_bf16", "flashmla", "flashmla_sparse", "flashmla_fp8",
+DEFAULT_METHODS = ["mlakit", "mlakit_slots", "mlakit_bf16", "mlakit_decoded", "flashmla", "flashmla_sparse", "flashmla_fp8",
                    "flashinfer_fa3_p16", "flashinfer_fa3_p1", "flashinfer_fa2_p16", "flashinfer_fa2_p1", "torch_sdpa",
                    "torch_matmul"]
 ALIASES = {"torch": ["torch_sdpa", "torch_matmul"],
            "flashinfer": ["flashinfer_fa3_p16", "flashinfer_fa3_p1", "flashinfer_fa2_p16", "flashinfer_fa2_p1"],
-           "peers": DEFAULT_METHODS[3:], "all": DEFAULT_METHODS}
+           "peers": DEFAULT_METHODS[4:], "all": DEFAULT_METHODS}
 # Tolerances of the max-element error over the row's largest |value|. bf16 outputs with P rounded
 # to bf16 before P V (every kernel here does) land at 4-6e-3 on these random inputs (the CPU
 # backend, torch_sdpa); a masking or indexing bug is off by O(1). torch_matmul's scores are rounded
 # to bf16 before the softmax (a raw logit of ~50 off by ~0.1), which costs it 1-2e-2.
 TOL = {"torch_matmul": 5e-2}
 TOL_DEFAULT = 2e-2
-MLAKIT_METHODS = ("mlakit", "mlakit_slots", "mlakit_bf16")
+MLAKIT_METHODS = ("mlakit", "mlakit_slots", "mlakit_bf16", "mlakit_decoded")
 
 
 def log(msg=""):
@@ -170,13 +174,14 @@ def bw_ceiling(ceil):
 # ----------------------------------------------------------------------------------------------
 # mlakit.
 
-INFO_FIELDS = ("num_items", "num_merges", "partial_rows", "block_rows", "kv_split_size", "visible_pairs", "cpu_isa")
+INFO_FIELDS = ("num_items", "num_merges", "partial_rows", "block_rows", "kv_split_size", "visible_pairs",
+               "decoded_rows", "cpu_isa")
 
 
-def build_mlakit(torch, mlakit, w, inp, dev, kv_split_size, slots, bf16_cache=False):
+def build_mlakit(torch, mlakit, w, inp, dev, kv_split_size, slots, bf16_cache=False, decoded=False):
     if slots and not w.sparse:
         raise LP.NotApplicable("sparse workloads only")
-    if bf16_cache and not w.fp8:
+    if (bf16_cache or decoded) and not w.fp8:
         raise LP.NotApplicable("fp8 workloads only")
     fp8 = w.fp8 and not bf16_cache
     if mlakit is None:
@@ -185,13 +190,15 @@ def build_mlakit(torch, mlakit, w, inp, dev, kv_split_size, slots, bf16_cache=Fa
     attn = mlakit.LatentAttention(w.heads, dtype=torch.bfloat16, device=device, block_size=BS,
                                   num_blocks=inp.num_blocks, max_batch=w.batch, max_q_tokens=w.total_q,
                                   max_kv_tokens=sum(w.kv_lens), max_topk=w.topk, kv_split_size=kv_split_size,
-                                  kv_cache_dtype={"ds_mla": "fp8_ds_mla", "layer": "fp8"}[w.fp8] if fp8 else "auto")
+                                  kv_cache_dtype={"ds_mla": "fp8_ds_mla", "layer": "fp8"}[w.fp8] if fp8 else "auto",
+                                  max_decoded_rows=sum((n + 63) // 64 * 64 for n in w.kv_lens) if decoded else 0)
     cache = inp.cache_fp8 if fp8 else inp.cache
     k_scale = inp.k_scale if fp8 and w.fp8 == "layer" else None
     kind = "slots" if slots else "positions"
 
     def plan():
-        attn.plan(inp.q_lens_h, inp.kv_lens_h, inp.table_h, sm_scale=SCALE, topk=w.topk, indices=kind)
+        attn.plan(inp.q_lens_h, inp.kv_lens_h, inp.table_h, sm_scale=SCALE, topk=w.topk, indices=kind,
+                  fp8_decode="once" if decoded else "auto")
 
     plan()
     idx = (inp.slots if slots else inp.positions) if w.sparse else None
@@ -240,7 +247,7 @@ def run_workload(torch, dev, w, methods, st, args, ceil):
         try:
             if m in MLAKIT_METHODS:
                 built = build_mlakit(torch, MLAKIT_STATE["mod"], w, inp, dev, args.kv_split_size, m == "mlakit_slots",
-                                     bf16_cache=m == "mlakit_bf16")
+                                     bf16_cache=m == "mlakit_bf16", decoded=m == "mlakit_decoded")
             else:
                 built = LP.build(torch, st, m, w, inp)
             out = built.view(built.run())

@@ -94,6 +94,12 @@ struct LatentConfig {
   // heads then makes about 8 waves of items on an H100's 132 SMs). Part of what a result's bits
   // depend on: objects with different values may differ in the last bits.
   int kv_split_size = 0;
+  // FP8 caches on CUDA: rows (1,152 bytes each) of a bf16 workspace into which run() decodes a
+  // plan's cached rows once, when its items read each row many times (extends, DSA prefill:
+  // every 64 heads of every new token read them), before the 16-bit kernel attends them; each
+  // request's rows take a multiple of 64. Other plans (decode, MTP; plans whose requests' rows
+  // exceed it) decode each row in every item that reads it. 0: never. The CPU ignores it.
+  int64_t max_decoded_rows = 0;
   Device device = Device::cpu();
   // Where the plan goes to the device, as MlaConfig::upload_in_run (mlakit/mla.h): false, plan()
   // copies it on its stream; true, the first run() after a plan() uploads it (a captured run()
@@ -122,6 +128,11 @@ struct LatentBatch {
 // How a sparse plan's indices name keys (see the top of this file).
 enum class LatentIndices : int32_t { kPositions = 0, kSlots = 1 };
 
+// Where a plan on an FP8 cache decodes its rows (LatentConfig::max_decoded_rows): kAuto, once
+// into the workspace when each row is read by at least 8 items on average and the rows fit, else
+// in the kernel; kOnce whenever they fit; kInKernel never. kSlots plans always decode in the kernel.
+enum class LatentFp8Decode : int32_t { kAuto = 0, kOnce = 1, kInKernel = 2 };
+
 struct LatentPlanOptions {
   // 0 => 1 / sqrt(kv_lora_rank + qk_rope_head_dim), FlashMLA's default. DeepSeek checkpoints
   // need the non-absorbed scale, qk_head_dim^-0.5 (x mscale^2 with YaRN), as MlaStep takes it:
@@ -136,6 +147,7 @@ struct LatentPlanOptions {
   // last bits of a result may depend on the batch it is planned with; the same plan gives the
   // same bits every run. The CPU backend always splits by kv_split_size.
   bool batch_invariant = false;
+  LatentFp8Decode fp8_decode = LatentFp8Decode::kAuto;  // FP8 caches on CUDA
 };
 
 // What the last plan() decided, for tools and tests.
@@ -153,6 +165,7 @@ struct LatentPlanInfo {
   // Dense: visible (query, key) pairs per head; sparse: total_q * topk (entries, before -1 and
   // topk_length, which only run() sees).
   int64_t visible_pairs = 0;
+  int64_t decoded_rows = 0;  // rows decoded once into the workspace by each run() (0: in the kernel)
   const char* cpu_isa = "";  // the CPU's products for the config's dtype ("avx512bf16", "fp32")
 };
 

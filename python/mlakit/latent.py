@@ -44,7 +44,11 @@ class LatentAttention:
     ``max_q_tokens`` new tokens, ``max_kv_tokens`` cached tokens (sum of ``kv_lens``) and
     ``max_topk`` (0: dense plans only). ``kv_split_size`` (0: the backend's, 1024 keys on the CPU,
     512 on CUDA): keys per split of a short request's range, merged by LSE. ``upload_in_run``: as
-    :class:`mlakit.MlaStep`'s.
+    :class:`mlakit.MlaStep`'s. ``max_decoded_rows`` (FP8 caches on CUDA; 0: none): rows of a bf16
+    workspace (1,152 bytes each) into which a run decodes the cached rows of a plan whose items
+    read each row many times (extends, DSA prefill) once, then attends them with the 16-bit
+    kernel; plans that do not fit it, and decode, decode the rows in the kernel (``plan``'s
+    ``fp8_decode``).
 
     Backends: the CPU, any ``kv_lora_rank`` (a multiple of 32 up to 512) and ``qk_rope_head_dim``
     (a multiple of 32 up to 128), with AVX-512 BF16 products where present, fp32 elsewhere and for
@@ -58,14 +62,15 @@ class LatentAttention:
     def __init__(self, num_heads: int = 16, kv_lora_rank: int = 512, qk_rope_head_dim: int = 64, *,
                  dtype: Any = "bf16", device: Any = "cpu", block_size: int = 64, num_blocks: int,
                  max_batch: int, max_q_tokens: int, max_kv_tokens: int = 0, max_topk: int = 0,
-                 kv_split_size: int = 0, kv_cache_dtype: str = "auto", upload_in_run: bool = False) -> None:
+                 kv_split_size: int = 0, kv_cache_dtype: str = "auto", upload_in_run: bool = False,
+                 max_decoded_rows: int = 0) -> None:
         device_name = _device_name(device)
         if device_name == "cuda":
             device_name = "cuda:0"
         self._impl = _C.LatentAttention(int(num_heads), int(kv_lora_rank), int(qk_rope_head_dim), _dtype_name(dtype),
                                         str(kv_cache_dtype), int(block_size), int(num_blocks), int(max_batch),
                                         int(max_q_tokens), int(max_kv_tokens), int(max_topk), int(kv_split_size),
-                                        device_name, bool(upload_in_run))
+                                        device_name, bool(upload_in_run), int(max_decoded_rows))
         self._device = device_name
         self.handle: int = next(_handles)
         _registry[self.handle] = self
@@ -79,6 +84,7 @@ class LatentAttention:
     max_q_tokens = property(lambda self: self._impl.max_q_tokens)
     max_kv_tokens = property(lambda self: self._impl.max_kv_tokens)
     max_topk = property(lambda self: self._impl.max_topk)
+    max_decoded_rows = property(lambda self: self._impl.max_decoded_rows)
     dtype = property(lambda self: self._impl.dtype)
     device = property(lambda self: self._impl.device)
     causal = property(lambda self: self._impl.causal, doc="the current plan's causal flag (dense plans)")
@@ -95,7 +101,7 @@ class LatentAttention:
 
     def plan(self, query_lens: Any, kv_lens: Any = None, block_table: Any = None, *, causal: bool = True,
              sm_scale: Optional[float] = None, topk: int = 0, indices: str = "positions",
-             batch_invariant: bool = False, stream: Any = None) -> None:
+             batch_invariant: bool = False, fp8_decode: str = "auto", stream: Any = None) -> None:
         """Plans on the host (no device sync); a rejected plan leaves the previous one in force.
 
         ``query_lens``: new tokens per request (their q rows consecutive, in request order);
@@ -121,6 +127,11 @@ class LatentAttention:
         request's result has the same bits alone or in any batch; by default a batch that fills
         the GPU on its own splits long requests less (faster decode; the last bits may then depend
         on the batch, and the same plan still gives the same bits every run).
+
+        ``fp8_decode`` (FP8 caches on CUDA with ``max_decoded_rows``): ``"auto"`` decodes the
+        plan's rows once into the workspace when its items read each row at least 8 times on
+        average and they fit (``info.decoded_rows`` says), ``"once"`` whenever they fit,
+        ``"in_kernel"`` never. Positions plans only (``indices="slots"`` decode in the kernel).
         """
         if sm_scale is None:
             scale = 0.0
@@ -131,7 +142,7 @@ class LatentAttention:
         flat, cols = (None, 0) if block_table is None else _flat_block_table(block_table)
         s = _stream_handle(stream, device=self._device)
         self._impl.plan(query_lens, kv_lens, flat, cols, scale, bool(causal), int(topk), str(indices),
-                        bool(batch_invariant), s)
+                        bool(batch_invariant), str(fp8_decode), s)
 
     def run(self, q: Any, kv_cache: Any, *, q_pe: Any = None, indices: Any = None, topk_length: Any = None,
             attn_sink: Any = None, k_scale: Any = None, out: Any = None, lse: Any = None, max_logits: Any = None,
@@ -195,13 +206,13 @@ class LatentAttention:
     def workspace_sizes(num_heads: int = 16, kv_lora_rank: int = 512, qk_rope_head_dim: int = 64, *,
                         dtype: Any = "bf16", device: Any = "cpu", block_size: int = 64, num_blocks: int,
                         max_batch: int, max_q_tokens: int, max_kv_tokens: int = 0, max_topk: int = 0,
-                        kv_split_size: int = 0, kv_cache_dtype: str = "auto") -> tuple:
+                        kv_split_size: int = 0, kv_cache_dtype: str = "auto", max_decoded_rows: int = 0) -> tuple:
         """(host bytes, device bytes) an object of this config allocates."""
         return _C.LatentAttention.workspace_sizes(int(num_heads), int(kv_lora_rank), int(qk_rope_head_dim),
                                                   _dtype_name(dtype), str(kv_cache_dtype), int(block_size),
                                                   int(num_blocks), int(max_batch), int(max_q_tokens),
                                                   int(max_kv_tokens), int(max_topk), int(kv_split_size),
-                                                  _device_name(device), False)
+                                                  _device_name(device), False, int(max_decoded_rows))
 
     def __repr__(self) -> str:
         return (f"mlakit.LatentAttention(num_heads={self.num_heads}, kv_lora_rank={self.kv_lora_rank}, "

@@ -38,7 +38,8 @@ mlakit::LatentIndices parse_indices(const std::string& s) {
 mlakit::LatentConfig make_config(int num_heads, int kv_lora_rank, int qk_rope_head_dim, const std::string& dtype,
                                  const std::string& kv_cache_dtype, int block_size, int64_t num_blocks,
                                  int max_batch, int64_t max_q_tokens, int64_t max_kv_tokens, int max_topk,
-                                 int kv_split_size, const std::string& device, bool upload_in_run) {
+                                 int kv_split_size, const std::string& device, bool upload_in_run,
+                                 int64_t max_decoded_rows) {
   mlakit::LatentConfig c;
   c.num_heads = num_heads;
   c.kv_lora_rank = kv_lora_rank;
@@ -54,14 +55,22 @@ mlakit::LatentConfig make_config(int num_heads, int kv_lora_rank, int qk_rope_he
   c.kv_split_size = kv_split_size;
   c.device = parse_device(device, "device");
   c.upload_in_run = upload_in_run;
+  c.max_decoded_rows = max_decoded_rows;
   return c;
+}
+
+mlakit::LatentFp8Decode parse_fp8_decode(const std::string& s) {
+  if (s == "auto") return mlakit::LatentFp8Decode::kAuto;
+  if (s == "once") return mlakit::LatentFp8Decode::kOnce;
+  if (s == "in_kernel") return mlakit::LatentFp8Decode::kInKernel;
+  throw Error(ErrorKind::kInvalidArgument, "fp8_decode", "must be 'auto', 'once' or 'in_kernel', got '" + s + "'");
 }
 
 #define MLAKIT_LATENT_CONFIG_ARGS                                                                             \
   nb::arg("num_heads"), nb::arg("kv_lora_rank"), nb::arg("qk_rope_head_dim"), nb::arg("dtype"),              \
       nb::arg("kv_cache_dtype"), nb::arg("block_size"), nb::arg("num_blocks"), nb::arg("max_batch"),         \
       nb::arg("max_q_tokens"), nb::arg("max_kv_tokens"), nb::arg("max_topk"), nb::arg("kv_split_size"),      \
-      nb::arg("device"), nb::arg("upload_in_run")
+      nb::arg("device"), nb::arg("upload_in_run"), nb::arg("max_decoded_rows")
 
 std::string str(int64_t x) { return std::to_string(x); }
 
@@ -80,6 +89,7 @@ void bind_latent(nb::module_& m) {
       .def_ro("block_rows", &mlakit::LatentPlanInfo::block_rows)
       .def_ro("kv_split_size", &mlakit::LatentPlanInfo::kv_split_size)
       .def_ro("visible_pairs", &mlakit::LatentPlanInfo::visible_pairs)
+      .def_ro("decoded_rows", &mlakit::LatentPlanInfo::decoded_rows)
       .def_prop_ro("cpu_isa", [](const mlakit::LatentPlanInfo& i) { return std::string(i.cpu_isa); })
       .def("__repr__", [](const mlakit::LatentPlanInfo& i) {
         return "LatentPlanInfo(batch_size=" + str(i.batch_size) + ", total_q=" + str(i.total_q) +
@@ -87,7 +97,7 @@ void bind_latent(nb::module_& m) {
                ", topk=" + str(i.topk) + ", num_items=" + str(i.num_items) + ", num_merges=" + str(i.num_merges) +
                ", partial_rows=" + str(i.partial_rows) + ", block_rows=" + str(i.block_rows) +
                ", kv_split_size=" + str(i.kv_split_size) + ", visible_pairs=" + str(i.visible_pairs) +
-               ", cpu_isa='" + i.cpu_isa + "')";
+               ", decoded_rows=" + str(i.decoded_rows) + ", cpu_isa='" + i.cpu_isa + "')";
       });
 
   nb::class_<mlakit::LatentAttention>(m, "LatentAttention", "Latent-space MLA attention (native object).")
@@ -95,18 +105,18 @@ void bind_latent(nb::module_& m) {
            [](mlakit::LatentAttention* self, int num_heads, int kv_lora_rank, int qk_rope_head_dim,
               const std::string& dtype, const std::string& kv_cache_dtype, int block_size, int64_t num_blocks,
               int max_batch, int64_t max_q_tokens, int64_t max_kv_tokens, int max_topk, int kv_split_size,
-              const std::string& device, bool upload_in_run) {
+              const std::string& device, bool upload_in_run, int64_t max_decoded_rows) {
              new (self) mlakit::LatentAttention(make_config(num_heads, kv_lora_rank, qk_rope_head_dim, dtype,
                                                             kv_cache_dtype, block_size, num_blocks, max_batch,
                                                             max_q_tokens, max_kv_tokens, max_topk, kv_split_size,
-                                                            device, upload_in_run));
+                                                            device, upload_in_run, max_decoded_rows));
            },
            MLAKIT_LATENT_CONFIG_ARGS)
       .def(
           "plan",
           [](mlakit::LatentAttention& self, nb::handle query_lens, nb::handle kv_lens, nb::handle block_table,
              int block_table_cols, float sm_scale, bool causal, int topk, const std::string& indices,
-             bool batch_invariant, uintptr_t stream) {
+             bool batch_invariant, const std::string& fp8_decode, uintptr_t stream) {
             const std::vector<int32_t> q = host_indptr(query_lens, "query_lens");
             std::vector<int32_t> kv, bt;
             mlakit::LatentBatch b;
@@ -159,12 +169,13 @@ void bind_latent(nb::module_& m) {
             o.topk = topk;
             o.indices = parse_indices(indices);
             o.batch_invariant = batch_invariant;
+            o.fp8_decode = parse_fp8_decode(fp8_decode);
             nb::gil_scoped_release release;
             self.plan(b, o, as_stream(stream));
           },
           nb::arg("query_lens").none(), nb::arg("kv_lens").none(), nb::arg("block_table").none(),
           nb::arg("block_table_cols"), nb::arg("sm_scale"), nb::arg("causal"), nb::arg("topk"), nb::arg("indices"),
-          nb::arg("batch_invariant"), nb::arg("stream"))
+          nb::arg("batch_invariant"), nb::arg("fp8_decode"), nb::arg("stream"))
       .def(
           "run",
           [](const mlakit::LatentAttention& self, nb::handle q, nb::handle q_pe, nb::handle kv_cache,
@@ -210,6 +221,7 @@ void bind_latent(nb::module_& m) {
       .def_prop_ro("max_q_tokens", [](const mlakit::LatentAttention& s) { return s.config().max_q_tokens; })
       .def_prop_ro("max_kv_tokens", [](const mlakit::LatentAttention& s) { return s.config().max_kv_tokens; })
       .def_prop_ro("max_topk", [](const mlakit::LatentAttention& s) { return s.config().max_topk; })
+      .def_prop_ro("max_decoded_rows", [](const mlakit::LatentAttention& s) { return s.config().max_decoded_rows; })
       .def_prop_ro("dtype",
                    [](const mlakit::LatentAttention& s) { return std::string(mlakit::dtype_name(s.config().dtype)); })
       .def_prop_ro("device", [](const mlakit::LatentAttention& s) { return mlakit::to_string(s.config().device); })
@@ -220,10 +232,12 @@ void bind_latent(nb::module_& m) {
           "workspace_sizes",
           [](int num_heads, int kv_lora_rank, int qk_rope_head_dim, const std::string& dtype,
              const std::string& kv_cache_dtype, int block_size, int64_t num_blocks, int max_batch, int64_t max_q_tokens,
-             int64_t max_kv_tokens, int max_topk, int kv_split_size, const std::string& device, bool upload_in_run) {
+             int64_t max_kv_tokens, int max_topk, int kv_split_size, const std::string& device, bool upload_in_run,
+             int64_t max_decoded_rows) {
             const mlakit::WorkspaceSizes w = mlakit::LatentAttention::workspace_sizes(
                 make_config(num_heads, kv_lora_rank, qk_rope_head_dim, dtype, kv_cache_dtype, block_size, num_blocks,
-                            max_batch, max_q_tokens, max_kv_tokens, max_topk, kv_split_size, device, upload_in_run));
+                            max_batch, max_q_tokens, max_kv_tokens, max_topk, kv_split_size, device, upload_in_run,
+                            max_decoded_rows));
             return nb::make_tuple(w.host_bytes, w.device_bytes);
           },
           MLAKIT_LATENT_CONFIG_ARGS);

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <string>
 
+#include "contract/host_device.h"
 #include "mlakit/tensor.h"
 
 namespace mlakit {
@@ -53,7 +54,19 @@ struct LatentArgs {
   int kv_lora_rank;
   int rope_dim;
   DType dtype;  // of q, q_pe, the cache and out
+  // FP8 caches decoded once (contract/latent_layout.h): the bf16 workspace [decoded_capacity,
+  // L + R] the decode writes and the 16-bit kernel reads (null: none), and which plans a kernel
+  // launch serves: 0 every plan, 1 decoded plans only, 2 the others only (the dispatch launches
+  // both kernels, so a captured run replays whichever the plan then holds).
+  void* decoded;
+  int64_t decoded_capacity;
+  int32_t run_when;
 };
+
+// Whether a kernel launched with `run_when` has the items of a plan whose header says `decoded`.
+MLAKIT_HD bool latent_launch_runs(int32_t run_when, int32_t decoded) {
+  return run_when == 0 || (run_when == 1) == (decoded != 0);
+}
 
 // Whether the CUDA kernel may copy whole 64-key tiles of this cache as TMA boxes: 16-bit rows in
 // blocks of 64 or more laid end to end (then a tile from a multiple of 64, where every split

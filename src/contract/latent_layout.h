@@ -13,6 +13,13 @@
 // writes them as a partial result at partial rows [partial, partial + rows): fp32 O normalized
 // by its own sum, its lse (natural log, -inf when empty) and its max logit. A merge combines
 // `splits` partials of the same rows, split s at [partial + s * rows, ...), in split order.
+//
+// FP8 caches on CUDA, decoded once (LatentConfig::max_decoded_rows): when a plan reads each
+// cached row in many items (extends, DSA prefill), run() first decodes its requests' rows into a
+// bf16 workspace of 64-row blocks, request r's positions at workspace blocks pages[page_indptr[r]
+// ..] (consecutive), and the 16-bit kernel attends those. The header then describes the
+// workspace (`decoded` 1, block_size 64, the pages those blocks, no device table) and the `src_`
+// fields the cache the rows come from, which only the decode reads.
 #pragma once
 
 #include <cstddef>
@@ -59,10 +66,23 @@ struct LatentHeader {
   // row stride; request b's blocks are then device_table[b * table_cols ..], and `pages` is
   // empty. 0: the pages are in the block.
   int32_t table_cols;
-  int32_t reserved;
+  int32_t decoded;  // 1: the rows are decoded into the bf16 workspace first (above)
   int64_t device_table;
+  // Decoded plans: workspace blocks to fill (pages[0 .. decoded_pages) are 0, 1, ...), and the
+  // cache the rows come from: its page size, request r's blocks at src_pages[src_page_indptr[r]
+  // ..], or the engine's device table (src_device_table, src_table_cols) when not 0.
+  int32_t decoded_pages;
+  int32_t src_block_size;
+  int32_t src_page_indptr_offset;
+  int32_t src_pages_offset;
+  int32_t src_table_cols;
+  int32_t reserved;
+  int64_t src_device_table;
 };
-static_assert(sizeof(LatentHeader) == 96, "header size is part of the layout");
+static_assert(sizeof(LatentHeader) == 128, "header size is part of the layout");
+
+// Rows of a decoded plan's workspace block.
+constexpr int kDecodedBlockRows = 64;
 
 // Request r's cache blocks in position order: the engine's device table's row, or the block's
 // pages (host and device code alike).
@@ -70,6 +90,14 @@ MLAKIT_HD const int32_t* request_pages(const LatentHeader& h, const int32_t* pag
   if (h.device_table != 0)
     return reinterpret_cast<const int32_t*>(static_cast<uintptr_t>(h.device_table)) + static_cast<int64_t>(r) * h.table_cols;
   return pages + page_ptr[r];
+}
+
+// A decoded plan's source blocks of request r in position order (the decode's reads).
+MLAKIT_HD const int32_t* request_src_pages(const LatentHeader& h, const uint8_t* block, int r) {
+  if (h.src_device_table != 0)
+    return reinterpret_cast<const int32_t*>(static_cast<uintptr_t>(h.src_device_table)) + static_cast<int64_t>(r) * h.src_table_cols;
+  const auto* ptr = reinterpret_cast<const int32_t*>(block + h.src_page_indptr_offset);
+  return reinterpret_cast<const int32_t*>(block + h.src_pages_offset) + ptr[r];
 }
 
 struct LatentItem {
@@ -100,10 +128,14 @@ struct LatentLayout {
   size_t qo_indptr_offset = 0;
   size_t kv_lens_offset = 0;
   size_t page_indptr_offset = 0;
+  size_t src_page_indptr_offset = 0;  // decoded plans (max_decoded_blocks > 0)
   size_t arrays_offset = 0;  // where items start
   size_t total_bytes = 0;    // capacity of the block
   int64_t max_items = 0, max_merges = 0, max_pages = 0;
   int64_t max_partial_rows = 0;
+  // Workspace blocks of a decoded plan (0: no plan decodes); its pages hold that many besides
+  // the cache's, and the source pages max_pages.
+  int64_t max_decoded_blocks = 0;
 };
 
 MLAKIT_HD int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
@@ -135,9 +167,10 @@ inline size_t align_to(size_t x, size_t a) { return (x + a - 1) / a * a; }
 
 // The block's capacity for a config (bounds every plan within it can reach).
 //   heads H, block_rows BR, the cache's block_size, max_batch B, max_q_tokens Q, max_kv_tokens
-//   K (dense and positions plans), max_topk (0: no sparse plans), split_size S.
+//   K (dense and positions plans), max_topk (0: no sparse plans), split_size S, decoded_rows
+//   (the workspace's rows a decoded plan may fill; 0: none).
 inline LatentLayout make_layout(int heads, int block_rows, int block_size, int max_batch, int64_t max_q,
-                                int64_t max_kv, int max_topk, int64_t split_size) {
+                                int64_t max_kv, int max_topk, int64_t split_size, int64_t decoded_rows = 0) {
   LatentLayout l;
   const int64_t B = max_batch, Q = max_q, K = max_kv, H = heads, BR = block_rows;
   const int64_t split_blocks = ceil_div(kSplitRowsMax, BR);  // row blocks of a request that splits
@@ -172,6 +205,7 @@ inline LatentLayout make_layout(int heads, int block_rows, int block_size, int m
   l.max_merges = merges;
   l.max_pages = K / block_size + B;  // ceil(kv / block_size) <= kv / block_size + 1 per request
   l.max_partial_rows = partial;
+  l.max_decoded_blocks = decoded_rows / kDecodedBlockRows;
 
   size_t off = sizeof(LatentHeader);
   l.qo_indptr_offset = off;
@@ -180,9 +214,13 @@ inline LatentLayout make_layout(int heads, int block_rows, int block_size, int m
   off = align_to(off + sizeof(int32_t) * static_cast<size_t>(B), 16);
   l.page_indptr_offset = off;
   off = align_to(off + sizeof(int32_t) * static_cast<size_t>(B + 1), 16);
+  if (l.max_decoded_blocks > 0) {
+    l.src_page_indptr_offset = off;
+    off = align_to(off + sizeof(int32_t) * static_cast<size_t>(B + 1), 16);
+  }
   l.arrays_offset = off;
   off += sizeof(LatentItem) * static_cast<size_t>(items) + sizeof(LatentMerge) * static_cast<size_t>(merges);
-  off += sizeof(int32_t) * static_cast<size_t>(l.max_pages);
+  off += sizeof(int32_t) * static_cast<size_t>(l.max_pages + l.max_decoded_blocks);
   l.total_bytes = align_to(off, 256);
   return l;
 }

@@ -54,6 +54,9 @@ struct LatentChoice {
   // Workers pulling the plan's items (the CUDA kernel's persistent CTAs); 0: a plan's splits
   // stay split_size whatever the batch (LatentPlanOptions::batch_invariant).
   int workers = 0;
+  // Rows of the bf16 workspace a plan on an FP8 cache may decode into once
+  // (LatentConfig::max_decoded_rows, a multiple of 64; 0: rows are decoded in the kernel only).
+  int64_t decoded_rows = 0;
 };
 
 class Backend {

@@ -3,6 +3,7 @@
 #include <string>
 
 #include "contract/latent_launch.h"
+#include "contract/latent_layout.h"
 #include "core/backend.h"
 #include "core/launch_args.h"
 #include "cuda/common/host_sync.h"
@@ -46,7 +47,11 @@ class CudaBackend final : public Backend {
     }
     // 512 keys per split: one request alone over 4096 keys already spreads over 8 SMs; a batch
     // that fills the GPU splits less (plan::LatentScheduler), one CTA per SM.
-    return {64, c.kv_split_size > 0 ? c.kv_split_size : 512, cuda::latent_grid(index_)};
+    LatentChoice choice{64, c.kv_split_size > 0 ? c.kv_split_size : 512, cuda::latent_grid(index_)};
+    if (c.kv_cache_dtype != KvCacheDtype::kAuto) {
+      choice.decoded_rows = c.max_decoded_rows / latent::kDecodedBlockRows * latent::kDecodedBlockRows;
+    }
+    return choice;
   }
   void latent_attention(const latent::LatentArgs& args, Stream stream) const override {
     cuda::launch_latent(args, index_, stream);

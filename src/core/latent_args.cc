@@ -8,7 +8,8 @@ size_t latent_partial_bytes(int64_t rows, int kv_lora_rank) {
 }
 
 latent::LatentArgs make_latent_args(const LatentConfig& c, const LatentLayer& y, const TensorView& out,
-                                    const TensorView* lse, const void* plan, void* partials, int64_t partial_rows) {
+                                    const TensorView* lse, const void* plan, void* partials, int64_t partial_rows,
+                                    void* decoded, int64_t decoded_rows) {
   latent::LatentArgs a{};
   a.q = y.q.data;
   a.q_stride_tok = y.q.strides[0];
@@ -60,6 +61,8 @@ latent::LatentArgs make_latent_args(const LatentConfig& c, const LatentLayer& y,
   a.kv_lora_rank = c.kv_lora_rank;
   a.rope_dim = c.qk_rope_head_dim;
   a.dtype = c.dtype;
+  a.decoded = decoded;
+  a.decoded_capacity = decoded != nullptr ? decoded_rows : 0;
   return a;
 }
 

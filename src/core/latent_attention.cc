@@ -23,6 +23,7 @@ struct Setup {
   backend::LatentChoice choice;
   latent::LatentLayout layout;
   size_t partial_bytes = 0;
+  size_t decoded_bytes = 0;  // the bf16 workspace of FP8 rows decoded once, after the partials
 };
 
 Setup setup(const LatentConfig& c) {
@@ -31,7 +32,7 @@ Setup setup(const LatentConfig& c) {
   s.backend = backend::make_backend(c.device, "config.device");
   s.choice = s.backend->choose_latent(c);
   s.layout = latent::make_layout(c.num_heads, s.choice.block_rows, c.block_size, c.max_batch, c.max_q_tokens,
-                                 c.max_kv_tokens, c.max_topk, s.choice.split_size);
+                                 c.max_kv_tokens, c.max_topk, s.choice.split_size, s.choice.decoded_rows);
   // The block's offsets and the partial rows are int32 in the layout.
   if (s.layout.total_bytes > static_cast<size_t>(INT32_MAX) || s.layout.max_partial_rows > INT32_MAX / 1024) {
     throw Error(ErrorKind::kInvalidArgument, "config.max_q_tokens",
@@ -40,6 +41,7 @@ Setup setup(const LatentConfig& c) {
                     std::to_string(s.layout.max_partial_rows) + " partial rows; lower them");
   }
   s.partial_bytes = backend::latent_partial_bytes(s.layout.max_partial_rows, c.kv_lora_rank);
+  s.decoded_bytes = static_cast<size_t>(s.choice.decoded_rows) * (c.kv_lora_rank + c.qk_rope_head_dim) * 2;
   return s;
 }
 
@@ -53,6 +55,7 @@ struct LatentAttention::Impl {
   plan::LatentScheduler scheduler;
   std::unique_ptr<backend::PlanStaging> staging;
   void* partials = nullptr;
+  void* decoded = nullptr;  // in the partials' allocation, 256-byte aligned
 
   bool planned = false;
   LatentPlanOptions options;
@@ -70,7 +73,9 @@ struct LatentAttention::Impl {
         c.upload_in_run ? backend::PlanStaging::Upload::kInRun : backend::PlanStaging::Upload::kInPlan);
     // Never zeroed: every partial row a merge reads is written by its split first. On the CPU
     // the pages are committed only where a plan writes.
-    if (s.partial_bytes > 0) partials = backend->alloc_device(s.partial_bytes);
+    const size_t partial_bytes = latent::align_to(s.partial_bytes, 256);
+    if (partial_bytes + s.decoded_bytes > 0) partials = backend->alloc_device(partial_bytes + s.decoded_bytes);
+    if (s.decoded_bytes > 0) decoded = static_cast<uint8_t*>(partials) + partial_bytes;
     info.block_rows = choice.block_rows;
     info.kv_split_size = choice.split_size;
     info.cpu_isa = backend->cpu_isa(c.dtype, c.dtype);
@@ -84,7 +89,8 @@ struct LatentAttention::Impl {
 WorkspaceSizes LatentAttention::workspace_sizes(const LatentConfig& config) {
   const Setup s = setup(config);
   return {backend::PlanStaging::host_bytes(s.layout.total_bytes),
-          backend::PlanStaging::device_bytes(s.layout.total_bytes, 0) + s.partial_bytes};
+          backend::PlanStaging::device_bytes(s.layout.total_bytes, 0) + latent::align_to(s.partial_bytes, 256) +
+              s.decoded_bytes};
 }
 
 LatentAttention::LatentAttention(const LatentConfig& config) : impl_(std::make_unique<Impl>(config, setup(config))) {}
@@ -119,6 +125,7 @@ void LatentAttention::plan(const LatentBatch& batch, const LatentPlanOptions& op
   i.partial_rows = r.partial_rows;
   i.visible_pairs = r.visible_pairs;
   i.kv_split_size = r.split_size;
+  i.decoded_rows = r.decoded_rows;
 }
 
 void LatentAttention::run(const LatentLayer& layer, const TensorView& out, const TensorView* lse, Stream stream) const {
@@ -129,7 +136,7 @@ void LatentAttention::run(const LatentLayer& layer, const TensorView& out, const
   plan::check_latent_tensors(m.config, m.options, m.totals, layer, out, lse, rules);
   m.staging->upload(stream);  // upload_in_run: the plan's copy ahead of this run's launch, if owed
   m.backend->latent_attention(backend::make_latent_args(m.config, layer, out, lse, m.staging->device(), m.partials,
-                                                        m.layout.max_partial_rows),
+                                                        m.layout.max_partial_rows, m.decoded, m.choice.decoded_rows),
                               stream);
 }
 

@@ -15,6 +15,7 @@
 #include "cuda/common/cuda_check.h"
 #include "cuda/common/device_guard.h"
 #include "cuda/common/ptx.cuh"
+#include "cuda/latent_decode_rows.h"
 #include "mlakit/error.h"
 #if MLAKIT_WITH_SM90
 #include "cuda/sm90/latent_launch_sm90.h"
@@ -131,7 +132,26 @@ void launch_latent(const LatentArgs& a, int device, Stream stream) {
   auto* s = static_cast<cudaStream_t>(stream);
   const int sms = latent_grid(device);
 #if MLAKIT_WITH_SM90
-  if (a.cache_format == 1) {  // fp8_ds_mla rows (bf16 only)
+  if (a.cache_format != 0 && a.decoded != nullptr) {
+    // An FP8 cache with a workspace to decode into once: the decode and the 16-bit kernel over
+    // the workspace serve decoded plans, the FP8 kernel the others; each kernel reads from the
+    // plan block whether it has the plan's items, so one captured run replays either kind.
+    launch_latent_decode_rows(a, sms, s);
+    LatentArgs w = a;
+    w.cache = a.decoded;
+    w.cache_format = 0;
+    w.k_scale = nullptr;
+    w.block_size = latent::kDecodedBlockRows;
+    w.cache_stride_row = a.kv_lora_rank + a.rope_dim;
+    w.cache_stride_block = int64_t{latent::kDecodedBlockRows} * w.cache_stride_row;
+    w.num_slots = a.decoded_capacity;
+    w.run_when = 1;
+    MLAKIT_CUDA_CHECK(sm90::launch_latent_bf16(w, device, sms, s));
+    LatentArgs f = a;
+    f.run_when = 2;
+    MLAKIT_CUDA_CHECK(a.cache_format == 1 ? sm90::launch_latent_bf16_fp8ds(f, device, sms, s)
+                                          : sm90::launch_latent_bf16_fp8(f, device, sms, s));
+  } else if (a.cache_format == 1) {  // fp8_ds_mla rows (bf16 only)
     MLAKIT_CUDA_CHECK(sm90::launch_latent_bf16_fp8ds(a, device, sms, s));
   } else if (a.cache_format == 2) {  // fp8 rows, the layer's scale (bf16 only)
     MLAKIT_CUDA_CHECK(sm90::launch_latent_bf16_fp8(a, device, sms, s));

@@ -91,6 +91,8 @@ void check_latent_config(const LatentConfig& c) {
   if (c.max_topk < 0 || c.max_topk > (1 << 20)) invalid("config.max_topk", "must be in [0, 2^20]");
   if (c.kv_split_size < 0 || c.kv_split_size % 64 != 0)
     invalid("config.kv_split_size", "must be a multiple of 64 (0 = the backend's choice), got " + str(c.kv_split_size));
+  if (c.max_decoded_rows < 0 || c.max_decoded_rows > INT32_MAX)
+    invalid("config.max_decoded_rows", "must be in [0, 2^31), got " + str(c.max_decoded_rows));
 }
 
 LatentTotals check_latent_plan(const LatentConfig& c, const LatentBatch& b, const LatentPlanOptions& o) {
@@ -102,6 +104,9 @@ LatentTotals check_latent_plan(const LatentConfig& c, const LatentBatch& b, cons
                                 (c.max_topk == 0 ? " (sparse plans need config.max_topk > 0)" : ""));
   if (o.indices != LatentIndices::kPositions && o.indices != LatentIndices::kSlots)
     invalid("options.indices", "must be kPositions or kSlots, got " + str(static_cast<int>(o.indices)));
+  if (o.fp8_decode != LatentFp8Decode::kAuto && o.fp8_decode != LatentFp8Decode::kOnce &&
+      o.fp8_decode != LatentFp8Decode::kInKernel)
+    invalid("options.fp8_decode", "must be kAuto, kOnce or kInKernel, got " + str(static_cast<int>(o.fp8_decode)));
   if (b.batch_size < 0) invalid("batch_size", "must be >= 0, got " + str(b.batch_size));
   if (b.batch_size > c.max_batch)
     invalid("batch_size", str(b.batch_size) + " exceeds config.max_batch = " + str(c.max_batch));

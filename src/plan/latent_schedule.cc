@@ -81,6 +81,10 @@ LatentScheduleResult LatentScheduler::build(const LatentBatch& b, const LatentPl
   // kSplitRowsMax rows too): items, merges, partial rows; and whether any such request exists.
   int64_t all_items = 0, all_merges = 0, all_partial = 0;
   bool large = false;
+  // For a decode once (FP8 caches): keys the items read, and the workspace rows the rows of the
+  // requests they read take (each request's a multiple of a block).
+  int64_t reads = 0, decode_rows = 0;
+  const bool may_decode = layout_.max_decoded_blocks > 0 && t.reads_table && o.fp8_decode != LatentFp8Decode::kInKernel;
   qo[0] = 0;
   page_ptr[0] = 0;
   for (int r = 0; r < b.batch_size; ++r) {
@@ -89,6 +93,10 @@ LatentScheduleResult LatentScheduler::build(const LatentBatch& b, const LatentPl
     qo[r + 1] = static_cast<int32_t>(qo[r] + q);
     kv[r] = static_cast<int32_t>(kvr);
     page_ptr[r + 1] = static_cast<int32_t>(page_ptr[r] + (t.reads_table ? (kvr + bs - 1) / bs : 0));
+    if (may_decode && q > 0) {
+      reads += sparse ? q * head_blocks * o.topk : (q * H + BR - 1) / BR * kvr;
+      decode_rows += (kvr + latent::kDecodedBlockRows - 1) / latent::kDecodedBlockRows * latent::kDecodedBlockRows;
+    }
     if (!widen || q == 0) continue;
     const int64_t rows_r = q * H;
     const int64_t blocks = sparse ? q * head_blocks : (rows_r + BR - 1) / BR;
@@ -254,10 +262,27 @@ LatentScheduleResult LatentScheduler::build(const LatentBatch& b, const LatentPl
   std::memcpy(block + merges_off, merges_.data(), sizeof(LatentMerge) * static_cast<size_t>(num_merges));
   const size_t pages_off = merges_off + sizeof(LatentMerge) * static_cast<size_t>(num_merges);
   auto* pages = reinterpret_cast<int32_t*>(block + pages_off);
-  if (t.reads_table && !t.device_table) {
+  // Decoded once: the kernel reads the workspace, request r's rows at consecutive blocks (the
+  // pages), and the cache's pages go after them for the decode (latent_layout.h).
+  const int64_t ws_blocks = decode_rows / latent::kDecodedBlockRows;
+  const bool decoded = may_decode && decode_rows > 0 && ws_blocks <= layout_.max_decoded_blocks &&
+                       (o.fp8_decode == LatentFp8Decode::kOnce || reads >= kDecodeOnceReads * decode_rows);
+  int32_t* src_pages = pages;
+  if (decoded) {
+    auto* src_ptr = reinterpret_cast<int32_t*>(block + l.src_page_indptr_offset);
+    std::memcpy(src_ptr, page_ptr, sizeof(int32_t) * static_cast<size_t>(b.batch_size + 1));
     for (int r = 0; r < b.batch_size; ++r) {
-      const int32_t n = page_ptr[r + 1] - page_ptr[r];
-      std::memcpy(pages + page_ptr[r], b.block_table + static_cast<int64_t>(r) * b.block_table_cols,
+      const int64_t n = qo[r + 1] > qo[r] ? (kv[r] + latent::kDecodedBlockRows - 1) / latent::kDecodedBlockRows : 0;
+      page_ptr[r + 1] = static_cast<int32_t>(page_ptr[r] + n);
+    }
+    for (int64_t g = 0; g < ws_blocks; ++g) pages[g] = static_cast<int32_t>(g);
+    src_pages = pages + ws_blocks;
+  }
+  if (t.reads_table && !t.device_table) {
+    const int32_t* src_ptr = decoded ? reinterpret_cast<const int32_t*>(block + l.src_page_indptr_offset) : page_ptr;
+    for (int r = 0; r < b.batch_size; ++r) {
+      const int32_t n = src_ptr[r + 1] - src_ptr[r];
+      std::memcpy(src_pages + src_ptr[r], b.block_table + static_cast<int64_t>(r) * b.block_table_cols,
                   sizeof(int32_t) * static_cast<size_t>(n));
     }
   }
@@ -285,16 +310,32 @@ LatentScheduleResult LatentScheduler::build(const LatentBatch& b, const LatentPl
   h.items_offset = static_cast<int32_t>(l.arrays_offset);
   h.merges_offset = static_cast<int32_t>(merges_off);
   h.pages_offset = static_cast<int32_t>(pages_off);
-  if (t.reads_table && t.device_table) {
-    h.device_table = static_cast<int64_t>(reinterpret_cast<uintptr_t>(b.device_block_table));
-    h.table_cols = b.block_table_cols;
+  const int64_t device_table =
+      t.reads_table && t.device_table ? static_cast<int64_t>(reinterpret_cast<uintptr_t>(b.device_block_table)) : 0;
+  size_t used = pages_off;
+  if (decoded) {
+    h.decoded = 1;
+    h.decoded_pages = static_cast<int32_t>(ws_blocks);
+    h.block_size = latent::kDecodedBlockRows;
+    h.src_block_size = bs;
+    h.src_page_indptr_offset = static_cast<int32_t>(l.src_page_indptr_offset);
+    h.src_pages_offset = static_cast<int32_t>(pages_off + sizeof(int32_t) * static_cast<size_t>(ws_blocks));
+    h.src_device_table = device_table;
+    h.src_table_cols = device_table != 0 ? b.block_table_cols : 0;
+    const int32_t* src_ptr = reinterpret_cast<const int32_t*>(block + l.src_page_indptr_offset);
+    used = h.src_pages_offset + (device_table != 0 ? 0 : sizeof(int32_t) * static_cast<size_t>(src_ptr[b.batch_size]));
+    res.decoded_rows = decode_rows;
+  } else {
+    h.device_table = device_table;
+    h.table_cols = device_table != 0 ? b.block_table_cols : 0;
+    used = pages_off + (device_table != 0 ? 0 : sizeof(int32_t) * static_cast<size_t>(page_ptr[b.batch_size]));
   }
   std::memcpy(block, &h, sizeof(h));
 
   res.num_items = num_items;
   res.num_merges = num_merges;
   res.partial_rows = partial;
-  res.used_bytes = pages_off + (h.device_table != 0 ? 0 : sizeof(int32_t) * static_cast<size_t>(page_ptr[b.batch_size]));
+  res.used_bytes = used;
   return res;
 }
 

@@ -21,6 +21,7 @@ struct LatentScheduleResult {
   int64_t partial_rows = 0;
   int64_t visible_pairs = 0;
   int split_size = 0;     // keys per split in this plan
+  int64_t decoded_rows = 0;  // rows a run decodes into the workspace first (0: in the kernel)
   size_t used_bytes = 0;  // the prefix of the block plan() publishes
 };
 
@@ -38,6 +39,13 @@ class LatentScheduler {
   // at 16 heads ran 11-34% faster with one item per SM than with four (128 x 1 and 64 x 4 new
   // tokens over 4096 keys: splits of 4096 and 2048), while half an item per SM left SMs idle.
   static constexpr int kMaxWiden = 5, kItemStartTiles = 8;
+
+  // LatentFp8Decode::kAuto decodes a plan's rows once when its items read each of them at least
+  // this many times on average (every 64-row block of a request reads all its keys; a sparse
+  // token's reads its top-k), as each item would decode them again. A decode pass writes and the
+  // kernel reads 1,152 bytes a row besides the 656 or 576 the kernel would read: for decode and
+  // MTP (2 items a row at 128 heads) that costs more than decoding in the kernel.
+  static constexpr int kDecodeOnceReads = 8;
 
   // The busiest worker's time, in key tiles, of a plan whose splits hold split_len keys:
   // `items` items over `tiles` key tiles in all (every row block's), `workers` workers taking

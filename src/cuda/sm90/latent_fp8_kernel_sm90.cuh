@@ -203,7 +203,8 @@ __global__ void __launch_bounds__(kThreads, 1) latent_kernel(const LatentArgs ar
   const int lane = tid & 31;
   const int quad = lane & 3;
   const int r0 = 16 * (wtid >> 5) + (lane >> 2);  // this thread's rows r0 and r0 + 8
-  const int num_items = h.num_items;
+  // 0 when this launch does not serve the plan (an FP8 cache decoded once: latent_dispatch.cu).
+  const int num_items = latent::latent_launch_runs(a.run_when, h.decoded) ? h.num_items : 0;
 
   for (int round = 0, item = blockIdx.x; item < num_items;
        item = static_cast<int>(latent::worker_item(++round, blockIdx.x, gridDim.x))) {

@@ -370,7 +370,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   while ((1 << block_shift) < h.block_size) ++block_shift;
   const float sl = h.sm_scale_log2;
   const float slack = kSlackLog2 / sl;  // raw score units (+inf with a zero scale: m never moves)
-  const int num_items = h.num_items;
+  // 0 when this launch does not serve the plan (an FP8 cache decoded once: latent_dispatch.cu).
+  const int num_items = latent::latent_launch_runs(a.run_when, h.decoded) ? h.num_items : 0;
   // Parities (both warpgroups alike): bit s, of the tile stage s holds now and of P_s's barrier;
   // bits 2 and 3, of stage 0's and stage 1's key_ok reads (a phase a refill of the stage's
   // key_ok: each warpgroup arrives on its key_ok barrier only before a refill that waits for it,

@@ -13,6 +13,7 @@
 #include "cuda/common/grid_dependency.cuh"
 #include "cuda/common/pdl_launch.h"
 #include "mla/cuda/mla_launch.h"
+#include "mla/cuda/fp8_rows.cuh"
 #include "mla/cuda/row_copy.cuh"
 #include "contract/kv_cache_format.h"
 
@@ -28,20 +29,6 @@ using mlakit::mla::new_token_of;
 constexpr int kWarpsPerBlock = kRowCopyThreads / 32;
 constexpr unsigned kFullWarp = 0xffffffffu;
 
-// Two floats as a pair of 16-bit values (the first in the low half), rounded to nearest even.
-template <typename T>
-__device__ __forceinline__ uint32_t pack2(float a, float b);
-template <>
-__device__ __forceinline__ uint32_t pack2<__nv_bfloat16>(float a, float b) {
-  const __nv_bfloat162 h = __floats2bfloat162_rn(a, b);
-  return *reinterpret_cast<const uint32_t*>(&h);
-}
-template <>
-__device__ __forceinline__ uint32_t pack2<__half>(float a, float b) {
-  const __half2 h = __floats2half2_rn(a, b);
-  return *reinterpret_cast<const uint32_t*>(&h);
-}
-
 template <typename T>
 __device__ __forceinline__ float2 unpack2(uint32_t w);
 template <>
@@ -53,12 +40,6 @@ __device__ __forceinline__ float2 unpack2<__half>(uint32_t w) {
   return __half22float2(*reinterpret_cast<const __half2*>(&w));
 }
 
-// Two e4m3 codes (low byte first) as floats: exact (through fp16, which holds every e4m3 value).
-__device__ __forceinline__ float2 e4m3x2_to_float2(uint32_t two) {
-  const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(two & 0xffffu), __NV_E4M3);
-  return __half22float2(__half2(h));
-}
-
 // Two floats as e4m3 codes (the first in the low byte): nearest even, saturated to +-448, NaN ->
 // 0x7f (the host codec's e4m3_satfinite).
 __device__ __forceinline__ uint32_t float2_to_e4m3x2(float a, float b) {
@@ -66,21 +47,6 @@ __device__ __forceinline__ uint32_t float2_to_e4m3x2(float a, float b) {
   if (a != a) r = (r & 0xff00u) | 0x7fu;
   if (b != b) r = (r & 0x00ffu) | 0x7f00u;
   return r;
-}
-
-// 16 codes x scale as 16 values of T: two 16-byte stores at dst.
-template <typename T>
-__device__ __forceinline__ void store_decoded16(uint16_t* dst, uint4 codes, float scale) {
-  const uint32_t c[4] = {codes.x, codes.y, codes.z, codes.w};
-  uint32_t o[8];
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const float2 lo = e4m3x2_to_float2(c[i]), hi = e4m3x2_to_float2(c[i] >> 16);
-    o[2 * i] = pack2<T>(__fmul_rn(lo.x, scale), __fmul_rn(lo.y, scale));
-    o[2 * i + 1] = pack2<T>(__fmul_rn(hi.x, scale), __fmul_rn(hi.y, scale));
-  }
-  store16(dst, make_uint4(o[0], o[1], o[2], o[3]));
-  store16(dst + 8, make_uint4(o[4], o[5], o[6], o[7]));
 }
 
 // 16 values of T (two 16-byte loads) as floats.
@@ -111,12 +77,6 @@ __device__ __forceinline__ uint8_t* cache_bytes(const mlakit::mla::CacheView& c,
   return static_cast<uint8_t*>(c.data) + blk * c.block_stride + off * c.row_stride;
 }
 
-// kFp8 (vLLM "fp8"): width codes, value = code x k_scale.
-template <typename T>
-__device__ __forceinline__ void context_row_fp8(const uint8_t* row, float k_scale, int width, uint16_t* out, int lane) {
-  for (int p = lane; p < width / 16; p += 32) store_decoded16<T>(out + 16 * p, load16(row + 16 * p), k_scale);
-}
-
 template <typename T>
 __device__ __forceinline__ void new_row_fp8(const uint16_t* kv_c, const uint16_t* k_pe, int latent, float k_scale,
                                             int width, uint8_t* row, uint16_t* out, int lane) {
@@ -132,17 +92,11 @@ __device__ __forceinline__ void new_row_fp8(const uint16_t* kv_c, const uint16_t
   }
 }
 
-// kFp8DsMla (DeepSeek-V3.2): lane l holds codes [16 l, 16 l + 16) of tile l / 8; lanes 0-7 also
-// the k_pe piece l (8 bf16 values).
+// kFp8DsMla (DeepSeek-V3.2), a new token: lane l holds values [16 l, 16 l + 16) of tile l / 8;
+// lanes 0-7 also the k_pe piece l (8 bf16 values). Context rows: fp8_rows.cuh.
 using mlakit::mla::kDsMlaLatent;
 using mlakit::mla::kDsMlaRopeOffset;
 using mlakit::mla::kDsMlaScalesOffset;
-
-__device__ __forceinline__ void context_row_ds_mla(const uint8_t* row, uint16_t* out, int lane) {
-  const float scale = reinterpret_cast<const float*>(row + kDsMlaScalesOffset)[lane >> 3];
-  store_decoded16<__nv_bfloat16>(out + 16 * lane, load16(row + 16 * lane), scale);
-  if (lane < 8) store16(out + kDsMlaLatent + 8 * lane, load16(row + kDsMlaRopeOffset + 16 * lane));
-}
 
 __device__ __forceinline__ void new_row_ds_mla(const uint16_t* kv_c, const uint16_t* k_pe, uint8_t* row,
                                                uint16_t* out, int lane) {
