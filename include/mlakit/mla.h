@@ -116,6 +116,11 @@ struct MlaConfig {
   // DeepSeek-V3.2 steps (MlaPlanOptions::topk): the largest top-k a plan may take; 0 = none.
   // Needs the latent attention as absorbed requests do (refused naming this field otherwise).
   int max_topk = 0;
+  // FP8 caches on CUDA: the workspace rows into which the latent attention of absorbed and
+  // sparse tokens decodes the cache rows of a step that reads each of them many times (V3.2
+  // prefill chunks past position max_topk) once, instead of in every item that reads them
+  // (LatentConfig::max_decoded_rows: 1,152 bytes a row). 0 = none.
+  int64_t max_decoded_rows = 0;
 };
 
 // One engine step's requests, all host arrays. Request b has context_lens[b] tokens in the cache

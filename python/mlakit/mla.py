@@ -166,7 +166,10 @@ class MlaStep:
     position ``>= K`` through its row of the layer's indexer output (``run(..., indices=)``,
     ``[T, K]`` int32 request-local positions, ``-1`` padded; ``topk_length`` optional) in latent
     space, and the tokens below ``K`` (which see at most ``K`` keys, all of which top-K selects)
-    through the dense step (``MlaPlanOptions::topk``, ``docs/mla.md``).
+    through the dense step (``MlaPlanOptions::topk``, ``docs/mla.md``). ``max_decoded_rows`` (FP8
+    caches on CUDA): rows of a bf16 workspace into which those tokens' latent attention decodes
+    the cache rows of a step that reads each many times (V3.2 prefill chunks) once
+    (:class:`mlakit.LatentAttention`'s).
     """
 
     def __init__(self, num_heads: int = 16, kv_lora_rank: int = 512, qk_nope_head_dim: int = 128,
@@ -175,7 +178,7 @@ class MlaStep:
                  max_tokens: int, max_context_tokens: int = 0, workspace_rows: int = 0,
                  upload_in_run: bool = False, fp8_attention: bool = False,
                  kv_cache_dtype: Any = "auto", absorb_max_query_len: int = -1,
-                 max_absorbed_tokens: int = 0, max_topk: int = 0) -> None:
+                 max_absorbed_tokens: int = 0, max_topk: int = 0, max_decoded_rows: int = 0) -> None:
         device_name = _device_name(device)
         if device_name == "cuda":
             device_name = "cuda:0"
@@ -184,7 +187,8 @@ class MlaStep:
                                 int(block_size), int(num_blocks), int(max_batch), int(max_tokens),
                                 int(max_context_tokens), int(workspace_rows), device_name,
                                 bool(upload_in_run), bool(fp8_attention), _kv_cache_dtype_name(kv_cache_dtype),
-                                int(absorb_max_query_len), int(max_absorbed_tokens), int(max_topk))
+                                int(absorb_max_query_len), int(max_absorbed_tokens), int(max_topk),
+                                int(max_decoded_rows))
         self._device = device_name
         self.handle: int = next(_handles)
         _registry[self.handle] = self

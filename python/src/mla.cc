@@ -36,7 +36,7 @@ mlakit::MlaConfig make_config(int num_heads, int kv_lora_rank, int qk_nope_head_
                               int max_batch, int64_t max_tokens, int64_t max_context_tokens,
                               int64_t workspace_rows, const std::string& device, bool upload_in_run,
                               bool fp8_attention, const std::string& kv_cache_dtype, int absorb_max_query_len,
-                              int64_t max_absorbed_tokens, int max_topk) {
+                              int64_t max_absorbed_tokens, int max_topk, int64_t max_decoded_rows) {
   mlakit::MlaConfig c;
   c.num_heads = num_heads;
   c.kv_lora_rank = kv_lora_rank;
@@ -57,6 +57,7 @@ mlakit::MlaConfig make_config(int num_heads, int kv_lora_rank, int qk_nope_head_
   c.absorb_max_query_len = absorb_max_query_len;
   c.max_absorbed_tokens = max_absorbed_tokens;
   c.max_topk = max_topk;
+  c.max_decoded_rows = max_decoded_rows;
   return c;
 }
 
@@ -92,19 +93,19 @@ void bind_mla(nb::module_& m) {
               int v_head_dim, const std::string& dtype, int block_size, int64_t num_blocks, int max_batch,
               int64_t max_tokens, int64_t max_context_tokens, int64_t workspace_rows, const std::string& device,
               bool upload_in_run, bool fp8_attention, const std::string& kv_cache_dtype, int absorb_max_query_len,
-              int64_t max_absorbed_tokens, int max_topk) {
+              int64_t max_absorbed_tokens, int max_topk, int64_t max_decoded_rows) {
              new (self) mlakit::MlaStep(make_config(num_heads, kv_lora_rank, qk_nope_head_dim, qk_rope_head_dim,
                                                     v_head_dim, dtype, block_size, num_blocks, max_batch, max_tokens,
                                                     max_context_tokens, workspace_rows, device, upload_in_run,
                                                     fp8_attention, kv_cache_dtype, absorb_max_query_len,
-                                                    max_absorbed_tokens, max_topk));
+                                                    max_absorbed_tokens, max_topk, max_decoded_rows));
            },
            nb::arg("num_heads"), nb::arg("kv_lora_rank"), nb::arg("qk_nope_head_dim"), nb::arg("qk_rope_head_dim"),
            nb::arg("v_head_dim"), nb::arg("dtype"), nb::arg("block_size"), nb::arg("num_blocks"),
            nb::arg("max_batch"), nb::arg("max_tokens"), nb::arg("max_context_tokens"), nb::arg("workspace_rows"),
            nb::arg("device"), nb::arg("upload_in_run") = false, nb::arg("fp8_attention") = false,
            nb::arg("kv_cache_dtype") = "auto", nb::arg("absorb_max_query_len") = -1,
-           nb::arg("max_absorbed_tokens") = 0, nb::arg("max_topk") = 0)
+           nb::arg("max_absorbed_tokens") = 0, nb::arg("max_topk") = 0, nb::arg("max_decoded_rows") = 0)
       .def(
           "plan",
           [](mlakit::MlaStep& self, nb::handle query_lens, nb::handle context_lens, nb::handle block_table,
@@ -226,18 +227,20 @@ void bind_mla(nb::module_& m) {
           [](int num_heads, int kv_lora_rank, int qk_nope_head_dim, int qk_rope_head_dim, int v_head_dim,
              const std::string& dtype, int block_size, int64_t num_blocks, int max_batch, int64_t max_tokens,
              int64_t max_context_tokens, int64_t workspace_rows, const std::string& device, bool fp8_attention,
-             const std::string& kv_cache_dtype, int absorb_max_query_len, int64_t max_absorbed_tokens, int max_topk) {
+             const std::string& kv_cache_dtype, int absorb_max_query_len, int64_t max_absorbed_tokens, int max_topk,
+             int64_t max_decoded_rows) {
             mlakit::WorkspaceSizes w = mlakit::MlaStep::workspace_sizes(make_config(
                 num_heads, kv_lora_rank, qk_nope_head_dim, qk_rope_head_dim, v_head_dim, dtype, block_size,
                 num_blocks, max_batch, max_tokens, max_context_tokens, workspace_rows, device, false, fp8_attention,
-                kv_cache_dtype, absorb_max_query_len, max_absorbed_tokens, max_topk));
+                kv_cache_dtype, absorb_max_query_len, max_absorbed_tokens, max_topk, max_decoded_rows));
             return nb::make_tuple(w.host_bytes, w.device_bytes);
           },
           nb::arg("num_heads"), nb::arg("kv_lora_rank"), nb::arg("qk_nope_head_dim"), nb::arg("qk_rope_head_dim"),
           nb::arg("v_head_dim"), nb::arg("dtype"), nb::arg("block_size"), nb::arg("num_blocks"),
           nb::arg("max_batch"), nb::arg("max_tokens"), nb::arg("max_context_tokens"), nb::arg("workspace_rows"),
           nb::arg("device"), nb::arg("fp8_attention") = false, nb::arg("kv_cache_dtype") = "auto",
-          nb::arg("absorb_max_query_len") = -1, nb::arg("max_absorbed_tokens") = 0, nb::arg("max_topk") = 0);
+          nb::arg("absorb_max_query_len") = -1, nb::arg("max_absorbed_tokens") = 0, nb::arg("max_topk") = 0,
+          nb::arg("max_decoded_rows") = 0);
   m.def("graph_rows_bucket", &mlakit::graph_rows_bucket, nb::arg("rows"), nb::arg("cap"),
         nb::arg("step_above") = 256,
         "The MlaStep.plan(graph_rows=...) bucket of a step of `rows` rows (context + new tokens) under "

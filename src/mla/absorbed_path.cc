@@ -36,6 +36,7 @@ LatentConfig latent_config(const MlaConfig& c) {
                                              : std::min<int64_t>(c.max_tokens, 512);
   l.max_kv_tokens = c.max_context_tokens + c.max_tokens;
   l.max_topk = c.max_topk;
+  l.max_decoded_rows = c.max_decoded_rows;
   l.device = c.device;
   l.upload_in_run = c.upload_in_run;
   return l;

@@ -2,8 +2,8 @@
 // the indexer's indices in latent space (the Hopper latent kernel's sparse mode), the others
 // densely; against the float64 oracle of tests/util/mla_sparse_case.h (repeats, -1, entries past
 // the request's keys, topk_length), with the cache written, at 16 and 128 heads, on the 16-bit and
-// fp8_ds_mla caches, eager and through a CUDA graph replayed after re-planning. Outputs are
-// NaN-poisoned before every run.
+// fp8_ds_mla caches (their rows decoded in the kernel, or once into a workspace), eager and
+// through a CUDA graph replayed after re-planning. Outputs are NaN-poisoned before every run.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -35,11 +35,12 @@ struct SparseCase {
   KvCacheDtype format;
   std::vector<int32_t> q, ctx;
   int64_t sparse_tokens;
+  int64_t decoded_rows = 0;  // MlaConfig::max_decoded_rows (FP8 caches)
 };
 
 std::string sparse_name(const ::testing::TestParamInfo<SparseCase>& i) {
   return "h" + std::to_string(i.param.heads) + "_bs" + std::to_string(i.param.block_size) + "_" +
-         kv_cache_dtype_name(i.param.format);
+         kv_cache_dtype_name(i.param.format) + (i.param.decoded_rows > 0 ? "_decoded" : "");
 }
 
 class CudaMlaSparseStep : public ::testing::TestWithParam<SparseCase> {
@@ -53,6 +54,7 @@ MlaConfig sparse_config(const SparseCase& sc) {
   c.block_size = sc.block_size;
   c.kv_cache_dtype = sc.format;
   c.max_topk = kTopk;
+  c.max_decoded_rows = sc.decoded_rows;
   return c;
 }
 
@@ -90,7 +92,9 @@ INSTANTIATE_TEST_SUITE_P(
         SparseCase{16, 64, KvCacheDtype::kAuto, {100, 1, 3, 20, 30}, {0, 200, 70, 10, 50}, 36 + 1 + 3 + 16},
         SparseCase{16, 16, KvCacheDtype::kAuto, {100, 1, 3, 20, 30}, {0, 200, 70, 10, 50}, 36 + 1 + 3 + 16},
         SparseCase{128, 64, KvCacheDtype::kAuto, {80, 2}, {0, 100}, 16 + 2},
-        SparseCase{16, 64, KvCacheDtype::kFp8DsMla, {100, 1, 3}, {0, 200, 70}, 36 + 1 + 3}),
+        SparseCase{16, 64, KvCacheDtype::kFp8DsMla, {100, 1, 3}, {0, 200, 70}, 36 + 1 + 3},
+        // The sparse tokens' rows decoded once (2 x 48 tokens x 64 entries read 640 rows).
+        SparseCase{128, 16, KvCacheDtype::kFp8DsMla, {80, 2, 30}, {0, 100, 300}, 16 + 2 + 30, 4096}),
     sparse_name);
 
 #if MLAKIT_WITH_CUDA
