@@ -123,14 +123,16 @@ def all_workloads(smoke=False) -> List[LatentWorkload]:
                                   fp8="ds_mla"))
     for h in (16, 128):
         out.append(LatentWorkload(f"fp8_dense_decode_h{h}", "fp8", h, 1, [ctx] * dec_b, smoke=smoke, fp8="layer"))
-    out.append(LatentWorkload("fp8_extend64_h128", "fp8", 128, 64, [ctx] * mtp_b[64], smoke=smoke, fp8="ds_mla"))
+    for q in (4, 64):
+        name = f"fp8_mtp{q}_h128" if q <= 4 else f"fp8_extend{q}_h128"
+        out.append(LatentWorkload(name, "fp8", 128, q, [ctx] * mtp_b[q], smoke=smoke, fp8="ds_mla"))
     return out
 
 
 FAMILIES = {"decode": "decode: 1 new token per request (uniform and ragged contexts)",
             "mtp": "MTP / extend: new tokens per request, causal among them",
             "sparse": "sparse prefill (DSA): one request, every query token its own top-k",
-            "fp8": "on FP8 caches: fp8_ds_mla (DSA sparse decode, 2 new tokens, sparse prefill, extend-64); fp8 (dense decode)"}
+            "fp8": "on FP8 caches: fp8_ds_mla (DSA sparse decode, 2 new tokens, sparse prefill, MTP-4 and extend-64); fp8 (dense decode)"}
 
 
 def select(names, smoke=False):

@@ -1,12 +1,13 @@
 // The decode once of latent attention on FP8 caches (latent_decode_rows.h): a CTA a workspace
-// block of 64 rows, each value decoded as the MLA step's gather decodes it (mla/cuda/fp8_rows.cuh).
+// block of 64 rows, each value decoded as the MLA step's gather decodes it
+// (cuda/common/fp8_rows.cuh).
 #include "cuda/latent_decode_rows.h"
 
 #include <cuda_bf16.h>
 
 #include "contract/latent_layout.h"
 #include "cuda/common/cuda_check.h"
-#include "mla/cuda/fp8_rows.cuh"
+#include "cuda/common/fp8_rows.cuh"
 
 namespace mlakit {
 namespace cuda {
@@ -61,12 +62,12 @@ __global__ void __launch_bounds__(kDecodeWarps * 32) latent_decode_rows_kernel(c
       const auto* row = static_cast<const uint8_t*>(a.cache) + src_pages[pos >> shift] * a.cache_stride_block +
                         (pos & in_block) * a.cache_stride_row;
       if constexpr (kFormat == 1) {
-        piece[k][0] = mla::load16(row + 16 * lane);
+        piece[k][0] = fp8::load16(row + 16 * lane);
         scale[k] = reinterpret_cast<const float*>(row + mlakit::mla::kDsMlaScalesOffset)[lane >> 3];
-        if (lane < 8) piece[k][1] = mla::load16(row + mlakit::mla::kDsMlaRopeOffset + 16 * lane);
+        if (lane < 8) piece[k][1] = fp8::load16(row + mlakit::mla::kDsMlaRopeOffset + 16 * lane);
       } else {
-        piece[k][0] = mla::load16(row + 16 * lane);
-        if (lane < kRowWidth / 16 - 32) piece[k][1] = mla::load16(row + 16 * (lane + 32));
+        piece[k][0] = fp8::load16(row + 16 * lane);
+        if (lane < kRowWidth / 16 - 32) piece[k][1] = fp8::load16(row + 16 * (lane + 32));
       }
     }
 #pragma unroll
@@ -75,11 +76,11 @@ __global__ void __launch_bounds__(kDecodeWarps * 32) latent_decode_rows_kernel(c
       if (i >= rows) break;
       auto* out = static_cast<uint16_t*>(a.decoded) + (int64_t{g} * latent::kDecodedBlockRows + i) * kRowWidth;
       if constexpr (kFormat == 1) {
-        mla::store_decoded16<__nv_bfloat16>(out + 16 * lane, piece[k][0], scale[k]);
-        if (lane < 8) mla::store16(out + mlakit::mla::kDsMlaLatent + 8 * lane, piece[k][1]);
+        fp8::store_decoded16<__nv_bfloat16>(out + 16 * lane, piece[k][0], scale[k]);
+        if (lane < 8) fp8::store16(out + mlakit::mla::kDsMlaLatent + 8 * lane, piece[k][1]);
       } else {
-        mla::store_decoded16<__nv_bfloat16>(out + 16 * lane, piece[k][0], k_scale);
-        if (lane < kRowWidth / 16 - 32) mla::store_decoded16<__nv_bfloat16>(out + 16 * (lane + 32), piece[k][1], k_scale);
+        fp8::store_decoded16<__nv_bfloat16>(out + 16 * lane, piece[k][0], k_scale);
+        if (lane < kRowWidth / 16 - 32) fp8::store_decoded16<__nv_bfloat16>(out + 16 * (lane + 32), piece[k][1], k_scale);
       }
     }
   }

@@ -10,10 +10,10 @@
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
 
+#include "cuda/common/fp8_rows.cuh"
 #include "cuda/common/grid_dependency.cuh"
 #include "cuda/common/pdl_launch.h"
 #include "mla/cuda/mla_launch.h"
-#include "mla/cuda/fp8_rows.cuh"
 #include "mla/cuda/row_copy.cuh"
 #include "contract/kv_cache_format.h"
 
@@ -25,6 +25,11 @@ namespace {
 using mlakit::KvCacheDtype;
 using mlakit::mla::is_new_token_entry;
 using mlakit::mla::new_token_of;
+
+using fp8::context_row_ds_mla;
+using fp8::context_row_fp8;
+using fp8::pack2;
+using fp8::store_decoded16;
 
 constexpr int kWarpsPerBlock = kRowCopyThreads / 32;
 constexpr unsigned kFullWarp = 0xffffffffu;
@@ -93,7 +98,7 @@ __device__ __forceinline__ void new_row_fp8(const uint16_t* kv_c, const uint16_t
 }
 
 // kFp8DsMla (DeepSeek-V3.2), a new token: lane l holds values [16 l, 16 l + 16) of tile l / 8;
-// lanes 0-7 also the k_pe piece l (8 bf16 values). Context rows: fp8_rows.cuh.
+// lanes 0-7 also the k_pe piece l (8 bf16 values). Context rows: cuda/common/fp8_rows.cuh.
 using mlakit::mla::kDsMlaLatent;
 using mlakit::mla::kDsMlaRopeOffset;
 using mlakit::mla::kDsMlaScalesOffset;

@@ -1,5 +1,5 @@
 // FP8 latent cache rows decoded into 16-bit rows (formats in contract/kv_cache_format.h): what
-// the MLA step's gather (gather_fp8.cu) and latent attention's decode once
+// the MLA step's gather (mla/cuda/gather_fp8.cu) and latent attention's decode once
 // (cuda/latent_decode_rows.cu) write, one warp a row. Each value is code x scale in float32,
 // rounded once to the 16-bit type: the host codec's bytes (kv_cache_codec.cc) and what the Hopper
 // latent kernel decodes in its tiles, so every path sees the same values.
@@ -12,11 +12,14 @@
 #include <cstdint>
 
 #include "contract/kv_cache_format.h"
-#include "mla/cuda/row_copy.cuh"
 
 namespace mlakit {
 namespace cuda {
-namespace mla {
+namespace fp8 {
+
+// 16 bytes at a 16-byte aligned address.
+__device__ __forceinline__ uint4 load16(const void* src) { return *static_cast<const uint4*>(src); }
+__device__ __forceinline__ void store16(void* dst, uint4 v) { *static_cast<uint4*>(dst) = v; }
 
 // Two floats as a pair of 16-bit values (the first in the low half), rounded to nearest even.
 template <typename T>
@@ -70,6 +73,6 @@ __device__ __forceinline__ void context_row_ds_mla(const uint8_t* row, uint16_t*
   if (lane < 8) store16(out + kDsMlaLatent + 8 * lane, load16(row + kDsMlaRopeOffset + 16 * lane));
 }
 
-}  // namespace mla
+}  // namespace fp8
 }  // namespace cuda
 }  // namespace mlakit
