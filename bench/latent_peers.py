@@ -163,8 +163,8 @@ def build_flashmla_sparse(torch, st, w, inp):
 
 
 def build_flashmla_fp8(torch, st, w, inp):
-    if w.fp8 != "ds_mla":
-        raise NotApplicable("fp8_ds_mla workloads only")
+    if w.fp8 != "ds_mla" or not w.sparse:
+        raise NotApplicable("sparse fp8_ds_mla workloads only (FlashMLA has no dense FP8 kernel on Hopper)")
     if st.fmla is None:
         raise Skip(st.fmla_why)
     if w.topk % 64:
