@@ -2,9 +2,9 @@
 device, on GPUs other than sm90, or in builds without the kernel): decode, MTP causal and not,
 sparse indices with -1 padding (positions and slots, topk_length), q split in two, sinks, LSE and
 max_logits in both layouts, against a float64 PyTorch reference written here; bitwise repeatable
-runs and batch invariance; the fp8_ds_mla and fp8 caches; the torch custom ops; torch.cuda.CUDAGraph capture
-replayed after re-planning (the plan uploaded by plan() and by run()); and the widths the kernel
-refuses."""
+runs and batch invariance; the fp8_ds_mla and fp8 caches (their rows decoded once too); the
+torch custom ops; torch.cuda.CUDAGraph capture replayed after re-planning (the plan uploaded by
+plan() and by run()); and the widths the kernel refuses."""
 import math
 
 import pytest
@@ -426,6 +426,41 @@ def test_fp8_cache_with_layer_scale():
     check(out, lse, None, reference(q, (c8.float() * scale).to(torch.bfloat16), q_lens, kv_lens, table,
                                     (L + R) ** -0.5), 1e-2)
     assert torch.equal(torch.ops.mlakit.latent_attention(q, c8.view(torch.uint8), fp8.handle, k_scale=scale), out)
+
+
+def test_fp8_rows_decoded_once():
+    """max_decoded_rows on the fp8_ds_mla cache: an extend and a DSA prefill at 128 heads decode
+    their rows once into the workspace (info.decoded_rows) and give the bits of the 16-bit kernel on
+    the rows they decode to; fp8_decode="in_kernel" decodes them in the kernel instead."""
+    gen = torch.Generator().manual_seed(41)
+    q_lens, kv_lens, bs, heads, topk = [32, 3, 20], [700, 90, 400], 16, 128, 256
+    num_blocks = blocks_for(kv_lens, bs)
+    c8 = encode_cache("fp8_ds_mla", randn(gen, num_blocks, bs, L + R))
+    table = make_table(kv_lens, bs, num_blocks, gen)
+    q = randn(gen, sum(q_lens), heads, L + R)
+    indices = torch.stack([torch.randint(-1, kv, (topk,), generator=gen)
+                           for nq, kv in zip(q_lens, kv_lens) for _ in range(nq)]).to(DEV, torch.int32)
+    fp8 = latent(heads, bs, num_blocks, max_topk=topk, kv_cache_dtype="fp8_ds_mla", max_decoded_rows=4096)
+    bf16 = latent(heads, bs, num_blocks, max_topk=topk)
+    assert fp8.max_decoded_rows == 4096
+    decoded = decode_cache("fp8_ds_mla", c8)
+    twin = decoded.to(torch.bfloat16)  # exact: the scales are powers of two
+    for sparse in (False, True):
+        idx = indices if sparse else None
+        k = topk if sparse else 0
+        bf16.plan(q_lens, kv_lens, table, topk=k)
+        out2, lse2 = bf16.run(q, twin, indices=idx, return_lse=True)
+        fp8.plan(q_lens, kv_lens, table, topk=k)
+        assert fp8.info.decoded_rows == sum((n + 63) // 64 * 64 for n in kv_lens)
+        out, lse = fp8.run(q, c8, indices=idx, return_lse=True)
+        torch.cuda.synchronize()
+        assert torch.equal(out, out2) and torch.equal(lse, lse2)
+        check(out, lse, None, reference(q, decoded, q_lens, kv_lens, table, (L + R) ** -0.5, indices=idx), 1e-2)
+        fp8.plan(q_lens, kv_lens, table, topk=k, fp8_decode="in_kernel")
+        assert fp8.info.decoded_rows == 0
+        out3, lse3 = fp8.run(q, c8, indices=idx, return_lse=True)
+        torch.cuda.synchronize()
+        assert_matches_twin(out3, lse3, out2, lse2)
 
 
 def test_other_widths_are_refused():

@@ -175,6 +175,19 @@ def test_fp8_ds_mla_cache(sparse):
                                         indices=indices))
     with pytest.raises(ValueError, match="^mlakit: kv_cache: shape \\[.*, 576\\] must be"):
         attn.run(q, torch.zeros(num_blocks, bs, L + R, dtype=torch.uint8), indices=indices)
+    # max_decoded_rows is the CUDA kernel's workspace: the CPU decodes each chunk of rows as it
+    # reads them, whatever fp8_decode asks.
+    once = mlakit.LatentAttention(heads, dtype=torch.bfloat16, block_size=bs, num_blocks=num_blocks, max_batch=4,
+                                  max_q_tokens=8, max_kv_tokens=4096, max_topk=topk, kv_cache_dtype="fp8_ds_mla",
+                                  max_decoded_rows=4096)
+    assert once.max_decoded_rows == 4096
+    once.plan(q_lens, kv_lens, table, topk=topk if sparse else 0, fp8_decode="once")
+    assert once.info.decoded_rows == 0
+    assert torch.equal(once.run(q, c8, indices=indices), attn.run(q, c8, indices=indices))
+    with pytest.raises(ValueError, match="^mlakit: fp8_decode: must be 'auto', 'once' or 'in_kernel'"):
+        once.plan(q_lens, kv_lens, table, fp8_decode="always")
+    with pytest.raises(ValueError, match="^mlakit: config.max_decoded_rows: must be in \\[0, 2\\^31\\)"):
+        mlakit.LatentAttention(heads, num_blocks=4, max_batch=2, max_q_tokens=4, max_decoded_rows=-1)
 
 
 def test_fp8_cache_with_layer_scale():
