@@ -189,7 +189,7 @@ struct LatentLayer {
 class LatentAttention {
  public:
   // Bytes the object allocates: host staging and the device workspace (plan block + the split
-  // partial results).
+  // partial results + on CUDA with an FP8 cache, max_decoded_rows bf16 rows).
   static WorkspaceSizes workspace_sizes(const LatentConfig& config);
 
   explicit LatentAttention(const LatentConfig& config);
