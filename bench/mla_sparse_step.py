@@ -10,8 +10,13 @@ Workloads, per head count: one prompt of P tokens prefilled in one step (context
 positions (the kernel's work does not depend on which). The issue's target: at 2k-16k tokens of
 context the sparse step is at least as fast as the dense one (ratio dense / sparse >= 1).
 
+On DeepSeek-V3.2's FP8 cache (--kv-cache-dtype fp8_ds_mla: random codes, power-of-two scales)
+both steps read 656-byte rows; --max-decoded-rows gives the sparse step's latent attention its
+decode workspace (MlaConfig::max_decoded_rows; 0: rows decoded in the kernel).
+
     python3 bench/mla_sparse_step.py                     # about a minute on an H100
     python3 bench/mla_sparse_step.py --heads 128 --prompts 4096,8192 --chunks 8192 --json sparse.json
+    python3 bench/mla_sparse_step.py --heads 128 --kv-cache-dtype fp8_ds_mla --max-decoded-rows 65536
 """
 from __future__ import annotations
 
@@ -33,6 +38,18 @@ import mlakit  # noqa: E402
 L, R, DN, DV, BS, TOPK = 512, 64, 128, 128, 64, 2048
 
 
+def fp8_ds_mla_cache(pages, gen, dev):
+    """[pages, BS, 656] uint8 rows of DeepSeek-V3.2's format: 512 e4m3 codes of either sign with
+    no NaN (magnitudes 0x00-0x7e), four float32 scales of 2^-6, 64 bf16 RoPE values."""
+    n = pages * BS
+    codes = torch.randint(0, 0x7f, (n, 512), generator=gen, dtype=torch.int32)
+    codes |= torch.randint(0, 2, (n, 512), generator=gen, dtype=torch.int32) << 7
+    scales = torch.full((n, 4), 2.0 ** -6, dtype=torch.float32).view(torch.uint8)
+    rope = torch.randn(n, R, generator=gen).to(torch.bfloat16).view(torch.uint8)
+    rows = torch.cat([codes.to(torch.uint8), scales, rope], dim=1)
+    return rows.view(pages, BS, 656).to(dev)
+
+
 def indices_for(ctx, q, gen, dev):
     """[q, TOPK] int32: per new token at position p, min(p + 1, TOPK) distinct positions <= p, -1 after."""
     idx = torch.full((q, TOPK), -1, dtype=torch.int32)
@@ -46,7 +63,7 @@ def indices_for(ctx, q, gen, dev):
 class Step:
     """One request of q new tokens over ctx cached ones, its layer tensors, and both steps."""
 
-    def __init__(self, heads, ctx, q, gen, dev):
+    def __init__(self, heads, ctx, q, gen, dev, kv_cache_dtype="auto", max_decoded_rows=0):
         self.q, self.ctx = q, ctx
         pages = -(-(ctx + q) // BS)
         g = dict(generator=gen)
@@ -55,14 +72,18 @@ class Step:
         self.kv_c = torch.randn(q, L, **g).to(dev, torch.bfloat16)
         self.k_pe = torch.randn(q, R, **g).to(dev, torch.bfloat16)
         self.w = (torch.randn(heads * (DN + DV), L, **g) / math.sqrt(L)).to(dev, torch.bfloat16)
-        self.cache = torch.randn(pages, BS, L + R, **g).to(dev, torch.bfloat16)
+        if kv_cache_dtype == "auto":
+            self.cache = torch.randn(pages, BS, L + R, **g).to(dev, torch.bfloat16)
+        else:
+            self.cache = fp8_ds_mla_cache(pages, gen, dev)
         self.out = torch.empty(q, heads, DV, device=dev, dtype=torch.bfloat16)
         self.indices = indices_for(ctx, q, gen, dev)
         kw = dict(dtype=torch.bfloat16, device=dev.type, block_size=BS, num_blocks=pages, max_batch=1,
-                  max_tokens=q, max_context_tokens=ctx)
+                  max_tokens=q, max_context_tokens=ctx, kv_cache_dtype=kv_cache_dtype)
         self.dense = mlakit.MlaStep(heads, absorb_max_query_len=0, **kw)
         self.dense.plan([q], [ctx], self.block_table)
-        self.sparse = mlakit.MlaStep(heads, max_topk=TOPK, max_absorbed_tokens=q, **kw)
+        self.sparse = mlakit.MlaStep(heads, max_topk=TOPK, max_absorbed_tokens=q, max_decoded_rows=max_decoded_rows,
+                                     **kw)
         self.sparse.plan([q], [ctx], self.block_table, topk=TOPK)
         self.dev = dev
 
@@ -78,6 +99,9 @@ def main(argv=None):
     ap.add_argument("--chunks", default="4096,8192,14336", help="contexts of a 2048-token chunk")
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--kv-cache-dtype", default="auto", choices=["auto", "fp8_ds_mla"])
+    ap.add_argument("--max-decoded-rows", type=int, default=0,
+                    help="the sparse step's decode workspace on an FP8 cache (MlaConfig::max_decoded_rows)")
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
     if not torch.cuda.is_available():
@@ -86,15 +110,16 @@ def main(argv=None):
     dev = torch.device("cuda")
     gen = torch.Generator().manual_seed(0)
     commit = os.environ.get("MLAKIT_GIT_COMMIT", "")
-    print(f"{torch.cuda.get_device_name(0)}; mlakit at {commit}; top-k {TOPK}, page {BS}, bf16; one layer, "
-          "graph-replayed; ms per layer (dense step / sparse step)", flush=True)
+    print(f"{torch.cuda.get_device_name(0)}; mlakit at {commit}; top-k {TOPK}, page {BS}, bf16, cache "
+          f"{args.kv_cache_dtype} (decode workspace {args.max_decoded_rows} rows); one layer, graph-replayed; "
+          "ms per layer (dense step / sparse step)", flush=True)
     rows = []
     work = [("prompt", 0, int(p)) for p in args.prompts.split(",") if p] + \
            [("chunk", int(c), 2048) for c in args.chunks.split(",") if c]
     for h in [int(x) for x in args.heads.split(",")]:
         print(f"\n== heads {h}", flush=True)
         for kind, ctx, q in work:
-            st = Step(h, ctx, q, gen, dev)
+            st = Step(h, ctx, q, gen, dev, args.kv_cache_dtype, args.max_decoded_rows)
             graphs = [X.graph_of(st, st.dense), X.graph_of(st, st.sparse)]
             t_dense, t_sparse = X.time_graphs(graphs, args.reps, args.rounds, True)
             r = {"heads": h, "kind": kind, "ctx": ctx, "q": q, "dense_ms": t_dense, "sparse_ms": t_sparse,
@@ -107,6 +132,7 @@ def main(argv=None):
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"device": torch.cuda.get_device_name(0), "commit": commit, "topk": TOPK,
+                       "kv_cache_dtype": args.kv_cache_dtype, "max_decoded_rows": args.max_decoded_rows,
                        "date": datetime.date.today().isoformat(), "rows": rows}, f, indent=1)
     return 0
 
