@@ -27,8 +27,8 @@ constexpr int kDecodeWarps = 8;
 template <int kFormat>
 __global__ void __launch_bounds__(kDecodeWarps * 32) latent_decode_rows_kernel(const LatentArgs a) {
   constexpr int kRowsPerWarp = latent::kDecodedBlockRows / kDecodeWarps;
-  // A row's 16-byte pieces a lane loads: fp8_ds_mla, its codes' piece (one of 32) and, lanes
-  // 0-7, the bf16 rope piece; fp8, pieces lane and lane + 32 of the row's 36.
+  // A lane's share of a row: fp8_ds_mla, fp8_rows.cuh's; fp8, pieces lane and lane + 32 of the
+  // row's 36 16-byte pieces.
   constexpr int kRowWidth = 576;
   const auto* block = static_cast<const uint8_t*>(a.plan);
   const LatentHeader& h = *reinterpret_cast<const LatentHeader*>(block);
@@ -51,8 +51,8 @@ __global__ void __launch_bounds__(kDecodeWarps * 32) latent_decode_rows_kernel(c
     const int64_t pos0 = int64_t{g - page_ptr[lo]} * latent::kDecodedBlockRows;
     const int rows = static_cast<int>(min(int64_t{latent::kDecodedBlockRows}, int64_t{kv[lo]} - pos0));
     const int32_t* src_pages = latent::request_src_pages(h, block, lo);
-    uint4 piece[kRowsPerWarp][2];
-    float scale[kRowsPerWarp];
+    fp8::DsMlaLanePart part[kRowsPerWarp];  // fp8_ds_mla
+    uint4 piece[kRowsPerWarp][2];          // fp8
 #pragma unroll
     for (int k = 0; k < kRowsPerWarp; ++k) {
       const int i = warp + kDecodeWarps * k;
@@ -62,9 +62,7 @@ __global__ void __launch_bounds__(kDecodeWarps * 32) latent_decode_rows_kernel(c
       const auto* row = static_cast<const uint8_t*>(a.cache) + src_pages[pos >> shift] * a.cache_stride_block +
                         (pos & in_block) * a.cache_stride_row;
       if constexpr (kFormat == 1) {
-        piece[k][0] = fp8::load16(row + 16 * lane);
-        scale[k] = reinterpret_cast<const float*>(row + mlakit::mla::kDsMlaScalesOffset)[lane >> 3];
-        if (lane < 8) piece[k][1] = fp8::load16(row + mlakit::mla::kDsMlaRopeOffset + 16 * lane);
+        part[k] = fp8::load_ds_mla(row, lane);
       } else {
         piece[k][0] = fp8::load16(row + 16 * lane);
         if (lane < kRowWidth / 16 - 32) piece[k][1] = fp8::load16(row + 16 * (lane + 32));
@@ -76,8 +74,7 @@ __global__ void __launch_bounds__(kDecodeWarps * 32) latent_decode_rows_kernel(c
       if (i >= rows) break;
       auto* out = static_cast<uint16_t*>(a.decoded) + (int64_t{g} * latent::kDecodedBlockRows + i) * kRowWidth;
       if constexpr (kFormat == 1) {
-        fp8::store_decoded16<__nv_bfloat16>(out + 16 * lane, piece[k][0], scale[k]);
-        if (lane < 8) fp8::store16(out + mlakit::mla::kDsMlaLatent + 8 * lane, piece[k][1]);
+        fp8::store_ds_mla(part[k], out, lane);
       } else {
         fp8::store_decoded16<__nv_bfloat16>(out + 16 * lane, piece[k][0], k_scale);
         if (lane < kRowWidth / 16 - 32) fp8::store_decoded16<__nv_bfloat16>(out + 16 * (lane + 32), piece[k][1], k_scale);

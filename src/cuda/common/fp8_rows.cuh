@@ -63,14 +63,26 @@ __device__ __forceinline__ void context_row_fp8(const uint8_t* row, float k_scal
 }
 
 // kFp8DsMla (DeepSeek-V3.2): lane l decodes codes [16 l, 16 l + 16) of 128-value tile l / 8 with
-// that tile's scale; lanes 0-7 also copy the bf16 k_pe piece l (8 values).
+// that tile's scale; lanes 0-7 also copy the bf16 k_pe piece l (8 values). In two halves, so a
+// warp can issue several rows' loads before their stores (latent_decode_rows.cu).
+struct DsMlaLanePart {
+  uint4 codes;
+  uint4 rope;  // lanes 0-7
+  float scale;
+};
+__device__ __forceinline__ DsMlaLanePart load_ds_mla(const uint8_t* row, int lane) {
+  DsMlaLanePart p;
+  p.codes = load16(row + 16 * lane);
+  p.scale = reinterpret_cast<const float*>(row + mlakit::mla::kDsMlaScalesOffset)[lane >> 3];
+  if (lane < 8) p.rope = load16(row + mlakit::mla::kDsMlaRopeOffset + 16 * lane);
+  return p;
+}
+__device__ __forceinline__ void store_ds_mla(const DsMlaLanePart& p, uint16_t* out, int lane) {
+  store_decoded16<__nv_bfloat16>(out + 16 * lane, p.codes, p.scale);
+  if (lane < 8) store16(out + mlakit::mla::kDsMlaLatent + 8 * lane, p.rope);
+}
 __device__ __forceinline__ void context_row_ds_mla(const uint8_t* row, uint16_t* out, int lane) {
-  using mlakit::mla::kDsMlaLatent;
-  using mlakit::mla::kDsMlaRopeOffset;
-  using mlakit::mla::kDsMlaScalesOffset;
-  const float scale = reinterpret_cast<const float*>(row + kDsMlaScalesOffset)[lane >> 3];
-  store_decoded16<__nv_bfloat16>(out + 16 * lane, load16(row + 16 * lane), scale);
-  if (lane < 8) store16(out + kDsMlaLatent + 8 * lane, load16(row + kDsMlaRopeOffset + 16 * lane));
+  store_ds_mla(load_ds_mla(row, lane), out, lane);
 }
 
 }  // namespace fp8

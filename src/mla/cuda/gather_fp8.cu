@@ -28,7 +28,6 @@ using mlakit::mla::new_token_of;
 
 using fp8::context_row_ds_mla;
 using fp8::context_row_fp8;
-using fp8::pack2;
 using fp8::store_decoded16;
 
 constexpr int kWarpsPerBlock = kRowCopyThreads / 32;
