@@ -95,7 +95,7 @@ LatentScheduleResult LatentScheduler::build(const LatentBatch& b, const LatentPl
     page_ptr[r + 1] = static_cast<int32_t>(page_ptr[r] + (t.reads_table ? (kvr + bs - 1) / bs : 0));
     if (may_decode && q > 0) {
       reads += sparse ? q * head_blocks * o.topk : (q * H + BR - 1) / BR * kvr;
-      decode_rows += (kvr + latent::kDecodedBlockRows - 1) / latent::kDecodedBlockRows * latent::kDecodedBlockRows;
+      decode_rows += latent::ceil_div(kvr, latent::kDecodedBlockRows) * latent::kDecodedBlockRows;
     }
     if (!widen || q == 0) continue;
     const int64_t rows_r = q * H;
@@ -267,19 +267,20 @@ LatentScheduleResult LatentScheduler::build(const LatentBatch& b, const LatentPl
   const int64_t ws_blocks = decode_rows / latent::kDecodedBlockRows;
   const bool decoded = may_decode && decode_rows > 0 && ws_blocks <= layout_.max_decoded_blocks &&
                        (o.fp8_decode == LatentFp8Decode::kOnce || reads >= kDecodeOnceReads * decode_rows);
+  int32_t* src_ptr = page_ptr;  // the cache's pages: their offsets, and where they go
   int32_t* src_pages = pages;
   if (decoded) {
-    auto* src_ptr = reinterpret_cast<int32_t*>(block + l.src_page_indptr_offset);
+    src_ptr = reinterpret_cast<int32_t*>(block + l.src_page_indptr_offset);
     std::memcpy(src_ptr, page_ptr, sizeof(int32_t) * static_cast<size_t>(b.batch_size + 1));
     for (int r = 0; r < b.batch_size; ++r) {
-      const int64_t n = qo[r + 1] > qo[r] ? (kv[r] + latent::kDecodedBlockRows - 1) / latent::kDecodedBlockRows : 0;
+      const int64_t n = qo[r + 1] > qo[r] ? latent::ceil_div(kv[r], latent::kDecodedBlockRows) : 0;
       page_ptr[r + 1] = static_cast<int32_t>(page_ptr[r] + n);
     }
     for (int64_t g = 0; g < ws_blocks; ++g) pages[g] = static_cast<int32_t>(g);
     src_pages = pages + ws_blocks;
   }
+  const size_t src_pages_off = static_cast<size_t>(reinterpret_cast<uint8_t*>(src_pages) - block);
   if (t.reads_table && !t.device_table) {
-    const int32_t* src_ptr = decoded ? reinterpret_cast<const int32_t*>(block + l.src_page_indptr_offset) : page_ptr;
     for (int r = 0; r < b.batch_size; ++r) {
       const int32_t n = src_ptr[r + 1] - src_ptr[r];
       std::memcpy(src_pages + src_ptr[r], b.block_table + static_cast<int64_t>(r) * b.block_table_cols,
@@ -312,30 +313,26 @@ LatentScheduleResult LatentScheduler::build(const LatentBatch& b, const LatentPl
   h.pages_offset = static_cast<int32_t>(pages_off);
   const int64_t device_table =
       t.reads_table && t.device_table ? static_cast<int64_t>(reinterpret_cast<uintptr_t>(b.device_block_table)) : 0;
-  size_t used = pages_off;
   if (decoded) {
     h.decoded = 1;
     h.decoded_pages = static_cast<int32_t>(ws_blocks);
     h.block_size = latent::kDecodedBlockRows;
     h.src_block_size = bs;
     h.src_page_indptr_offset = static_cast<int32_t>(l.src_page_indptr_offset);
-    h.src_pages_offset = static_cast<int32_t>(pages_off + sizeof(int32_t) * static_cast<size_t>(ws_blocks));
+    h.src_pages_offset = static_cast<int32_t>(src_pages_off);
     h.src_device_table = device_table;
     h.src_table_cols = device_table != 0 ? b.block_table_cols : 0;
-    const int32_t* src_ptr = reinterpret_cast<const int32_t*>(block + l.src_page_indptr_offset);
-    used = h.src_pages_offset + (device_table != 0 ? 0 : sizeof(int32_t) * static_cast<size_t>(src_ptr[b.batch_size]));
     res.decoded_rows = decode_rows;
   } else {
     h.device_table = device_table;
     h.table_cols = device_table != 0 ? b.block_table_cols : 0;
-    used = pages_off + (device_table != 0 ? 0 : sizeof(int32_t) * static_cast<size_t>(page_ptr[b.batch_size]));
   }
   std::memcpy(block, &h, sizeof(h));
 
   res.num_items = num_items;
   res.num_merges = num_merges;
   res.partial_rows = partial;
-  res.used_bytes = used;
+  res.used_bytes = src_pages_off + (device_table != 0 ? 0 : sizeof(int32_t) * static_cast<size_t>(src_ptr[b.batch_size]));
   return res;
 }
 
