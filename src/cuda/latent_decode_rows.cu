@@ -64,8 +64,8 @@ __global__ void __launch_bounds__(kDecodeWarps * 32) latent_decode_rows_kernel(c
       if constexpr (kFormat == 1) {
         part[k] = fp8::load_ds_mla(row, lane);
       } else {
-        piece[k][0] = fp8::load16(row + 16 * lane);
-        if (lane < kRowWidth / 16 - 32) piece[k][1] = fp8::load16(row + 16 * (lane + 32));
+        piece[k][0] = load16(row + 16 * lane);
+        if (lane < kRowWidth / 16 - 32) piece[k][1] = load16(row + 16 * (lane + 32));
       }
     }
 #pragma unroll

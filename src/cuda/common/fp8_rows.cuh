@@ -12,14 +12,11 @@
 #include <cstdint>
 
 #include "contract/kv_cache_format.h"
+#include "cuda/common/load_store16.cuh"
 
 namespace mlakit {
 namespace cuda {
 namespace fp8 {
-
-// 16 bytes at a 16-byte aligned address.
-__device__ __forceinline__ uint4 load16(const void* src) { return *static_cast<const uint4*>(src); }
-__device__ __forceinline__ void store16(void* dst, uint4 v) { *static_cast<uint4*>(dst) = v; }
 
 // Two floats as a pair of 16-bit values (the first in the low half), rounded to nearest even.
 template <typename T>

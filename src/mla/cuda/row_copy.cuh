@@ -7,6 +7,7 @@
 
 #include <cstdint>
 
+#include "cuda/common/load_store16.cuh"
 #include "mla/mla_ops.h"
 
 namespace mlakit {
@@ -22,9 +23,6 @@ __device__ __forceinline__ uint16_t* cache_row(const mlakit::mla::CacheView& c, 
   return static_cast<uint16_t*>(c.data) + blk * c.block_stride + off * c.row_stride;
 }
 
-// 16 bytes at a 16-byte aligned address (16-bit rows, or an FP8 cache's bytes).
-__device__ __forceinline__ uint4 load16(const void* src) { return *static_cast<const uint4*>(src); }
-__device__ __forceinline__ void store16(void* dst, uint4 v) { *static_cast<uint4*>(dst) = v; }
 __device__ __forceinline__ void copy16(uint16_t* dst, const uint16_t* src) { store16(dst, load16(src)); }
 
 inline int row_copy_blocks(int64_t pieces) {
