@@ -13,8 +13,9 @@ through a shuffled block table, sm_scale 192^-0.5):
   fp8       on DeepSeek-V3.2's fp8_ds_mla cache (656-byte rows): fp8_decode_h128/h64/h16, 128
             requests x 2 new tokens over 8192 cached tokens, top-k 2048 (FlashMLA's FP8 sparse
             decode figure); fp8_sparse_h128/h64, the sparse prefill above; on vLLM's fp8 cache (one
-            scale a layer): fp8_dense_decode_h16/h128, decode_h16/h128's batch; fp8_mtp4_h128 and
-            fp8_extend64_h128, mtp4_h128 and extend64_h128 on the fp8_ds_mla cache
+            scale a layer): fp8_dense_decode_h16/h128, decode_h16/h128's batch; fp8_ds_decode_h128,
+            fp8_mtp2_h128, fp8_mtp4_h128 and fp8_extend64_h128: decode_h128, mtp2_h128, mtp4_h128
+            and extend64_h128 on the fp8_ds_mla cache (each row read 2, 4, 8, 128 times)
 Methods (bench/latent_peers.py says how each peer is called; a method that cannot run or fails is
 reported as skipped with its reason and the run goes on):
   mlakit              LatentAttention planned once per workload, run() timed (sparse: positions)

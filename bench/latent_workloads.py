@@ -95,13 +95,13 @@ def ragged_lens(n, lo, hi, seed=RAGGED_SEED):
 def all_workloads(smoke=False) -> List[LatentWorkload]:
     """The issue's targets; smoke: the same list at tiny sizes (seconds on a CPU)."""
     if smoke:
-        dec_b, ctx, lo, hi, mtp_b = 4, 256, 64, 512, {2: 3, 4: 3, 64: 2, 128: 2}
+        dec_b, ctx, lo, hi, mtp_b = 4, 256, 64, 512, {1: 4, 2: 3, 4: 3, 64: 2, 128: 2}
         sp_q, sp_topk, sp_ctx = 64, 128, 1024
         fd_b, fd_ctx = 4, 512
     else:
         # MTP batches: one launch of a few ms at most at 128 heads (extend-128 x 8 requests:
         # 2.3 TFLOP), wide enough to fill 132 SMs at 16 heads.
-        dec_b, ctx, lo, hi, mtp_b = 128, 4096, 512, 8192, {2: 64, 4: 64, 64: 16, 128: 8}
+        dec_b, ctx, lo, hi, mtp_b = 128, 4096, 512, 8192, {1: 128, 2: 64, 4: 64, 64: 16, 128: 8}
         sp_q, sp_topk, sp_ctx = 4096, 2048, 32768
         fd_b, fd_ctx = 128, 8192   # FlashMLA's FP8 sparse decode figure: b 128, s_q 2, top-k 2048
     out = []
@@ -123,8 +123,10 @@ def all_workloads(smoke=False) -> List[LatentWorkload]:
                                   fp8="ds_mla"))
     for h in (16, 128):
         out.append(LatentWorkload(f"fp8_dense_decode_h{h}", "fp8", h, 1, [ctx] * dec_b, smoke=smoke, fp8="layer"))
-    for q in (4, 64):
-        name = f"fp8_mtp{q}_h128" if q <= 4 else f"fp8_extend{q}_h128"
+    # 1, 2, 4 and 64 new tokens at 128 heads read each cached row 2, 4, 8 and 128 times (two
+    # 64-row items a token): where decoding the rows once starts to pay (kDecodeOnceReads).
+    for q in (1, 2, 4, 64):
+        name = {1: "fp8_ds_decode_h128"}.get(q, f"fp8_mtp{q}_h128" if q <= 4 else f"fp8_extend{q}_h128")
         out.append(LatentWorkload(name, "fp8", 128, q, [ctx] * mtp_b[q], smoke=smoke, fp8="ds_mla"))
     return out
 
