@@ -19,6 +19,8 @@
 
 #if MLAKIT_WITH_CUDA
 #include <cuda_runtime.h>
+
+#include "gpu/captured_graph.h"
 #endif
 
 namespace mlakit {
@@ -70,16 +72,14 @@ void run_capacity_batches(KernelPreference kernel, bool use_graph) {
     ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
   };
 
-  cudaGraph_t graph = nullptr;
-  cudaGraphExec_t exec = nullptr;
+  CapturedGraph graph;
   if (use_graph) {
     const std::vector<int32_t> qo_a = make_indptr({300, 1, 129}), kv_a = make_indptr({300, 64, 129});
     load(qo_a.back(), kv_a.back());
     prefill.plan(qo_a.data(), kv_a.data(), 3, opts, stream);
-    ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), cudaSuccess);
-    prefill.run(dq.view(), dk.view(), dv.view(), dout.view(), &lse_view, stream);
-    ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
-    ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+    ASSERT_TRUE(graph.capture(stream, [&] {
+      prefill.run(dq.view(), dk.view(), dv.view(), dout.view(), &lse_view, stream);
+    }));
   }
 
   const std::vector<std::vector<int32_t>> q_sets = {
@@ -94,7 +94,7 @@ void run_capacity_batches(KernelPreference kernel, bool use_graph) {
     if (s > 0 || !use_graph) load(tq, tk);
     prefill.plan(qo.data(), kv.data(), batch, opts, stream);
     if (use_graph) {
-      ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
+      ASSERT_EQ(graph.launch(stream), cudaSuccess);
     } else {
       prefill.run(dq.view(), dk.view(), dv.view(), dout.view(), &lse_view, stream);
     }
@@ -135,8 +135,6 @@ void run_capacity_batches(KernelPreference kernel, bool use_graph) {
     EXPECT_EQ(out_written, 0) << "bytes of out written past total_q";
     EXPECT_EQ(lse_written, 0) << "lse entries written past total_q";
   }
-  if (exec) cudaGraphExecDestroy(exec);
-  if (graph) cudaGraphDestroy(graph);
   cudaStreamDestroy(stream);
 #else
   (void)kernel;

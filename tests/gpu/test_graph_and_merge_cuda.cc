@@ -11,6 +11,8 @@
 
 #if MLAKIT_WITH_CUDA
 #include <cuda_runtime.h>
+
+#include "gpu/captured_graph.h"
 #endif
 
 namespace mlakit {
@@ -83,16 +85,14 @@ TEST_P(CudaGraph, CaptureThenReplanAndReplay) {
   const std::vector<int32_t> qo_a = make_indptr({300, 1, 129});
   const std::vector<int32_t> kv_a = make_indptr({300, 64, 129});
   prefill.plan(qo_a.data(), kv_a.data(), 3, opts, stream);
-  cudaGraph_t graph;
-  ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), cudaSuccess);
-  prefill.run(first_rows(dq.view(), qo_a.back()), first_rows(dk.view(), kv_a.back()),
-              first_rows(dv.view(), kv_a.back()), first_rows(dout.view(), qo_a.back()), nullptr,
-              stream);
-  ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
-  cudaGraphExec_t exec;
-  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+  CapturedGraph graph;
+  ASSERT_TRUE(graph.capture(stream, [&] {
+    prefill.run(first_rows(dq.view(), qo_a.back()), first_rows(dk.view(), kv_a.back()),
+                first_rows(dv.view(), kv_a.back()), first_rows(dout.view(), qo_a.back()), nullptr,
+                stream);
+  }));
 
-  ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
+  ASSERT_EQ(graph.launch(stream), cudaSuccess);
   ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
   expect_matches_reference(b, qo_a, kv_a, opts, dout, h, dvo, t);
 
@@ -104,13 +104,11 @@ TEST_P(CudaGraph, CaptureThenReplanAndReplay) {
     const std::vector<int32_t> kv = make_indptr(kv_sets[s]);
     prefill.plan(qo.data(), kv.data(), static_cast<int>(q_sets[s].size()), opts, stream);
     fill_bytes(dout.view().data, dev, 0xFF, out_init.nbytes(), stream);
-    ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
+    ASSERT_EQ(graph.launch(stream), cudaSuccess);
     ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
     SCOPED_TRACE("replay after re-plan " + std::to_string(s));
     expect_matches_reference(b, qo, kv, opts, dout, h, dvo, t);
   }
-  cudaGraphExecDestroy(exec);
-  cudaGraphDestroy(graph);
   cudaStreamDestroy(stream);
 #endif
 }

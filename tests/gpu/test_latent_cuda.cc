@@ -34,6 +34,8 @@
 
 #if MLAKIT_WITH_CUDA
 #include <cuda_runtime.h>
+
+#include "gpu/captured_graph.h"
 #endif
 
 namespace mlakit {
@@ -606,12 +608,8 @@ void replay_after_replanning(bool upload_in_run, int heads, int topk, const std:
   attn.plan(cases.back().batch(), cases.back().opts, st);
   d.run(attn, st);
   ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
-  cudaGraph_t graph;
-  ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), cudaSuccess);
-  d.run(attn, st);
-  ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
-  cudaGraphExec_t exec;
-  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+  CapturedGraph graph;
+  ASSERT_TRUE(graph.capture(stream, [&] { d.run(attn, st); }));
 
   for (size_t s = 0; s < cases.size(); ++s) {
     SCOPED_TRACE("step " + std::to_string(s));
@@ -619,7 +617,7 @@ void replay_after_replanning(bool upload_in_run, int heads, int topk, const std:
     d.load(m, st);
     d.poison_outputs(st);
     attn.plan(m.batch(), m.opts, st);
-    ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
+    ASSERT_EQ(graph.launch(stream), cudaSuccess);
     ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
     const LatentResult replayed = d.fetch(attn.info());
     expect_matches(replayed, m, latent_reference(m));
@@ -629,8 +627,6 @@ void replay_after_replanning(bool upload_in_run, int heads, int topk, const std:
     EXPECT_TRUE(same_results(replayed, d.fetch(attn.info()))) << "replay and eager run differ";
   }
   EXPECT_EQ(cudaGetLastError(), cudaSuccess);
-  cudaGraphExecDestroy(exec);
-  cudaGraphDestroy(graph);
   cudaStreamDestroy(stream);
 #else
   (void)upload_in_run, (void)heads, (void)topk, (void)steps, (void)seed;

@@ -30,6 +30,8 @@
 
 #if MLAKIT_WITH_CUDA
 #include <cuda_runtime.h>
+
+#include "gpu/captured_graph.h"
 #endif
 
 namespace mlakit {
@@ -203,23 +205,17 @@ TEST_F(CudaLatentFp8Test, LayerScaleReadWhenAGraphReplays) {
   attn.plan(m.batch(), m.opts, st);
   d.run(attn, st);  // one-time kernel setup outside the capture
   ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
-  cudaGraph_t graph;
-  ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), cudaSuccess);
-  d.run(attn, st);
-  ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
-  cudaGraphExec_t exec;
-  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+  CapturedGraph graph;
+  ASSERT_TRUE(graph.capture(stream, [&] { d.run(attn, st); }));
   for (float scale : {0.0078125f, 0.03125f}) {
     SCOPED_TRACE("scale " + std::to_string(scale));
     m.k_scale.set(0, scale);
     d.load(m, st);
     d.poison_outputs(st);
-    ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
+    ASSERT_EQ(graph.launch(stream), cudaSuccess);
     ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
     expect_matches(d.fetch(attn.info()), m, latent_reference(m));
   }
-  cudaGraphExecDestroy(exec);
-  cudaGraphDestroy(graph);
   cudaStreamDestroy(stream);
 #endif
 }

@@ -24,6 +24,8 @@
 
 #if MLAKIT_WITH_CUDA
 #include <cuda_runtime.h>
+
+#include "gpu/captured_graph.h"
 #endif
 
 namespace mlakit {
@@ -169,12 +171,8 @@ TEST_F(CudaLatentFp8DecodedTest, GraphReplaysDecodedAndInKernelPlans) {
   attn.plan(cases[0].batch(), cases[0].opts, st);
   d.run(attn, st);  // one-time kernel setup outside the capture
   ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
-  cudaGraph_t graph;
-  ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), cudaSuccess);
-  d.run(attn, st);
-  ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
-  cudaGraphExec_t exec;
-  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+  CapturedGraph graph;
+  ASSERT_TRUE(graph.capture(stream, [&] { d.run(attn, st); }));
   for (size_t s = 0; s < cases.size(); ++s) {
     SCOPED_TRACE("step " + std::to_string(s));
     const LatentCase& m = cases[s];
@@ -182,7 +180,7 @@ TEST_F(CudaLatentFp8DecodedTest, GraphReplaysDecodedAndInKernelPlans) {
     d.poison_outputs(st);
     attn.plan(m.batch(), m.opts, st);
     EXPECT_EQ(attn.info().decoded_rows > 0, steps[s].mode != LatentFp8Decode::kInKernel);
-    ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
+    ASSERT_EQ(graph.launch(stream), cudaSuccess);
     ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
     const LatentResult replayed = d.fetch(attn.info());
     expect_matches(replayed, m, latent_reference(m));
@@ -192,8 +190,6 @@ TEST_F(CudaLatentFp8DecodedTest, GraphReplaysDecodedAndInKernelPlans) {
     EXPECT_TRUE(same_results(replayed, d.fetch(attn.info()))) << "replay and eager run differ";
   }
   EXPECT_EQ(cudaGetLastError(), cudaSuccess);
-  cudaGraphExecDestroy(exec);
-  cudaGraphDestroy(graph);
   cudaStreamDestroy(stream);
 #endif
 }

@@ -21,6 +21,8 @@
 
 #if MLAKIT_WITH_CUDA
 #include <cuda_runtime.h>
+
+#include "gpu/captured_graph.h"
 #endif
 
 namespace mlakit {
@@ -131,12 +133,8 @@ TEST_P(CudaMlaAbsorbGraph, PrefillThenDecodeReplaysOneGraph) {
   ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
   for (int l = 0; l < layers; ++l) upload(cases[0].cache, *caches[l]);
   synchronize(gcfg.device);
-  cudaGraph_t graph;
-  ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), cudaSuccess);
-  run_layers();
-  ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
-  cudaGraphExec_t exec;
-  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+  CapturedGraph graph;
+  ASSERT_TRUE(graph.capture(stream, [&] { run_layers(); }));
 
   const std::vector<int> absorbed{0, 3, 2, 2};
   for (size_t s = 0; s < cases.size(); ++s) {
@@ -152,7 +150,7 @@ TEST_P(CudaMlaAbsorbGraph, PrefillThenDecodeReplaysOneGraph) {
     synchronize(gcfg.device);
     step.plan(m.batch(), opts, stream);
     EXPECT_EQ(step.info().absorbed_requests, absorbed[s]);
-    ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
+    ASSERT_EQ(graph.launch(stream), cudaSuccess);
     ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
     const MlaRef ref = mla_reference(m);
     const HostTensor want_cache = expected_cache(m);
@@ -164,8 +162,6 @@ TEST_P(CudaMlaAbsorbGraph, PrefillThenDecodeReplaysOneGraph) {
       EXPECT_EQ(f.cache.bytes(), want_cache.bytes()) << "cache after the replay";
     }
   }
-  cudaGraphExecDestroy(exec);
-  cudaGraphDestroy(graph);
   cudaStreamDestroy(stream);
 }
 

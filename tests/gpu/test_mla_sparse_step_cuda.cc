@@ -22,6 +22,8 @@
 
 #if MLAKIT_WITH_CUDA
 #include <cuda_runtime.h>
+
+#include "gpu/captured_graph.h"
 #endif
 
 namespace mlakit {
@@ -133,12 +135,8 @@ TEST(CudaMlaSparseGraph, ReplaysAfterReplanning) {
   step.plan(cases[0].batch(), o, stream);
   step.run(y, d.out->view(), &lse, stream);  // one-time kernel setup
   ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
-  cudaGraph_t graph;
-  ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), cudaSuccess);
-  step.run(y, d.out->view(), &lse, stream);
-  ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
-  cudaGraphExec_t exec;
-  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+  CapturedGraph graph;
+  ASSERT_TRUE(graph.capture(stream, [&] { step.run(y, d.out->view(), &lse, stream); }));
   upload(cases[0].cache, *d.cache);  // then never reset: step 1 reads what step 0 wrote
   for (size_t s = 0; s < cases.size(); ++s) {
     SCOPED_TRACE("step " + std::to_string(s));
@@ -154,7 +152,7 @@ TEST(CudaMlaSparseGraph, ReplaysAfterReplanning) {
     synchronize(gcfg.device);
     step.plan(m.batch(), o, stream);
     ASSERT_GT(step.info().sparse_tokens, 0);
-    ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
+    ASSERT_EQ(graph.launch(stream), cudaSuccess);
     ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
     Fetched f = fetch(d, m);
     const Oracle want = sparse_oracle(m, kTopk, in);
@@ -166,8 +164,6 @@ TEST(CudaMlaSparseGraph, ReplaysAfterReplanning) {
     EXPECT_LE(relative_error(out, want.out), 1e-2);
     EXPECT_EQ(f.cache.bytes(), expected_cache(m).bytes());
   }
-  cudaGraphExecDestroy(exec);
-  cudaGraphDestroy(graph);
   cudaStreamDestroy(stream);
 }
 #endif

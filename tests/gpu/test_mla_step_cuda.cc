@@ -30,6 +30,7 @@
 #include <cuda_runtime.h>
 
 #include "cuda/common/pdl_launch.h"
+#include "gpu/captured_graph.h"
 #endif
 
 namespace mlakit {
@@ -389,24 +390,18 @@ TEST_P(CudaMlaGraph, CaptureLayerLoopThenReplanAndReplay) {
   // Warm-up run (kernels' one-time attribute setup), then restore the caches and capture.
   b.run(step, stream);
   ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
-  cudaGraph_t graph;
-  ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), cudaSuccess);
-  b.run(step, stream);
-  ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
-  expect_pdl_edges(graph, layers - 1);
-  cudaGraphExec_t exec;
-  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+  CapturedGraph graph;
+  ASSERT_TRUE(graph.capture(stream, [&] { b.run(step, stream); }));
+  expect_pdl_edges(graph.graph(), layers - 1);
 
   for (size_t s = 0; s < q_sets.size(); ++s) {
     SCOPED_TRACE("step " + std::to_string(s));
     b.load_step(s, cfg.device);
     step.plan(b.cases[0].batch(), opts, stream);  // every layer shares the step's block table
-    ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
+    ASSERT_EQ(graph.launch(stream), cudaSuccess);
     ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
     expect_step_layers(b.cases, b.dev);
   }
-  cudaGraphExecDestroy(exec);
-  cudaGraphDestroy(graph);
   cudaStreamDestroy(stream);
 #endif
 }
@@ -452,12 +447,8 @@ TEST_P(CudaMlaGraph, ReplayedStepsChainThroughTheCache) {
   ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
   for (int l = 0; l < layers; ++l) upload(cases[0].cache, *caches[l]);
   synchronize(gcfg.device);
-  cudaGraph_t graph;
-  ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), cudaSuccess);
-  run_layers();
-  ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
-  cudaGraphExec_t exec;
-  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+  CapturedGraph graph;
+  ASSERT_TRUE(graph.capture(stream, [&] { run_layers(); }));
 
   for (size_t s = 0; s < cases.size(); ++s) {
     SCOPED_TRACE("step " + std::to_string(s));
@@ -472,7 +463,7 @@ TEST_P(CudaMlaGraph, ReplayedStepsChainThroughTheCache) {
     synchronize(gcfg.device);
     step.plan(m.batch(), opts, stream);
     ASSERT_EQ(step.info().launch_rows, graph_rows);
-    ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
+    ASSERT_EQ(graph.launch(stream), cudaSuccess);
     ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
     const MlaRef ref = mla_reference(m);
     const HostTensor want_cache = expected_cache(m);
@@ -484,8 +475,6 @@ TEST_P(CudaMlaGraph, ReplayedStepsChainThroughTheCache) {
       EXPECT_EQ(f.cache.bytes(), want_cache.bytes()) << "cache after the replay";
     }
   }
-  cudaGraphExecDestroy(exec);
-  cudaGraphDestroy(graph);
   cudaStreamDestroy(stream);
 #endif
 }
@@ -518,12 +507,8 @@ TEST_P(CudaMlaGraph, PlanWhileAReplayIsQueued) {
   step.plan(b.batch(), opts, stream);  // warm-up and capture under another plan than the replays'
   run_layer();
   ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
-  cudaGraph_t graph;
-  ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), cudaSuccess);
-  run_layer();
-  ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
-  cudaGraphExec_t exec;
-  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+  CapturedGraph graph;
+  ASSERT_TRUE(graph.capture(stream, [&] { run_layer(); }));
 
   auto load = [&](const MlaCase& m) {
     load_layer(m, dev);
@@ -532,7 +517,7 @@ TEST_P(CudaMlaGraph, PlanWhileAReplayIsQueued) {
   load(a);
   step.plan(a.batch(), opts, stream);
   ASSERT_EQ(cudaLaunchHostFunc(stream, hold_stream, nullptr), cudaSuccess);
-  ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
+  ASSERT_EQ(graph.launch(stream), cudaSuccess);
   step.plan(b.batch(), opts, stream);  // the replay above has not started yet
   ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
   {
@@ -540,14 +525,12 @@ TEST_P(CudaMlaGraph, PlanWhileAReplayIsQueued) {
     expect_matches(fetch(dev, a), a, mla_reference(a));
   }
   load(b);
-  ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
+  ASSERT_EQ(graph.launch(stream), cudaSuccess);
   ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
   {
     SCOPED_TRACE("the next replay, under the plan made while the first was queued");
     expect_matches(fetch(dev, b), b, mla_reference(b));
   }
-  cudaGraphExecDestroy(exec);
-  cudaGraphDestroy(graph);
   cudaStreamDestroy(stream);
 #endif
 }

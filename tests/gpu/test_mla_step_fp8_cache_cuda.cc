@@ -31,6 +31,8 @@
 
 #if MLAKIT_WITH_CUDA
 #include <cuda_runtime.h>
+
+#include "gpu/captured_graph.h"
 #endif
 
 namespace mlakit {
@@ -294,12 +296,8 @@ TEST_P(CudaMlaGraphFp8Cache, ReplayAfterReplanWithANewScale) {
   ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
   for (int l = 0; l < layers; ++l) upload(cases[0].cache, *caches[l]);
   synchronize(gcfg.device);
-  cudaGraph_t graph;
-  ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), cudaSuccess);
-  run_layers();
-  ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
-  cudaGraphExec_t exec;
-  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+  CapturedGraph graph;
+  ASSERT_TRUE(graph.capture(stream, [&] { run_layers(); }));
 
   for (size_t s = 0; s < cases.size(); ++s) {
     SCOPED_TRACE("step " + std::to_string(s));
@@ -314,7 +312,7 @@ TEST_P(CudaMlaGraphFp8Cache, ReplayAfterReplanWithANewScale) {
     }
     synchronize(gcfg.device);
     step.plan(m.batch(), opts, stream);
-    ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
+    ASSERT_EQ(graph.launch(stream), cudaSuccess);
     ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
     const MlaRef ref = mla_reference(m);
     const HostTensor want_cache = expected_cache(m);
@@ -326,8 +324,6 @@ TEST_P(CudaMlaGraphFp8Cache, ReplayAfterReplanWithANewScale) {
       EXPECT_EQ(fl.cache.bytes(), want_cache.bytes()) << "cache after the replay";
     }
   }
-  cudaGraphExecDestroy(exec);
-  cudaGraphDestroy(graph);
   cudaStreamDestroy(stream);
 #endif
 }

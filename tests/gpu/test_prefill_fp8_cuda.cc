@@ -22,6 +22,8 @@
 
 #if MLAKIT_WITH_CUDA
 #include <cuda_runtime.h>
+
+#include "gpu/captured_graph.h"
 #endif
 
 namespace mlakit {
@@ -196,8 +198,7 @@ TEST_P(CudaFp8, GraphReplayAfterReplanReadsNewDescales) {
       {300, 1, 129}, {999, 200, 0, 77, 3}, {17}, {128, 128, 128, 128, 128, 128, 128, 128}};
   const std::vector<std::vector<int32_t>> kv_sets = {
       {300, 64, 129}, {999, 1200, 5, 77, 100}, {2000}, {128, 256, 128, 300, 128, 129, 128, 131}};
-  cudaGraph_t graph = nullptr;
-  cudaGraphExec_t exec = nullptr;
+  CapturedGraph graph;
   for (size_t s = 0; s < q_sets.size(); ++s) {
     SCOPED_TRACE("plan " + std::to_string(s));
     const std::vector<int32_t> qo = make_indptr(q_sets[s]), kv = make_indptr(kv_sets[s]);
@@ -205,12 +206,11 @@ TEST_P(CudaFp8, GraphReplayAfterReplanReadsNewDescales) {
     load();
     prefill.plan(qo.data(), kv.data(), batch, opts, stream);
     if (s == 0) {
-      ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), cudaSuccess);
-      prefill.run(dq.view(), dk.view(), dv.view(), dout.view(), &lv, dd, stream);
-      ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
-      ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+      ASSERT_TRUE(graph.capture(stream, [&] {
+        prefill.run(dq.view(), dk.view(), dv.view(), dout.view(), &lv, dd, stream);
+      }));
     }
-    ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
+    ASSERT_EQ(graph.launch(stream), cudaSuccess);
     ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
     dout.copy_to(out);
     dlse.copy_to(lse);
@@ -238,8 +238,6 @@ TEST_P(CudaFp8, GraphReplayAfterReplanReadsNewDescales) {
     for (size_t i = static_cast<size_t>(tq) * h * 128 * 2; i < out.nbytes(); ++i) written_past += out.bytes()[i] != 0xFF;
     EXPECT_EQ(written_past, 0);
   }
-  cudaGraphExecDestroy(exec);
-  cudaGraphDestroy(graph);
   cudaStreamDestroy(stream);
 #endif
 }
