@@ -129,7 +129,7 @@ struct LatentBatch {
 enum class LatentIndices : int32_t { kPositions = 0, kSlots = 1 };
 
 // Where a plan on an FP8 cache decodes its rows (LatentConfig::max_decoded_rows): kAuto, once
-// into the workspace when each row is read by at least 8 items on average and the rows fit, else
+// into the workspace when each row is read by at least 3 items on average and the rows fit, else
 // in the kernel; kOnce whenever they fit; kInKernel never. kSlots plans always decode in the kernel.
 enum class LatentFp8Decode : int32_t { kAuto = 0, kOnce = 1, kInKernel = 2 };
 

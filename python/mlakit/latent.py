@@ -129,7 +129,7 @@ class LatentAttention:
         on the batch, and the same plan still gives the same bits every run).
 
         ``fp8_decode`` (FP8 caches on CUDA with ``max_decoded_rows``): ``"auto"`` decodes the
-        plan's rows once into the workspace when its items read each row at least 8 times on
+        plan's rows once into the workspace when its items read each row at least 3 times on
         average and they fit (``info.decoded_rows`` says), ``"once"`` whenever they fit,
         ``"in_kernel"`` never. Positions plans only (``indices="slots"`` decode in the kernel).
         """

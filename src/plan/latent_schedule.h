@@ -43,9 +43,11 @@ class LatentScheduler {
   // LatentFp8Decode::kAuto decodes a plan's rows once when its items read each of them at least
   // this many times on average (every 64-row block of a request reads all its keys; a sparse
   // token's reads its top-k), as each item would decode them again. A decode pass writes and the
-  // kernel reads 1,152 bytes a row besides the 656 or 576 the kernel would read: for decode and
-  // MTP (2 items a row at 128 heads) that costs more than decoding in the kernel.
-  static constexpr int kDecodeOnceReads = 8;
+  // kernel reads 1,152 bytes a row besides the 656 or 576 the kernel would read. On an H100 at 128
+  // heads over 4,096 keys (bench/results/latent-fp8-h100/) a row decoded once cost about 0.75 ns
+  // and a row decoded in the kernel about 0.33 ns a read: decode (2 reads) ran 1.08-1.15x slower
+  // decoded once, MTP-2 (4 reads) 1.31x faster and MTP-4 (8 reads) 1.75x faster; 3 sits between.
+  static constexpr int kDecodeOnceReads = 3;
 
   // The busiest worker's time, in key tiles, of a plan whose splits hold split_len keys:
   // `items` items over `tiles` key tiles in all (every row block's), `workers` workers taking

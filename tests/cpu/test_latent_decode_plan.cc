@@ -155,15 +155,15 @@ TEST(LatentDecodePlan, DenseExtendDecodesOnceAndDecodeDoesNot) {
   // Extend: 64 new tokens at 128 heads are 128 row blocks, each reading the context.
   const std::vector<Request> extend{{64, 4096}, {64, 1000}};
   expect_decoded_layout(plan_reqs(extend, 128, 64, 1 << 14), extend, 64, false);
-  // Decode at 128 heads: two items read each row (< 8): decoded only when asked.
+  // Decode at 128 heads: two items read each row (< 3): decoded only when asked.
   const std::vector<Request> decode(16, Request{1, 4096});
   EXPECT_EQ(plan_reqs(decode, 128, 64, 1 << 20).h.decoded, 0);
   expect_decoded_layout(plan_reqs(decode, 128, 64, 1 << 20, 0, LatentFp8Decode::kOnce), decode, 64, false);
-  // MTP-4 at 128 heads: 8 blocks a request read each row 8 times, the threshold.
-  const std::vector<Request> mtp4(4, Request{4, 4096});
-  EXPECT_EQ(plan_reqs(mtp4, 128, 64, 1 << 20).h.decoded, 1);
+  // MTP-2: at 128 heads 4 blocks a request read each row 4 times (>= 3) and decode once; at 64
+  // heads 2 blocks do not.
   const std::vector<Request> mtp2(4, Request{2, 4096});
-  EXPECT_EQ(plan_reqs(mtp2, 128, 64, 1 << 20).h.decoded, 0);
+  EXPECT_EQ(plan_reqs(mtp2, 128, 64, 1 << 20).h.decoded, 1);
+  EXPECT_EQ(plan_reqs(mtp2, 64, 64, 1 << 20).h.decoded, 0);
 }
 
 TEST(LatentDecodePlan, RowsPastTheWorkspaceDecodeInTheKernel) {
