@@ -134,7 +134,7 @@ def all_workloads(smoke=False) -> List[LatentWorkload]:
 FAMILIES = {"decode": "decode: 1 new token per request (uniform and ragged contexts)",
             "mtp": "MTP / extend: new tokens per request, causal among them",
             "sparse": "sparse prefill (DSA): one request, every query token its own top-k",
-            "fp8": "on FP8 caches: fp8_ds_mla (DSA sparse decode, 2 new tokens, sparse prefill, MTP-4 and extend-64); fp8 (dense decode)"}
+            "fp8": "on FP8 caches: fp8_ds_mla (DSA sparse decode, 2 new tokens, sparse prefill; at 128 heads decode, MTP-2, MTP-4 and extend-64); fp8 (dense decode)"}
 
 
 def select(names, smoke=False):

@@ -10,9 +10,10 @@ Workloads, per head count: one prompt of P tokens prefilled in one step (context
 positions (the kernel's work does not depend on which). The issue's target: at 2k-16k tokens of
 context the sparse step is at least as fast as the dense one (ratio dense / sparse >= 1).
 
-On DeepSeek-V3.2's FP8 cache (--kv-cache-dtype fp8_ds_mla: random codes, power-of-two scales)
-both steps read 656-byte rows; --max-decoded-rows gives the sparse step's latent attention its
-decode workspace (MlaConfig::max_decoded_rows; 0: rows decoded in the kernel).
+On DeepSeek-V3.2's FP8 cache (--kv-cache-dtype fp8_ds_mla: the random bf16 cache quantized as
+FlashMLA quantizes it, latent_workloads.ds_mla_quantize) both steps read 656-byte rows;
+--max-decoded-rows gives the sparse step's latent attention its decode workspace
+(MlaConfig::max_decoded_rows; 0: rows decoded in the kernel).
 
     python3 bench/mla_sparse_step.py                     # about a minute on an H100
     python3 bench/mla_sparse_step.py --heads 128 --prompts 4096,8192 --chunks 8192 --json sparse.json
@@ -32,22 +33,11 @@ import torch
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import mla_absorb_crossover as X  # noqa: E402  (graph capture and timing in turns)
+from latent_workloads import ds_mla_quantize  # noqa: E402  (FlashMLA's fp8_ds_mla quantizer)
 
 import mlakit  # noqa: E402
 
 L, R, DN, DV, BS, TOPK = 512, 64, 128, 128, 64, 2048
-
-
-def fp8_ds_mla_cache(pages, gen, dev):
-    """[pages, BS, 656] uint8 rows of DeepSeek-V3.2's format: 512 e4m3 codes of either sign with
-    no NaN (magnitudes 0x00-0x7e), four float32 scales of 2^-6, 64 bf16 RoPE values."""
-    n = pages * BS
-    codes = torch.randint(0, 0x7f, (n, 512), generator=gen, dtype=torch.int32)
-    codes |= torch.randint(0, 2, (n, 512), generator=gen, dtype=torch.int32) << 7
-    scales = torch.full((n, 4), 2.0 ** -6, dtype=torch.float32).view(torch.uint8)
-    rope = torch.randn(n, R, generator=gen).to(torch.bfloat16).view(torch.uint8)
-    rows = torch.cat([codes.to(torch.uint8), scales, rope], dim=1)
-    return rows.view(pages, BS, 656).to(dev)
 
 
 def indices_for(ctx, q, gen, dev):
@@ -72,10 +62,9 @@ class Step:
         self.kv_c = torch.randn(q, L, **g).to(dev, torch.bfloat16)
         self.k_pe = torch.randn(q, R, **g).to(dev, torch.bfloat16)
         self.w = (torch.randn(heads * (DN + DV), L, **g) / math.sqrt(L)).to(dev, torch.bfloat16)
-        if kv_cache_dtype == "auto":
-            self.cache = torch.randn(pages, BS, L + R, **g).to(dev, torch.bfloat16)
-        else:
-            self.cache = fp8_ds_mla_cache(pages, gen, dev)
+        self.cache = torch.randn(pages, BS, L + R, **g).to(dev, torch.bfloat16)
+        if kv_cache_dtype == "fp8_ds_mla":
+            self.cache = ds_mla_quantize(torch, self.cache)
         self.out = torch.empty(q, heads, DV, device=dev, dtype=torch.bfloat16)
         self.indices = indices_for(ctx, q, gen, dev)
         kw = dict(dtype=torch.bfloat16, device=dev.type, block_size=BS, num_blocks=pages, max_batch=1,
