@@ -24,7 +24,7 @@ reported as skipped with its reason and the run goes on):
                       cache costs against the bf16 one)
   mlakit_decoded      fp8 workloads: mlakit with a workspace for the workload's rows
                       (max_decoded_rows) and fp8_decode="once": the rows decoded once per run, then
-                      the 16-bit kernel (mlakit decodes them in its kernel)
+                      the kernel over bf16 rows (`mlakit` decodes them in its stages)
   flashmla            flash_mla_with_kvcache (dense), schedule computed before timing
   flashmla_sparse     flash_mla_sparse_fwd (16 / 32 heads padded to 64, as vLLM pads; fp8 workloads:
                       on the decoded bf16 cache, vLLM's path after it up-converts the rows)

@@ -96,7 +96,7 @@ struct LatentConfig {
   int kv_split_size = 0;
   // FP8 caches on CUDA: rows (1,152 bytes each) of a bf16 workspace into which run() decodes a
   // plan's cached rows once, when its items read each row many times (extends, DSA prefill:
-  // every 64 heads of every new token read them), before the 16-bit kernel attends them; each
+  // every 64 heads of every new token read them), before the kernel attends them as bf16; each
   // request's rows take a multiple of 64. Other plans (decode, MTP; plans whose requests' rows
   // exceed it) decode each row in every item that reads it. 0: never. The CPU ignores it.
   int64_t max_decoded_rows = 0;

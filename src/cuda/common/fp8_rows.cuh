@@ -38,19 +38,25 @@ __device__ __forceinline__ float2 e4m3x2_to_float2(uint32_t two) {
   return __half22float2(__half2(h));
 }
 
-// 16 codes x scale as 16 values of T: two 16-byte stores at dst.
+// 8 codes (low byte first) x scale as 8 values of T: one 16-byte piece.
 template <typename T>
-__device__ __forceinline__ void store_decoded16(uint16_t* dst, uint4 codes, float scale) {
-  const uint32_t c[4] = {codes.x, codes.y, codes.z, codes.w};
-  uint32_t o[8];
+__device__ __forceinline__ uint4 decode8(uint32_t lo4, uint32_t hi4, float scale) {
+  const uint32_t c[2] = {lo4, hi4};
+  uint32_t o[4];
 #pragma unroll
-  for (int i = 0; i < 4; ++i) {
+  for (int i = 0; i < 2; ++i) {
     const float2 lo = e4m3x2_to_float2(c[i]), hi = e4m3x2_to_float2(c[i] >> 16);
     o[2 * i] = pack2<T>(__fmul_rn(lo.x, scale), __fmul_rn(lo.y, scale));
     o[2 * i + 1] = pack2<T>(__fmul_rn(hi.x, scale), __fmul_rn(hi.y, scale));
   }
-  store16(dst, make_uint4(o[0], o[1], o[2], o[3]));
-  store16(dst + 8, make_uint4(o[4], o[5], o[6], o[7]));
+  return make_uint4(o[0], o[1], o[2], o[3]);
+}
+
+// 16 codes x scale as 16 values of T: two 16-byte stores at dst.
+template <typename T>
+__device__ __forceinline__ void store_decoded16(uint16_t* dst, uint4 codes, float scale) {
+  store16(dst, decode8<T>(codes.x, codes.y, scale));
+  store16(dst + 8, decode8<T>(codes.z, codes.w, scale));
 }
 
 // kFp8 (vLLM "fp8"): `width` codes, value = code x k_scale; lane `lane` of the row's warp.

@@ -1,7 +1,7 @@
-// What the Hopper latent-attention kernels share (latent_kernel_sm90.cuh for 16-bit caches,
-// latent_fp8_kernel_sm90.cuh for FP8 ones): the shape of the work (64-row items, 64-key tiles of
-// 576-column rows in 128-byte-swizzled atoms), the plan's arrays, where an item's keys live, the
-// q load and the end of an item (final rows or split partials).
+// The Hopper latent-attention kernel's parts around its schedule (latent_kernel_sm90.cuh): the
+// shape of the work (64-row items, 64-key tiles of 576-column rows in 128-byte-swizzled atoms),
+// the plan's arrays, where an item's keys live, the q load and the end of an item (final rows or
+// split partials).
 #pragma once
 
 #include <cuda_bf16.h>

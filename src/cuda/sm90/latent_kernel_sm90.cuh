@@ -1,8 +1,8 @@
-// The Hopper kernel of latent attention over 16-bit caches (mlakit/latent.h,
-// docs/latent-attention.md): persistent CTAs pull the plan's work items (contract/latent_layout.h)
-// and run each as a 64-row block of (token, head) rows against 64-key tiles of the shared latent
-// rows (576 wide: K = the whole row, V = its first 512 columns). FP8 caches:
-// latent_fp8_kernel_sm90.cuh.
+// The Hopper kernel of latent attention (mlakit/latent.h, docs/latent-attention.md): persistent
+// CTAs pull the plan's work items (contract/latent_layout.h) and run each as a 64-row block of
+// (token, head) rows against 64-key tiles of the shared latent rows (576 wide: K = the whole row,
+// V = its first 512 columns). Over 16-bit caches, and over FP8 ones whose rows it decodes to bf16
+// in its key stages (load_codes, decode_part).
 //
 // Two warpgroups share one output: O (64 x 512 fp32, half the register file) is split by
 // columns, warpgroup 0 holding O_L (columns 0-255) and warpgroup 1 O_R (256-511). The tiles go in
@@ -33,11 +33,18 @@
 // first, the part that was refilled earliest. A sparse item's next lookups start (KeyReads: the
 // index entries) once the first half of S is on the tensor cores; a dense item's (the pages,
 // which stay cached) a little before each refill.
+// FP8 rows: a part's copies bring codes, and the warpgroup that copied them decodes them in place
+// while one of its own products runs, then completes the part's barrier: warpgroup 0 decodes its
+// stage 0 part under P1 V1_L and its stage 1 part under the next pair's first half of S0;
+// warpgroup 1 its stage 0 part under P1 V1_R and its stage 1 part under the first half of S1,
+// which over FP8 rows starts on warpgroup 0's part (decoded by then) instead of its own.
 #pragma once
 
 #include <atomic>
 #include <type_traits>
 
+#include "contract/kv_cache_format.h"
+#include "cuda/common/fp8_rows.cuh"
 #include "cuda/common/online_softmax.cuh"
 #include "cuda/sm90/latent_common_sm90.cuh"
 #include "cuda/sm90/latent_trace_sm90.cuh"
@@ -108,13 +115,93 @@ struct KeyTma {
   }
 };
 
+// FP8 rows (kCache 1: fp8_ds_mla, 512 codes, four float32 scales, 64 bf16 rope values; 2: vLLM's
+// fp8, 576 codes and the layer's one scale; contract/kv_cache_format.h) become the same bf16
+// stage as 16-bit rows, in place: each thread copies the 8 codes of each of its 16-byte bf16
+// pieces into the first half of that piece (and fp8_ds_mla's two scales of its columns into the
+// second half of its first piece), then, once its own copies have landed, reads them back,
+// decodes (code x scale in float32, rounded to bf16: fp8_rows.cuh, as the MLA step's gather and
+// the CPU paths) and writes the piece. No thread reads what another wrote, so a thread's own
+// cp.async.wait_group orders it; the part's mbarrier then publishes the decoded part. A
+// warpgroup decodes a part while one of the tensor cores' products runs (the schedule below).
+template <int kCache>
+__device__ __forceinline__ void load_codes(const KeySource& ks, const KeyRows& rows, uint32_t stage, int wg, bool rope,
+                                           int* key_ok, int wtid) {
+  const int part = wtid & 7;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const int j = (wtid >> 3) + 16 * i;
+    const bool ok = rows.src[i] != nullptr;
+    const unsigned char* src = ok ? rows.src[i] : static_cast<const unsigned char*>(ks.a->cache);
+#pragma unroll
+    for (int atom = 0; atom < 4; ++atom) {
+      const int chunk = (4 * wg + atom) * 8 + part;
+      cp_async_8(stage + swz(j, chunk), src + chunk * 8, ok);
+    }
+    if constexpr (kCache == 1) {
+      cp_async_8(stage + swz(j, 4 * wg * 8 + part) + 8, src + mla::kDsMlaScalesOffset + 8 * wg, ok);
+      if (rope) cp_async_16(stage + swz(j, (kAtoms - 1) * 8 + part), src + mla::kDsMlaRopeOffset + part * 16, ok);
+    } else if (rope) {
+      const int chunk = (kAtoms - 1) * 8 + part;
+      cp_async_8(stage + swz(j, chunk), src + chunk * 8, ok);
+    }
+    if (key_ok != nullptr && part == 0) key_ok[j] = ok ? 1 : 0;
+  }
+  cp_async_commit();
+}
+
+// The decode of a part that load_codes brought (`rope` as there), then its arrival on `bar`.
+// `layer_scale`: fp8's scale of every code. Keys that name nothing were zero-filled: codes and
+// scales 0, decoded to 0.
+template <int kCache>
+__device__ __forceinline__ void decode_part(uint32_t stage, int wg, bool rope, uint32_t bar, float layer_scale,
+                                            int wtid) {
+  const int part = wtid & 7;
+  cp_async_wait<0>();
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const int j = (wtid >> 3) + 16 * i;
+    uint32_t at[4];
+    uint2 c[4];
+    float sc[2] = {layer_scale, layer_scale};
+#pragma unroll
+    for (int atom = 0; atom < 4; ++atom) at[atom] = stage + swz(j, (4 * wg + atom) * 8 + part);
+    if constexpr (kCache == 1) {
+      const uint4 first = ld_shared_v4(at[0]);
+      c[0] = make_uint2(first.x, first.y);
+      sc[0] = __uint_as_float(first.z);
+      sc[1] = __uint_as_float(first.w);
+    } else {
+      c[0] = ld_shared_v2(at[0]);
+    }
+#pragma unroll
+    for (int atom = 1; atom < 4; ++atom) c[atom] = ld_shared_v2(at[atom]);
+#pragma unroll
+    for (int atom = 0; atom < 4; ++atom)
+      st_shared_v4(at[atom], fp8::decode8<__nv_bfloat16>(c[atom].x, c[atom].y, sc[atom >> 1]));
+    if (kCache == 2 && rope) {
+      const uint32_t ra = stage + swz(j, (kAtoms - 1) * 8 + part);
+      const uint2 rc = ld_shared_v2(ra);
+      st_shared_v4(ra, fp8::decode8<__nv_bfloat16>(rc.x, rc.y, layer_scale));
+    }
+  }
+  fence_proxy_async_smem();  // generic-proxy writes, read by wgmma (async proxy)
+  mbar_arrive(bar);
+}
+
 // Warpgroup `wg`'s part of the stage of the tile at key `k0`: atoms 4 wg .. 4 wg + 3 and, when
 // `rope`, atom 8. `reads` are this thread's lookups of the tile (key_reads); `key_ok` (the
-// stage's, or null) marks which keys name a row; `bar` completes when the copies have landed
-// (128 arrivals: the copies' or the threads', plus the boxes' bytes).
+// stage's, or null) marks which keys name a row. 16-bit rows (kCache 0): `bar` completes when the
+// copies have landed (128 arrivals: the copies' or the threads', plus the boxes' bytes). FP8 rows:
+// the copies bring codes (load_codes) and decode_part completes `bar` later.
+template <int kCache>
 __device__ __forceinline__ void load_part(const KeySource& ks, const KeyReads& reads, int64_t k0, const KeyTma& tma,
                                           uint32_t stage, int wg, bool rope, int* key_ok, uint32_t bar, int wtid) {
   const int part = wtid & 7;
+  if constexpr (kCache != 0) {
+    load_codes<kCache>(ks, key_rows(ks, reads, k0, wtid), stage, wg, rope, key_ok, wtid);
+    return;
+  }
   if (tma.covers(ks, k0)) {
     // Every key names a row. Written before this thread's arrival, which publishes it.
     if (key_ok != nullptr && part == 0)
@@ -329,9 +416,11 @@ __device__ __forceinline__ void rescaled_pv(float (&o)[2][64], const float (&f)[
   fence_frags(o, pf);
 }
 
-template <typename T>
+// kCache: LatentArgs::cache_format (0: rows of T; 1: fp8_ds_mla and 2: fp8, decoded to T = bf16).
+template <typename T, int kCache>
 __global__ void __launch_bounds__(kThreads, 1)
     latent_kernel(const LatentArgs args, const __grid_constant__ CUtensorMap cache_map, const int cache_tma) {
+  static_assert(kCache == 0 || std::is_same<T, __nv_bfloat16>::value, "FP8 rows decode to bf16");
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   // The 1024-byte aligned base, reached by an offset from the shared array so the compiler keeps
   // its accesses in the shared space.
@@ -370,8 +459,12 @@ __global__ void __launch_bounds__(kThreads, 1)
   while ((1 << block_shift) < h.block_size) ++block_shift;
   const float sl = h.sm_scale_log2;
   const float slack = kSlackLog2 / sl;  // raw score units (+inf with a zero scale: m never moves)
+  const float layer_scale = kCache == 2 ? *a.k_scale : 0.f;  // fp8: read when the kernel runs (graphs)
   // 0 when this launch does not serve the plan (an FP8 cache decoded once: latent_dispatch.cu).
-  const int num_items = latent::latent_launch_runs(a.run_when, h.decoded) ? h.num_items : 0;
+  const bool runs = latent::latent_launch_runs(a.run_when, h.decoded);
+  // The plan's item count, read again at each item (a volatile load: the FP8 kernels have no
+  // register to hold it through the loop, and ptxas would spill it instead).
+  auto num_items = [&]() { return runs ? *static_cast<const volatile int32_t*>(&h.num_items) : 0; };
   // Parities (both warpgroups alike): bit s, of the tile stage s holds now and of P_s's barrier;
   // bits 2 and 3, of stage 0's and stage 1's key_ok reads (a phase a refill of the stage's
   // key_ok: each warpgroup arrives on its key_ok barrier only before a refill that waits for it,
@@ -381,11 +474,11 @@ __global__ void __launch_bounds__(kThreads, 1)
   int trace_pair = -1;  // the block's pairs so far
 #endif
 
-  for (int round = 0, item = blockIdx.x; item < num_items;
+  for (int round = 0, item = blockIdx.x; item < num_items();
        item = static_cast<int>(latent::worker_item(++round, blockIdx.x, gridDim.x))) {
     const LatentItem it = plan.items[item];
     KeySource ks{&plan, &a, &it, latent::request_pages(h, plan.page_ptr, plan.pages, it.request), block_shift, it.key_end,
-                 h.sparse != 0, 2};
+                 h.sparse != 0, kCache == 0 ? 2 : 1};
     int64_t hi[2];
     const int tiles = item_key_bounds(plan, a, it, r0, ks, hi);
     // This thread's rows' ends of visible keys (dense) in int: keys are positions or index
@@ -397,10 +490,12 @@ __global__ void __launch_bounds__(kThreads, 1)
     cp_async_commit();
     for (int s = 0; s < 2 && s < tiles; ++s) {
       const int64_t kb = it.key_begin + s * kKeys;
-      load_part(ks, key_reads(ks, kb, wtid), kb, tma, st0 + s * kTileBytes, wg, s != wg, s == wg ? key_ok + s * kKeys : nullptr, bar(s, wg), wtid);
+      load_part<kCache>(ks, key_reads(ks, kb, wtid), kb, tma, st0 + s * kTileBytes, wg, s != wg, s == wg ? key_ok + s * kKeys : nullptr, bar(s, wg), wtid);
     }
     MLAKIT_LATENT_STAMP(kLsNextIssued);
-    cp_async_wait<0>();        // q (the tiles' copies complete their barriers)
+    if constexpr (kCache != 0)
+      for (int s = 0; s < 2 && s < tiles; ++s) decode_part<kCache>(st0 + s * kTileBytes, wg, s != wg, bar(s, wg), layer_scale, wtid);
+    cp_async_wait<0>();        // q (16-bit tiles' copies complete their barriers)
     fence_proxy_async_smem();  // cp.async wrote through the generic proxy; wgmma reads async
     __syncthreads();           // q and key_ok of every thread
     MLAKIT_LATENT_STAMP(kLsNextReady);
@@ -434,6 +529,8 @@ __global__ void __launch_bounds__(kThreads, 1)
         MLAKIT_LATENT_STAMP(kLsOwnPart);
         wgmma_fence();
         qk_atoms<T>(s, sq, st0, 0, 4, true);
+        // FP8: stage 1's part (and rope), refilled at the end of the last pair, decoded under S0.
+        if (kCache != 0 && t0 > 0 && has1) decode_part<kCache>(st1, 0, true, bar(1, 0), layer_scale, wtid);
         KeyReads next0 = {}, next1 = {};  // tiles t0 + 2 and t1 + 2, this warpgroup's parts
         if (t0 + 2 < tiles) next0 = key_reads(ks, k0 + 2 * kKeys, wtid);
         if (ks.sparse && t1 + 2 < tiles) next1 = key_reads(ks, k1 + 2 * kKeys, wtid);
@@ -471,7 +568,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         if (t0 + 2 < tiles) {
           mbar_arrive(mbar(kBarKeysRead0));  // every mask of this tile has read key_ok
           mbar_wait(mbar(kBarKeysRead0), ph2);
-          load_part(ks, next0, k0 + 2 * kKeys, tma, st0, 0, false, key_ok, bar(0, 0), wtid);
+          load_part<kCache>(ks, next0, k0 + 2 * kKeys, tma, st0, 0, false, key_ok, bar(0, 0), wtid);
           MLAKIT_LATENT_STAMP(kLsRefill0);
         }
 
@@ -493,11 +590,13 @@ __global__ void __launch_bounds__(kThreads, 1)
           wgmma_fence();
           pv_ss<T>(o, sp1, st1, 0);
           wgmma_commit();
+          // FP8: stage 0's part for tile t0 + 2, decoded under P1 V1_L.
+          if (kCache != 0 && t0 + 2 < tiles) decode_part<kCache>(st0, 0, false, bar(0, 0), layer_scale, wtid);
           wgmma_wait<0>();
           fence_o(o);
           MLAKIT_LATENT_STAMP(kLs7);
           if (t1 + 2 < tiles) {
-            load_part(ks, next1, k1 + 2 * kKeys, tma, st1, 0, true, nullptr, bar(1, 0), wtid);
+            load_part<kCache>(ks, next1, k1 + 2 * kKeys, tma, st1, 0, true, nullptr, bar(1, 0), wtid);
             MLAKIT_LATENT_STAMP(kLsRefill1);
           }
           m_raw[0] = m1[0];
@@ -509,18 +608,35 @@ __global__ void __launch_bounds__(kThreads, 1)
       } else {
         KeyReads next0 = {}, next1 = {};  // tiles t0 + 2 and t1 + 2, this warpgroup's parts
         if (has1) {
-          // S1 over stage 1: this warpgroup's part first, then warpgroup 0's (with the rope).
-          part_landed(bar(1, 1), ph1, tma.covers(ks, k1));
-          MLAKIT_LATENT_STAMP(kLsOwnPart);
-          wgmma_fence();
-          qk_atoms<T>(s, sq, st1, 4, 8, true);
-          if (t1 + 2 < tiles) next1 = key_reads(ks, k1 + 2 * kKeys, wtid);
-          if (ks.sparse && t0 + 2 < tiles) next0 = key_reads(ks, k0 + 2 * kKeys, wtid);
-          part_landed(bar(1, 0), ph1, tma.covers(ks, k1));
-          MLAKIT_LATENT_STAMP(kLsOtherPart);
-          wgmma_fence();
-          qk_atoms<T>(s, sq, st1, 0, 4, false);
-          qk_atoms<T>(s, sq, st1, 8, kAtoms, false);
+          if constexpr (kCache == 0) {
+            // S1 over stage 1: this warpgroup's part first, then warpgroup 0's (with the rope).
+            part_landed(bar(1, 1), ph1, tma.covers(ks, k1));
+            MLAKIT_LATENT_STAMP(kLsOwnPart);
+            wgmma_fence();
+            qk_atoms<T>(s, sq, st1, 4, 8, true);
+            if (t1 + 2 < tiles) next1 = key_reads(ks, k1 + 2 * kKeys, wtid);
+            if (ks.sparse && t0 + 2 < tiles) next0 = key_reads(ks, k0 + 2 * kKeys, wtid);
+            part_landed(bar(1, 0), ph1, tma.covers(ks, k1));
+            MLAKIT_LATENT_STAMP(kLsOtherPart);
+            wgmma_fence();
+            qk_atoms<T>(s, sq, st1, 0, 4, false);
+            qk_atoms<T>(s, sq, st1, 8, kAtoms, false);
+          } else {
+            // FP8: warpgroup 0's part first (it decoded it under S0), then this warpgroup's,
+            // refilled at the end of the last pair and decoded under the first half.
+            part_landed(bar(1, 0), ph1, false);
+            MLAKIT_LATENT_STAMP(kLsOtherPart);
+            wgmma_fence();
+            qk_atoms<T>(s, sq, st1, 0, 4, true);
+            qk_atoms<T>(s, sq, st1, 8, kAtoms, false);
+            if (t1 + 2 < tiles) next1 = key_reads(ks, k1 + 2 * kKeys, wtid);
+            if (ks.sparse && t0 + 2 < tiles) next0 = key_reads(ks, k0 + 2 * kKeys, wtid);
+            if (t0 > 0) decode_part<kCache>(st1, 1, false, bar(1, 1), layer_scale, wtid);
+            part_landed(bar(1, 1), ph1, false);
+            MLAKIT_LATENT_STAMP(kLsOwnPart);
+            wgmma_fence();
+            qk_atoms<T>(s, sq, st1, 4, 8, false);
+          }
           wgmma_commit();
         } else if (ks.sparse && t0 + 2 < tiles) {
           next0 = key_reads(ks, k0 + 2 * kKeys, wtid);
@@ -588,15 +704,22 @@ __global__ void __launch_bounds__(kThreads, 1)
         fence_o(o);
         MLAKIT_LATENT_STAMP(kLs6);
         if (t0 + 2 < tiles) {
-          load_part(ks, next0, k0 + 2 * kKeys, tma, st0, 1, true, nullptr, bar(0, 1), wtid);
+          load_part<kCache>(ks, next0, k0 + 2 * kKeys, tma, st0, 1, true, nullptr, bar(0, 1), wtid);
           MLAKIT_LATENT_STAMP(kLsRefill0);
         }
         if (has1) {
-          rescaled_pv<T>(o, f1, pf, st1, 1);
+          scale_o_if_needed(o, f1);
+          wgmma_fence();
+          pv<T>(o, pf, st1, 1);
+          wgmma_commit();
+          // FP8: stage 0's part for tile t0 + 2 (and the rope), decoded under P1 V1_R.
+          if (kCache != 0 && t0 + 2 < tiles) decode_part<kCache>(st0, 1, true, bar(0, 1), layer_scale, wtid);
+          wgmma_wait<0>();
+          fence_frags(o, pf);
           MLAKIT_LATENT_STAMP(kLs7);
           if (t1 + 2 < tiles) {
             mbar_wait(mbar(kBarKeysRead1), ph3);
-            load_part(ks, next1, k1 + 2 * kKeys, tma, st1, 1, false, key_ok + kKeys, bar(1, 1), wtid);
+            load_part<kCache>(ks, next1, k1 + 2 * kKeys, tma, st1, 1, false, key_ok + kKeys, bar(1, 1), wtid);
             MLAKIT_LATENT_STAMP(kLsRefill1);
           }
         }
@@ -637,14 +760,15 @@ inline bool cache_tma_map(const LatentArgs& a, CUtensorMap* map) {
 }
 
 // Launches the kernel over `grid` persistent CTAs (one per SM) on the current device, whose
-// shared-memory limit for it is raised once (the attribute is per device).
-template <typename T>
+// shared-memory limit for it is raised once (the attribute is per device). FP8 rows come by
+// cp.async only (no tensor map: they are decoded in place).
+template <typename T, int kCache>
 cudaError_t launch(const LatentArgs& args, int device, int grid, cudaStream_t stream) {
   static std::atomic<uint64_t> configured{0};  // bit d: device d
   const uint64_t bit = device < 64 ? uint64_t{1} << device : 0;
   if (bit == 0 || (configured.load(std::memory_order_relaxed) & bit) == 0) {
     const cudaError_t e =
-        cudaFuncSetAttribute(latent_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes);
+        cudaFuncSetAttribute(latent_kernel<T, kCache>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes);
     if (e != cudaSuccess) return e;
     configured.fetch_or(bit, std::memory_order_relaxed);
   }
@@ -652,8 +776,8 @@ cudaError_t launch(const LatentArgs& args, int device, int grid, cudaStream_t st
   trace_register<latent_trace_dump>(std::is_same<T, __nv_bfloat16>::value ? "bf16" : "fp16");
 #endif
   CUtensorMap map{};
-  const int tma = cache_tma_map(args, &map) ? 1 : 0;
-  latent_kernel<T><<<grid, kThreads, kSmemBytes, stream>>>(args, map, tma);
+  const int tma = kCache == 0 && cache_tma_map(args, &map) ? 1 : 0;
+  latent_kernel<T, kCache><<<grid, kThreads, kSmemBytes, stream>>>(args, map, tma);
   return cudaGetLastError();
 }
 

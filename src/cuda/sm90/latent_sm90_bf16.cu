@@ -7,7 +7,7 @@ namespace cuda {
 namespace sm90 {
 
 cudaError_t launch_latent_bf16(const latent::LatentArgs& args, int device, int grid, cudaStream_t stream) {
-  return latent_sm90::launch<__nv_bfloat16>(args, device, grid, stream);
+  return latent_sm90::launch<__nv_bfloat16, 0>(args, device, grid, stream);
 }
 
 }  // namespace sm90

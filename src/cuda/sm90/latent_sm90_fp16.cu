@@ -7,7 +7,7 @@ namespace cuda {
 namespace sm90 {
 
 cudaError_t launch_latent_fp16(const latent::LatentArgs& args, int device, int grid, cudaStream_t stream) {
-  return latent_sm90::launch<__half>(args, device, grid, stream);
+  return latent_sm90::launch<__half, 0>(args, device, grid, stream);
 }
 
 }  // namespace sm90
