@@ -2,7 +2,7 @@
 // CTAs pull the plan's work items (contract/latent_layout.h) and run each as a 64-row block of
 // (token, head) rows against 64-key tiles of the shared latent rows (576 wide: K = the whole row,
 // V = its first 512 columns). Over 16-bit caches, and over FP8 ones whose rows it decodes to bf16
-// in its key stages (load_codes, decode_part).
+// in its key stages (load_part, decode_part).
 //
 // Two warpgroups share one output: O (64 x 512 fp32, half the register file) is split by
 // columns, warpgroup 0 holding O_L (columns 0-255) and warpgroup 1 O_R (256-511). The tiles go in
@@ -115,6 +115,15 @@ struct KeyTma {
   }
 };
 
+// Piece `chunk` of key row j of a stage: 16 bytes of a 16-bit row, or the 8 codes that become it.
+template <int kCache>
+__device__ __forceinline__ void copy_piece(uint32_t stage, int j, int chunk, const unsigned char* src, bool ok) {
+  if constexpr (kCache == 0)
+    cp_async_16(stage + swz(j, chunk), src + chunk * 16, ok);
+  else
+    cp_async_8(stage + swz(j, chunk), src + chunk * 8, ok);
+}
+
 // FP8 rows (kCache 1: fp8_ds_mla, 512 codes, four float32 scales, 64 bf16 rope values; 2: vLLM's
 // fp8, 576 codes and the layer's one scale; contract/kv_cache_format.h) become the same bf16
 // stage as 16-bit rows, in place: each thread copies the 8 codes of each of its 16-byte bf16
@@ -124,33 +133,8 @@ struct KeyTma {
 // the CPU paths) and writes the piece. No thread reads what another wrote, so a thread's own
 // cp.async.wait_group orders it; the part's mbarrier then publishes the decoded part. A
 // warpgroup decodes a part while one of the tensor cores' products runs (the schedule below).
-template <int kCache>
-__device__ __forceinline__ void load_codes(const KeySource& ks, const KeyRows& rows, uint32_t stage, int wg, bool rope,
-                                           int* key_ok, int wtid) {
-  const int part = wtid & 7;
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const int j = (wtid >> 3) + 16 * i;
-    const bool ok = rows.src[i] != nullptr;
-    const unsigned char* src = ok ? rows.src[i] : static_cast<const unsigned char*>(ks.a->cache);
-#pragma unroll
-    for (int atom = 0; atom < 4; ++atom) {
-      const int chunk = (4 * wg + atom) * 8 + part;
-      cp_async_8(stage + swz(j, chunk), src + chunk * 8, ok);
-    }
-    if constexpr (kCache == 1) {
-      cp_async_8(stage + swz(j, 4 * wg * 8 + part) + 8, src + mla::kDsMlaScalesOffset + 8 * wg, ok);
-      if (rope) cp_async_16(stage + swz(j, (kAtoms - 1) * 8 + part), src + mla::kDsMlaRopeOffset + part * 16, ok);
-    } else if (rope) {
-      const int chunk = (kAtoms - 1) * 8 + part;
-      cp_async_8(stage + swz(j, chunk), src + chunk * 8, ok);
-    }
-    if (key_ok != nullptr && part == 0) key_ok[j] = ok ? 1 : 0;
-  }
-  cp_async_commit();
-}
-
-// The decode of a part that load_codes brought (`rope` as there), then its arrival on `bar`.
+//
+// The decode of a part that load_part brought (`rope` as there), then its arrival on `bar`.
 // `layer_scale`: fp8's scale of every code. Keys that name nothing were zero-filled: codes and
 // scales 0, decoded to 0.
 template <int kCache>
@@ -193,16 +177,12 @@ __device__ __forceinline__ void decode_part(uint32_t stage, int wg, bool rope, u
 // `rope`, atom 8. `reads` are this thread's lookups of the tile (key_reads); `key_ok` (the
 // stage's, or null) marks which keys name a row. 16-bit rows (kCache 0): `bar` completes when the
 // copies have landed (128 arrivals: the copies' or the threads', plus the boxes' bytes). FP8 rows:
-// the copies bring codes (load_codes) and decode_part completes `bar` later.
+// the copies bring codes (above) as one commit group, and decode_part completes `bar` later.
 template <int kCache>
 __device__ __forceinline__ void load_part(const KeySource& ks, const KeyReads& reads, int64_t k0, const KeyTma& tma,
                                           uint32_t stage, int wg, bool rope, int* key_ok, uint32_t bar, int wtid) {
   const int part = wtid & 7;
-  if constexpr (kCache != 0) {
-    load_codes<kCache>(ks, key_rows(ks, reads, k0, wtid), stage, wg, rope, key_ok, wtid);
-    return;
-  }
-  if (tma.covers(ks, k0)) {
+  if (kCache == 0 && tma.covers(ks, k0)) {
     // Every key names a row. Written before this thread's arrival, which publishes it.
     if (key_ok != nullptr && part == 0)
 #pragma unroll
@@ -234,17 +214,19 @@ __device__ __forceinline__ void load_part(const KeySource& ks, const KeyReads& r
     const bool ok = rows.src[i] != nullptr;
     const unsigned char* src = ok ? rows.src[i] : static_cast<const unsigned char*>(ks.a->cache);
 #pragma unroll
-    for (int atom = 0; atom < 4; ++atom) {
-      const int chunk = (4 * wg + atom) * 8 + part;
-      cp_async_16(stage + swz(j, chunk), src + chunk * 16, ok);
-    }
-    if (rope) {
-      const int chunk = (kAtoms - 1) * 8 + part;
-      cp_async_16(stage + swz(j, chunk), src + chunk * 16, ok);
+    for (int atom = 0; atom < 4; ++atom) copy_piece<kCache>(stage, j, (4 * wg + atom) * 8 + part, src, ok);
+    if constexpr (kCache == 1) {
+      cp_async_8(stage + swz(j, 4 * wg * 8 + part) + 8, src + mla::kDsMlaScalesOffset + 8 * wg, ok);
+      if (rope) cp_async_16(stage + swz(j, (kAtoms - 1) * 8 + part), src + mla::kDsMlaRopeOffset + part * 16, ok);
+    } else if (rope) {
+      copy_piece<kCache>(stage, j, (kAtoms - 1) * 8 + part, src, ok);
     }
     if (key_ok != nullptr && part == 0) key_ok[j] = ok ? 1 : 0;
   }
-  cp_async_mbar_arrive_noinc(bar);
+  if constexpr (kCache == 0)
+    cp_async_mbar_arrive_noinc(bar);
+  else
+    cp_async_commit();
 }
 
 // Waits for a stage part (mbarrier phase `parity`) and makes it visible to wgmma reads: a part
@@ -403,8 +385,8 @@ __device__ __forceinline__ void fence_frags(float (&o)[2][64], uint32_t (&pf)[4]
   for (int kk = 0; kk < 4; ++kk) fence_regs(pf[kk]);
 }
 
-// O = O f + P V over stage `sk` (P as this thread's A fragments), waited for: each
-// warpgroup's product with its own P.
+// O = O f + P V over stage `sk` (P as this thread's A fragments), waited for: warpgroup 0's
+// product with its own P (warpgroup 1 spells it out, to decode FP8 rows under its product).
 template <typename T>
 __device__ __forceinline__ void rescaled_pv(float (&o)[2][64], const float (&f)[2], uint32_t (&pf)[4][4], uint32_t sk,
                                             int wg) {
