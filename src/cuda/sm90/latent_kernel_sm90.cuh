@@ -64,23 +64,19 @@ constexpr int kOffK = kOffQ + kTileBytes;          // stage s at kOffK + s * kTi
 constexpr int kOffRowX = kOffK + 2 * kTileBytes;   // float [2 warpgroups][2][64 rows]: store_rows'
 constexpr int kOffMax = kOffRowX + 4 * kRows * 4;  // float [2][64]: m0 (warpgroup 0), m1 (warpgroup 1)
 constexpr int kOffKeyOk = kOffMax + 2 * kRows * 4; // int [2 stages][64]
-constexpr int kOffBar = kOffKeyOk + 2 * kKeys * 4; // uint64 [kNumBars]: mbarriers (kBar*)
-constexpr int kBarP0 = 0, kBarP1 = 1, kBarKeysRead1 = 2, kBarKeysRead0 = 3;
-constexpr int kBarAtoms = 4;                   // stage s, atom a: kBarAtoms + kAtoms s + a
-constexpr int kNumBars = kBarAtoms + 2 * kAtoms;
-constexpr int kSmemUsed = kOffBar + kNumBars * 8;
+constexpr int kOffBar = kOffKeyOk + 2 * kKeys * 4; // uint64 [8]: mbarriers (kBar*)
+constexpr int kSmemUsed = kOffBar + 8 * 8;
 constexpr int kSmemBytes = kSmemUsed + 1024;  // room to align the base
 static_assert(kSmemBytes <= 232448, "one CTA per SM");
 constexpr int kOffP = (kAtoms - 1) * kAtomBytes;  // in a stage: the rope atom, where its P goes after S
 
-// The mbarriers (kBar* above), each completed by the 128 threads of one warpgroup (an arrive
-// releases, the wait acquires): P0 with m0 and P1 with m1 are published; warpgroup 1 / 0 has read
-// its stage's key_ok (before it writes the next tile's); atom a of stage s has landed (by its TMA
-// box's bytes, or by the copies: cp.async noinc). One barrier an atom, as FlashMLA waits for its
-// K tiles: S takes each atom as it lands, where a barrier a part held it until the part's last
-// atom had. Every handoff, within a warpgroup too, is one of these rather than a named barrier:
-// compute-sanitizer's racecheck follows mbarriers, not bar.arrive -> bar.sync pairs nor barriers
-// of part of the block.
+// The mbarriers, each completed by the 128 threads of one warpgroup (an arrive releases, the wait
+// acquires): stage s's part p has landed (2 s + p; by the copies, cp.async noinc); P0 with m0 and
+// P1 with m1 are published; warpgroup 1 / 0 has read its stage's key_ok
+// (before it writes the next tile's). Every handoff, within a warpgroup too, is one of these
+// rather than a named barrier: compute-sanitizer's racecheck follows mbarriers, not bar.arrive ->
+// bar.sync pairs nor barriers of part of the block.
+constexpr int kBarP0 = 4, kBarP1 = 5, kBarKeysRead1 = 6, kBarKeysRead0 = 7;
 
 // A warpgroup thread's four keys of a tile: j = wtid / 8 + 16 i (8 threads a row: a 128-byte
 // line per atom and warp instruction). Their lookups start with a global read (an index entry
@@ -138,19 +134,11 @@ __device__ __forceinline__ void copy_piece(uint32_t stage, int j, int chunk, con
 // cp.async.wait_group orders it; the part's mbarrier then publishes the decoded part. A
 // warpgroup decodes a part while one of the tensor cores' products runs (the schedule below).
 //
-// Arrives on the barriers of warpgroup `wg`'s atoms of a stage (`bars`: its atom 0's; `rope` as
-// in load_part).
-__device__ __forceinline__ void arrive_atoms(uint32_t bars, int wg, bool rope) {
-#pragma unroll
-  for (int atom = 0; atom < 4; ++atom) mbar_arrive(bars + 8 * (4 * wg + atom));
-  if (rope) mbar_arrive(bars + 8 * (kAtoms - 1));
-}
-
-// The decode of a part that load_part brought (`rope` as there), then its arrivals on its atoms'
-// barriers (`bars`: the stage's atom 0's). `layer_scale`: fp8's scale of every code. Keys that
-// name nothing were zero-filled: codes and scales 0, decoded to 0.
+// The decode of a part that load_part brought (`rope` as there), then its arrival on `bar`.
+// `layer_scale`: fp8's scale of every code. Keys that name nothing were zero-filled: codes and
+// scales 0, decoded to 0.
 template <int kCache>
-__device__ __forceinline__ void decode_part(uint32_t stage, int wg, bool rope, uint32_t bars, float layer_scale,
+__device__ __forceinline__ void decode_part(uint32_t stage, int wg, bool rope, uint32_t bar, float layer_scale,
                                             int wtid) {
   const int part = wtid & 7;
   cp_async_wait<0>();
@@ -182,162 +170,83 @@ __device__ __forceinline__ void decode_part(uint32_t stage, int wg, bool rope, u
     }
   }
   fence_proxy_async_smem();  // generic-proxy writes, read by wgmma (async proxy)
-  arrive_atoms(bars, wg, rope);
+  mbar_arrive(bar);
 }
 
 // Warpgroup `wg`'s part of the stage of the tile at key `k0`: atoms 4 wg .. 4 wg + 3 and, when
 // `rope`, atom 8. `reads` are this thread's lookups of the tile (key_reads); `key_ok` (the
-// stage's, or null) marks which keys name a row. `bars`: the stage's atom 0's barrier. 16-bit
-// rows (kCache 0): each atom's barrier completes when its bytes have landed (128 arrivals: the
-// copies' or the threads', plus its box's bytes), the atoms in the order S reads them. FP8 rows:
-// the copies bring codes (above) as one commit group, and decode_part completes the barriers
-// later.
+// stage's, or null) marks which keys name a row. 16-bit rows (kCache 0): `bar` completes when the
+// copies have landed (128 arrivals: the copies' or the threads', plus the boxes' bytes). FP8 rows:
+// the copies bring codes (above) as one commit group, and decode_part completes `bar` later.
 template <int kCache>
 __device__ __forceinline__ void load_part(const KeySource& ks, const KeyReads& reads, int64_t k0, const KeyTma& tma,
-                                          uint32_t stage, int wg, bool rope, int* key_ok, uint32_t bars, int wtid) {
+                                          uint32_t stage, int wg, bool rope, int* key_ok, uint32_t bar, int wtid) {
   const int part = wtid & 7;
   if (kCache == 0 && tma.covers(ks, k0)) {
-    // Every key names a row. Written before this thread's arrivals, which publish it.
+    // Every key names a row. Written before this thread's arrival, which publishes it.
     if (key_ok != nullptr && part == 0)
 #pragma unroll
       for (int i = 0; i < 4; ++i) key_ok[(wtid >> 3) + 16 * i] = 1;
-    // Lane 0 of warp w sends atom 4 wg + w (warp 0 also the rope atom 8), each box completing its
-    // atom's barrier, which lane 0 arrives on expecting the box's bytes: the four warps issue at
-    // once, where one thread sending every box in turn held the refill up (the trace: 850 cycles
-    // from a pair's last P V to the next top). Every other arrival is a plain one. Lane 0's first
-    // key, k0 + 4 w, lies in the tile's block: reads.v[0] is that block. In int: the host maps
-    // the cache only when its slot numbers fit. Evict-first in L2, as FlashMLA loads its pages:
-    // 1-2% faster at decode (docs/performance.md).
-    const int w = wtid >> 5;
-    const bool sender = (wtid & 31) == 0;
-    const bool with_rope = rope && w == 0;
-#pragma unroll
-    for (int atom = 0; atom < 4; ++atom) {
-      const uint32_t b = bars + 8 * (4 * wg + atom);
-      if (sender && atom == w)
-        mbar_arrive_expect_tx(b, kAtomBytes);
-      else
-        mbar_arrive(b);
-    }
-    if (rope) {
-      if (sender && with_rope)
-        mbar_arrive_expect_tx(bars + 8 * (kAtoms - 1), kAtomBytes);
-      else
-        mbar_arrive(bars + 8 * (kAtoms - 1));
-    }
-    if (sender) {
+    if ((wtid & 31) == 0) {
+      // Lane 0 of warp w sends atom 4 wg + w (warp 0 also the rope atom 8) and arrives expecting
+      // its own boxes' bytes: the four warps issue at once, where one thread sending every box
+      // in turn held the refill up (the trace: 850 cycles from a pair's last P V to the next top).
+      // Lane 0's first key, k0 + 4 w, lies in the tile's block: reads.v[0] is that block. In int:
+      // the host maps the cache only when its slot numbers fit. Evict-first in L2, as FlashMLA
+      // loads its pages: 1-2% faster at decode (docs/performance.md).
+      const int w = wtid >> 5;
       const int row = (reads.v[0] << ks.block_shift) | (static_cast<int>(k0) & ((1 << ks.block_shift) - 1));
+      const bool with_rope = rope && w == 0;
+      mbar_arrive_expect_tx(bar, (with_rope ? 2 : 1) * kAtomBytes);
       const uint64_t policy = l2_evict_first_policy();
-      tma_load_2d_policy(stage + (4 * wg + w) * kAtomBytes, tma.map, bars + 8 * (4 * wg + w), (4 * wg + w) * 64, row,
-                         policy);
+      tma_load_2d_policy(stage + (4 * wg + w) * kAtomBytes, tma.map, bar, (4 * wg + w) * 64, row, policy);
       if (with_rope)
-        tma_load_2d_policy(stage + (kAtoms - 1) * kAtomBytes, tma.map, bars + 8 * (kAtoms - 1), (kAtoms - 1) * 64, row,
-                           policy);
+        tma_load_2d_policy(stage + (kAtoms - 1) * kAtomBytes, tma.map, bar, (kAtoms - 1) * 64, row, policy);
+    } else {
+      mbar_arrive(bar);
     }
     return;
   }
   const KeyRows rows = key_rows(ks, reads, k0, wtid);
-  if constexpr (kCache == 0) {
-    // Atom by atom, each followed by its barrier's arrival (once every copy of this thread so
-    // far has landed), so the atoms land in the order S reads them.
-    const unsigned char* src[4];
-    bool ok[4];
 #pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      ok[i] = rows.src[i] != nullptr;
-      src[i] = ok[i] ? rows.src[i] : static_cast<const unsigned char*>(ks.a->cache);
-      if (key_ok != nullptr && part == 0) key_ok[(wtid >> 3) + 16 * i] = ok[i] ? 1 : 0;
+  for (int i = 0; i < 4; ++i) {
+    const int j = (wtid >> 3) + 16 * i;
+    const bool ok = rows.src[i] != nullptr;
+    const unsigned char* src = ok ? rows.src[i] : static_cast<const unsigned char*>(ks.a->cache);
+#pragma unroll
+    for (int atom = 0; atom < 4; ++atom) copy_piece<kCache>(stage, j, (4 * wg + atom) * 8 + part, src, ok);
+    if constexpr (kCache == 1) {
+      cp_async_8(stage + swz(j, 4 * wg * 8 + part) + 8, src + mla::kDsMlaScalesOffset + 8 * wg, ok);
+      if (rope) cp_async_16(stage + swz(j, (kAtoms - 1) * 8 + part), src + mla::kDsMlaRopeOffset + part * 16, ok);
+    } else if (rope) {
+      copy_piece<kCache>(stage, j, (kAtoms - 1) * 8 + part, src, ok);
     }
-#pragma unroll
-    for (int atom = 0; atom < 4; ++atom) {
-#pragma unroll
-      for (int i = 0; i < 4; ++i) copy_piece<kCache>(stage, (wtid >> 3) + 16 * i, (4 * wg + atom) * 8 + part, src[i], ok[i]);
-      cp_async_mbar_arrive_noinc(bars + 8 * (4 * wg + atom));
-    }
-    if (rope) {
-#pragma unroll
-      for (int i = 0; i < 4; ++i) copy_piece<kCache>(stage, (wtid >> 3) + 16 * i, (kAtoms - 1) * 8 + part, src[i], ok[i]);
-      cp_async_mbar_arrive_noinc(bars + 8 * (kAtoms - 1));
-    }
-  } else {
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const int j = (wtid >> 3) + 16 * i;
-      const bool ok = rows.src[i] != nullptr;
-      const unsigned char* src = ok ? rows.src[i] : static_cast<const unsigned char*>(ks.a->cache);
-#pragma unroll
-      for (int atom = 0; atom < 4; ++atom) copy_piece<kCache>(stage, j, (4 * wg + atom) * 8 + part, src, ok);
-      if constexpr (kCache == 1) {
-        cp_async_8(stage + swz(j, 4 * wg * 8 + part) + 8, src + mla::kDsMlaScalesOffset + 8 * wg, ok);
-        if (rope) cp_async_16(stage + swz(j, (kAtoms - 1) * 8 + part), src + mla::kDsMlaRopeOffset + part * 16, ok);
-      } else if (rope) {
-        copy_piece<kCache>(stage, j, (kAtoms - 1) * 8 + part, src, ok);
-      }
-      if (key_ok != nullptr && part == 0) key_ok[j] = ok ? 1 : 0;
-    }
+    if (key_ok != nullptr && part == 0) key_ok[j] = ok ? 1 : 0;
+  }
+  if constexpr (kCache == 0)
+    cp_async_mbar_arrive_noinc(bar);
+  else
     cp_async_commit();
-  }
 }
 
-// Whether S waits for each atom of a stage as it lands (true) or for its parts whole: atoms that
-// came by TMA always land one by one; rows copied by cp.async land in atom order too (load_part).
-// FP8 parts are published whole by their decode.
-#ifndef MLAKIT_LATENT_CP_PER_ATOM
-#define MLAKIT_LATENT_CP_PER_ATOM 1
-#endif
-constexpr bool kCpAsyncPerAtom = MLAKIT_LATENT_CP_PER_ATOM;
-
-// How a tile's atoms are waited for: one at a time (`per_atom`), or through the last of a range
-// (a thread's arrivals on a part's barriers follow its copies, or its decode, in atom order); and
-// made visible to wgmma reads: an atom that came by TMA (`by_tma`: KeyTma::covers of its tile) was
-// written through the async proxy, which wgmma reads too, so the barrier is enough; cp.async
-// writes through the generic proxy.
-struct Landing {
-  uint32_t bars;  // the stage's atom 0's barrier
-  uint32_t parity;
-  bool per_atom, by_tma;
-};
-
-// `v` of lane 0 (the same in every lane), so that ptxas knows a branch on it is not divergent:
-// wgmma issued after a branch it thinks divergent gets serialized.
-__device__ __forceinline__ bool warp_uniform(bool v) { return __shfl_sync(0xffffffffu, v ? 1 : 0, 0) != 0; }
-
-__device__ __forceinline__ void atom_landed(const Landing& g, int atom) {
-  mbar_wait(g.bars + 8 * atom, g.parity);
-  if (!g.by_tma) fence_proxy_async_smem();
+// Waits for a stage part (mbarrier phase `parity`) and makes it visible to wgmma reads: a part
+// that came by TMA (`by_tma`: KeyTma::covers of its tile) was written through the async proxy,
+// which wgmma reads too, so the barrier is enough; cp.async writes through the generic proxy.
+__device__ __forceinline__ void part_landed(uint32_t bar, uint32_t parity, bool by_tma) {
+  mbar_wait(bar, parity);
+  if (!by_tma) fence_proxy_async_smem();
 }
 
-// Atoms [a0, a1) of a stage have landed (one part's: without per_atom, its last atom's barrier).
-__device__ __forceinline__ void atoms_landed(const Landing& g, int a0, int a1) {
-  if (g.per_atom) {
-#pragma unroll
-    for (int a = a0; a < a1 - 1; ++a) mbar_wait(g.bars + 8 * a, g.parity);
-  }
-  atom_landed(g, a1 - 1);
-}
-
-// Without per_atom, a part before S reads it: the barrier of its last atom (`last`).
-__device__ __forceinline__ void part_landed(const Landing& g, int last) {
-  if (!g.per_atom) atom_landed(g, last);
-}
-
-// S (+)= Q K^T over atoms [a0, a1) of a stage (k-steps 4 a0 .. 4 a1 - 1), with per_atom each
-// atom's k-steps issued once it has landed (else after part_landed); the first k-step of the tile
-// overwrites.
+// S (+)= Q K^T over atoms [a0, a1) of a stage (k-steps 4 a0 .. 4 a1 - 1); the first k-step of
+// the tile overwrites.
 template <typename T>
-__device__ __forceinline__ void qk_atoms(float (&s)[32], uint32_t sq, uint32_t sk, const Landing& g, int a0, int a1,
-                                         bool first) {
+__device__ __forceinline__ void qk_atoms(float (&s)[32], uint32_t sq, uint32_t sk, int a0, int a1, bool first) {
   const uint64_t da0 = smem_desc_sw128(sq, 16, 1024);
   const uint64_t db0 = smem_desc_sw128(sk, 16, 1024);
 #pragma unroll
-  for (int a = a0; a < a1; ++a) {
-    if (g.per_atom) atom_landed(g, a);
-    wgmma_fence();
-#pragma unroll
-    for (int kk = 4 * a; kk < 4 * a + 4; ++kk) {
-      const uint32_t off = (kk >> 2) * kAtomBytes + (kk & 3) * 32;
-      wgmma_m64n64k16_ss<T>(s, smem_desc_advance(da0, off), smem_desc_advance(db0, off), first && kk == 4 * a0 ? 0 : 1);
-    }
+  for (int kk = 4 * a0; kk < 4 * a1; ++kk) {
+    const uint32_t off = (kk >> 2) * kAtomBytes + (kk & 3) * 32;
+    wgmma_m64n64k16_ss<T>(s, smem_desc_advance(da0, off), smem_desc_advance(db0, off), first && kk == 4 * a0 ? 0 : 1);
   }
 }
 
@@ -506,7 +415,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   float* max_x = reinterpret_cast<float*>(smem + kOffMax);
   int* key_ok = reinterpret_cast<int*>(smem + kOffKeyOk);
   auto mbar = [&](int i) { return sbase + kOffBar + i * 8; };
-  auto bars = [&](int stage) { return mbar(kBarAtoms + kAtoms * stage); };  // stage s's atom 0 has landed (+8 a: atom a)
+  auto bar = [&](int stage, int part) { return mbar(2 * stage + part); };  // stage s, part p has landed
 
   const int tid = threadIdx.x;
   // 0: S of even tiles, O_L; 1: S of odd tiles, O_R. Broadcast from lane 0 so ptxas knows it is
@@ -518,7 +427,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int r0 = 16 * (wtid >> 5) + (lane >> 2);  // this thread's rows r0 and r0 + 8
 
   if (tid == 0) {
-    for (int i = 0; i < kNumBars; ++i) mbar_init(mbar(i), 128);
+    for (int i = 0; i < 8; ++i) mbar_init(mbar(i), 128);
     fence_barrier_init();
   }
   __syncthreads();
@@ -550,11 +459,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   for (int round = 0, item = blockIdx.x; item < num_items();
        item = static_cast<int>(latent::worker_item(++round, blockIdx.x, gridDim.x))) {
     const LatentItem it = plan.items[item];
-    // The pages array from its offset read again at each item (volatile, as the item count: held
-    // through the item, ptxas spilled it in the fp8_ds_mla instantiation).
-    const auto* pages = reinterpret_cast<const int32_t*>(static_cast<const uint8_t*>(a.plan) +
-                                                         *static_cast<const volatile int32_t*>(&h.pages_offset));
-    KeySource ks{&plan, &a, &it, latent::request_pages(h, plan.page_ptr, pages, it.request), block_shift, it.key_end,
+    KeySource ks{&plan, &a, &it, latent::request_pages(h, plan.page_ptr, plan.pages, it.request), block_shift, it.key_end,
                  h.sparse != 0, kCache == 0 ? 2 : 1};
     int64_t hi[2];
     const int tiles = item_key_bounds(plan, a, it, r0, ks, hi);
@@ -567,11 +472,11 @@ __global__ void __launch_bounds__(kThreads, 1)
     cp_async_commit();
     for (int s = 0; s < 2 && s < tiles; ++s) {
       const int64_t kb = it.key_begin + s * kKeys;
-      load_part<kCache>(ks, key_reads(ks, kb, wtid), kb, tma, st0 + s * kTileBytes, wg, s != wg, s == wg ? key_ok + s * kKeys : nullptr, bars(s), wtid);
+      load_part<kCache>(ks, key_reads(ks, kb, wtid), kb, tma, st0 + s * kTileBytes, wg, s != wg, s == wg ? key_ok + s * kKeys : nullptr, bar(s, wg), wtid);
     }
     MLAKIT_LATENT_STAMP(kLsNextIssued);
     if constexpr (kCache != 0)
-      for (int s = 0; s < 2 && s < tiles; ++s) decode_part<kCache>(st0 + s * kTileBytes, wg, s != wg, bars(s), layer_scale, wtid);
+      for (int s = 0; s < 2 && s < tiles; ++s) decode_part<kCache>(st0 + s * kTileBytes, wg, s != wg, bar(s, wg), layer_scale, wtid);
     cp_async_wait<0>();        // q (16-bit tiles' copies complete their barriers)
     fence_proxy_async_smem();  // cp.async wrote through the generic proxy; wgmma reads async
     __syncthreads();           // q and key_ok of every thread
@@ -602,18 +507,19 @@ __global__ void __launch_bounds__(kThreads, 1)
 
       if (wg == 0) {
         // S0 over stage 0: this warpgroup's part first (refilled earliest), then warpgroup 1's.
-        const bool tma0 = kCache == 0 && warp_uniform(tma.covers(ks, k0));
-        part_landed(Landing{bars(0), ph0, kCache == 0 && (tma0 || kCpAsyncPerAtom), tma0}, 3);
+        part_landed(bar(0, 0), ph0, tma.covers(ks, k0));
         MLAKIT_LATENT_STAMP(kLsOwnPart);
-        qk_atoms<T>(s, sq, st0, Landing{bars(0), ph0, kCache == 0 && (tma0 || kCpAsyncPerAtom), tma0}, 0, 4, true);
+        wgmma_fence();
+        qk_atoms<T>(s, sq, st0, 0, 4, true);
         // FP8: stage 1's part (and rope), refilled at the end of the last pair, decoded under S0.
-        if (kCache != 0 && t0 > 0 && has1) decode_part<kCache>(st1, 0, true, bars(1), layer_scale, wtid);
+        if (kCache != 0 && t0 > 0 && has1) decode_part<kCache>(st1, 0, true, bar(1, 0), layer_scale, wtid);
         KeyReads next0 = {}, next1 = {};  // tiles t0 + 2 and t1 + 2, this warpgroup's parts
         if (t0 + 2 < tiles) next0 = key_reads(ks, k0 + 2 * kKeys, wtid);
         if (ks.sparse && t1 + 2 < tiles) next1 = key_reads(ks, k1 + 2 * kKeys, wtid);
-        part_landed(Landing{bars(0), ph0, kCache == 0 && (tma0 || kCpAsyncPerAtom), tma0}, kAtoms - 1);
+        part_landed(bar(0, 1), ph0, tma.covers(ks, k0));
         MLAKIT_LATENT_STAMP(kLsOtherPart);
-        qk_atoms<T>(s, sq, st0, Landing{bars(0), ph0, kCache == 0 && (tma0 || kCpAsyncPerAtom), tma0}, 4, kAtoms, false);
+        wgmma_fence();
+        qk_atoms<T>(s, sq, st0, 4, kAtoms, false);
         wgmma_commit();
         wgmma_wait<0>();
         fence_regs(s);
@@ -644,7 +550,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         if (t0 + 2 < tiles) {
           mbar_arrive(mbar(kBarKeysRead0));  // every mask of this tile has read key_ok
           mbar_wait(mbar(kBarKeysRead0), ph2);
-          load_part<kCache>(ks, next0, k0 + 2 * kKeys, tma, st0, 0, false, key_ok, bars(0), wtid);
+          load_part<kCache>(ks, next0, k0 + 2 * kKeys, tma, st0, 0, false, key_ok, bar(0, 0), wtid);
           MLAKIT_LATENT_STAMP(kLsRefill0);
         }
 
@@ -662,18 +568,17 @@ __global__ void __launch_bounds__(kThreads, 1)
           scale_o_if_needed(o, f1);
           l[0] *= f1[0];
           l[1] *= f1[1];
-          const bool tma1 = kCache == 0 && warp_uniform(tma.covers(ks, k1));
-          atoms_landed(Landing{bars(1), ph1, kCache == 0 && (tma1 || kCpAsyncPerAtom), tma1}, 0, 4);  // V1_L: this warpgroup's copies
+          part_landed(bar(1, 0), ph1, tma.covers(ks, k1));  // V1_L: this warpgroup's copies
           wgmma_fence();
           pv_ss<T>(o, sp1, st1, 0);
           wgmma_commit();
           // FP8: stage 0's part for tile t0 + 2, decoded under P1 V1_L.
-          if (kCache != 0 && t0 + 2 < tiles) decode_part<kCache>(st0, 0, false, bars(0), layer_scale, wtid);
+          if (kCache != 0 && t0 + 2 < tiles) decode_part<kCache>(st0, 0, false, bar(0, 0), layer_scale, wtid);
           wgmma_wait<0>();
           fence_o(o);
           MLAKIT_LATENT_STAMP(kLs7);
           if (t1 + 2 < tiles) {
-            load_part<kCache>(ks, next1, k1 + 2 * kKeys, tma, st1, 0, true, nullptr, bars(1), wtid);
+            load_part<kCache>(ks, next1, k1 + 2 * kKeys, tma, st1, 0, true, nullptr, bar(1, 0), wtid);
             MLAKIT_LATENT_STAMP(kLsRefill1);
           }
           m_raw[0] = m1[0];
@@ -687,31 +592,32 @@ __global__ void __launch_bounds__(kThreads, 1)
         if (has1) {
           if constexpr (kCache == 0) {
             // S1 over stage 1: this warpgroup's part first, then warpgroup 0's (with the rope).
-            const bool tma1 = kCache == 0 && warp_uniform(tma.covers(ks, k1));
-            const Landing land1{bars(1), ph1, tma1 || kCpAsyncPerAtom, tma1};
-            part_landed(land1, 7);
+            part_landed(bar(1, 1), ph1, tma.covers(ks, k1));
             MLAKIT_LATENT_STAMP(kLsOwnPart);
-            qk_atoms<T>(s, sq, st1, land1, 4, 8, true);
+            wgmma_fence();
+            qk_atoms<T>(s, sq, st1, 4, 8, true);
             if (t1 + 2 < tiles) next1 = key_reads(ks, k1 + 2 * kKeys, wtid);
             if (ks.sparse && t0 + 2 < tiles) next0 = key_reads(ks, k0 + 2 * kKeys, wtid);
-            part_landed(land1, kAtoms - 1);
+            part_landed(bar(1, 0), ph1, tma.covers(ks, k1));
             MLAKIT_LATENT_STAMP(kLsOtherPart);
-            qk_atoms<T>(s, sq, st1, land1, 0, 4, false);
-            qk_atoms<T>(s, sq, st1, land1, 8, kAtoms, false);
+            wgmma_fence();
+            qk_atoms<T>(s, sq, st1, 0, 4, false);
+            qk_atoms<T>(s, sq, st1, 8, kAtoms, false);
           } else {
             // FP8: warpgroup 0's part first (it decoded it under S0), then this warpgroup's,
             // refilled at the end of the last pair and decoded under the first half.
-            const Landing land1{bars(1), ph1, false, false};
-            part_landed(land1, kAtoms - 1);
+            part_landed(bar(1, 0), ph1, false);
             MLAKIT_LATENT_STAMP(kLsOtherPart);
-            qk_atoms<T>(s, sq, st1, land1, 0, 4, true);
-            qk_atoms<T>(s, sq, st1, land1, 8, kAtoms, false);
+            wgmma_fence();
+            qk_atoms<T>(s, sq, st1, 0, 4, true);
+            qk_atoms<T>(s, sq, st1, 8, kAtoms, false);
             if (t1 + 2 < tiles) next1 = key_reads(ks, k1 + 2 * kKeys, wtid);
             if (ks.sparse && t0 + 2 < tiles) next0 = key_reads(ks, k0 + 2 * kKeys, wtid);
-            if (t0 > 0) decode_part<kCache>(st1, 1, false, bars(1), layer_scale, wtid);
-            part_landed(land1, 7);
+            if (t0 > 0) decode_part<kCache>(st1, 1, false, bar(1, 1), layer_scale, wtid);
+            part_landed(bar(1, 1), ph1, false);
             MLAKIT_LATENT_STAMP(kLsOwnPart);
-            qk_atoms<T>(s, sq, st1, land1, 4, 8, false);
+            wgmma_fence();
+            qk_atoms<T>(s, sq, st1, 4, 8, false);
           }
           wgmma_commit();
         } else if (ks.sparse && t0 + 2 < tiles) {
@@ -771,10 +677,7 @@ __global__ void __launch_bounds__(kThreads, 1)
           m_raw[1] = m0[1];
         }
         scale_o_if_needed(o, f0);
-        {
-          const bool tma0 = kCache == 0 && warp_uniform(tma.covers(ks, k0));
-          atoms_landed(Landing{bars(0), ph0, kCache == 0 && (tma0 || kCpAsyncPerAtom), tma0}, 4, 8);  // V0_R: this warpgroup's copies
-        }
+        part_landed(bar(0, 1), ph0, tma.covers(ks, k0));  // V0_R: this warpgroup's copies
         wgmma_fence();
         pv_ss<T>(o, sp0, st0, 1);
         wgmma_commit();
@@ -783,7 +686,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         fence_o(o);
         MLAKIT_LATENT_STAMP(kLs6);
         if (t0 + 2 < tiles) {
-          load_part<kCache>(ks, next0, k0 + 2 * kKeys, tma, st0, 1, true, nullptr, bars(0), wtid);
+          load_part<kCache>(ks, next0, k0 + 2 * kKeys, tma, st0, 1, true, nullptr, bar(0, 1), wtid);
           MLAKIT_LATENT_STAMP(kLsRefill0);
         }
         if (has1) {
@@ -792,13 +695,13 @@ __global__ void __launch_bounds__(kThreads, 1)
           pv<T>(o, pf, st1, 1);
           wgmma_commit();
           // FP8: stage 0's part for tile t0 + 2 (and the rope), decoded under P1 V1_R.
-          if (kCache != 0 && t0 + 2 < tiles) decode_part<kCache>(st0, 1, true, bars(0), layer_scale, wtid);
+          if (kCache != 0 && t0 + 2 < tiles) decode_part<kCache>(st0, 1, true, bar(0, 1), layer_scale, wtid);
           wgmma_wait<0>();
           fence_frags(o, pf);
           MLAKIT_LATENT_STAMP(kLs7);
           if (t1 + 2 < tiles) {
             mbar_wait(mbar(kBarKeysRead1), ph3);
-            load_part<kCache>(ks, next1, k1 + 2 * kKeys, tma, st1, 1, false, key_ok + kKeys, bars(1), wtid);
+            load_part<kCache>(ks, next1, k1 + 2 * kKeys, tma, st1, 1, false, key_ok + kKeys, bar(1, 1), wtid);
             MLAKIT_LATENT_STAMP(kLsRefill1);
           }
         }
