@@ -385,15 +385,17 @@ __device__ __forceinline__ void fence_frags(float (&o)[2][64], uint32_t (&pf)[4]
   for (int kk = 0; kk < 4; ++kk) fence_regs(pf[kk]);
 }
 
-// O = O f + P V over stage `sk` (P as this thread's A fragments), waited for: warpgroup 0's
-// product with its own P (warpgroup 1 spells it out, to decode FP8 rows under its product).
+// O = O f + P V over stage `sk` (P as this thread's A fragments), issued (rescaled_pv_issue) and
+// then waited for (rescaled_pv_done): warpgroup 1 decodes FP8 rows between the two.
 template <typename T>
-__device__ __forceinline__ void rescaled_pv(float (&o)[2][64], const float (&f)[2], uint32_t (&pf)[4][4], uint32_t sk,
-                                            int wg) {
+__device__ __forceinline__ void rescaled_pv_issue(float (&o)[2][64], const float (&f)[2], uint32_t (&pf)[4][4],
+                                                  uint32_t sk, int wg) {
   scale_o_if_needed(o, f);
   wgmma_fence();
   pv<T>(o, pf, sk, wg);
   wgmma_commit();
+}
+__device__ __forceinline__ void rescaled_pv_done(float (&o)[2][64], uint32_t (&pf)[4][4]) {
   wgmma_wait<0>();
   fence_frags(o, pf);
 }
@@ -545,7 +547,8 @@ __global__ void __launch_bounds__(kThreads, 1)
         mbar_arrive(mbar(kBarP0));
         MLAKIT_LATENT_STAMP(kLs4);
 
-        rescaled_pv<T>(o, f0, pf, st0, 0);
+        rescaled_pv_issue<T>(o, f0, pf, st0, 0);
+        rescaled_pv_done(o, pf);
         MLAKIT_LATENT_STAMP(kLs5);
         if (t0 + 2 < tiles) {
           mbar_arrive(mbar(kBarKeysRead0));  // every mask of this tile has read key_ok
@@ -690,14 +693,10 @@ __global__ void __launch_bounds__(kThreads, 1)
           MLAKIT_LATENT_STAMP(kLsRefill0);
         }
         if (has1) {
-          scale_o_if_needed(o, f1);
-          wgmma_fence();
-          pv<T>(o, pf, st1, 1);
-          wgmma_commit();
+          rescaled_pv_issue<T>(o, f1, pf, st1, 1);
           // FP8: stage 0's part for tile t0 + 2 (and the rope), decoded under P1 V1_R.
           if (kCache != 0 && t0 + 2 < tiles) decode_part<kCache>(st0, 1, true, bar(0, 1), layer_scale, wtid);
-          wgmma_wait<0>();
-          fence_frags(o, pf);
+          rescaled_pv_done(o, pf);
           MLAKIT_LATENT_STAMP(kLs7);
           if (t1 + 2 < tiles) {
             mbar_wait(mbar(kBarKeysRead1), ph3);
