@@ -27,8 +27,8 @@ constexpr int kDecodeWarps = 8;
 template <int kFormat>
 __global__ void __launch_bounds__(kDecodeWarps * 32) latent_decode_rows_kernel(const LatentArgs a) {
   constexpr int kRowsPerWarp = latent::kDecodedBlockRows / kDecodeWarps;
-  // A lane's share of a row: fp8_ds_mla, fp8_rows.cuh's; fp8, pieces lane and lane + 32 of the
-  // row's 36 16-byte pieces.
+  // A lane's share of a row: fp8_rows.cuh's lane parts (fp8: pieces lane and lane + 32 of the
+  // row's 36 16-byte pieces).
   constexpr int kRowWidth = 576;
   const auto* block = static_cast<const uint8_t*>(a.plan);
   const LatentHeader& h = *reinterpret_cast<const LatentHeader*>(block);
@@ -51,8 +51,8 @@ __global__ void __launch_bounds__(kDecodeWarps * 32) latent_decode_rows_kernel(c
     const int64_t pos0 = int64_t{g - page_ptr[lo]} * latent::kDecodedBlockRows;
     const int rows = static_cast<int>(min(int64_t{latent::kDecodedBlockRows}, int64_t{kv[lo]} - pos0));
     const int32_t* src_pages = latent::request_src_pages(h, block, lo);
-    fp8::DsMlaLanePart part[kRowsPerWarp];  // fp8_ds_mla
-    uint4 piece[kRowsPerWarp][2];          // fp8
+    fp8::DsMlaLanePart part[kRowsPerWarp];                 // fp8_ds_mla
+    fp8::Fp8LanePart<kRowWidth> piece[kRowsPerWarp];  // fp8
 #pragma unroll
     for (int k = 0; k < kRowsPerWarp; ++k) {
       const int i = warp + kDecodeWarps * k;
@@ -64,8 +64,7 @@ __global__ void __launch_bounds__(kDecodeWarps * 32) latent_decode_rows_kernel(c
       if constexpr (kFormat == 1) {
         part[k] = fp8::load_ds_mla(row, lane);
       } else {
-        piece[k][0] = load16(row + 16 * lane);
-        if (lane < kRowWidth / 16 - 32) piece[k][1] = load16(row + 16 * (lane + 32));
+        piece[k] = fp8::load_fp8<kRowWidth>(row, lane);
       }
     }
 #pragma unroll
@@ -76,8 +75,7 @@ __global__ void __launch_bounds__(kDecodeWarps * 32) latent_decode_rows_kernel(c
       if constexpr (kFormat == 1) {
         fp8::store_ds_mla(part[k], out, lane);
       } else {
-        fp8::store_decoded16<__nv_bfloat16>(out + 16 * lane, piece[k][0], k_scale);
-        if (lane < kRowWidth / 16 - 32) fp8::store_decoded16<__nv_bfloat16>(out + 16 * (lane + 32), piece[k][1], k_scale);
+        fp8::store_fp8<__nv_bfloat16>(piece[k], k_scale, out, lane);
       }
     }
   }

@@ -65,6 +65,26 @@ __device__ __forceinline__ void context_row_fp8(const uint8_t* row, float k_scal
   for (int p = lane; p < width / 16; p += 32) store_decoded16<T>(out + 16 * p, load16(row + 16 * p), k_scale);
 }
 
+// kFp8 rows of kWidth codes (33 to 64 16-byte pieces: latent attention's 576), in two halves as
+// kFp8DsMla's below: lane l holds pieces l and, where it exists, l + 32.
+template <int kWidth>
+struct Fp8LanePart {
+  static_assert(kWidth % 16 == 0 && kWidth / 16 > 32 && kWidth / 16 <= 64, "two pieces a lane");
+  uint4 piece[2];
+};
+template <int kWidth>
+__device__ __forceinline__ Fp8LanePart<kWidth> load_fp8(const uint8_t* row, int lane) {
+  Fp8LanePart<kWidth> p;
+  p.piece[0] = load16(row + 16 * lane);
+  if (lane < kWidth / 16 - 32) p.piece[1] = load16(row + 16 * (lane + 32));
+  return p;
+}
+template <typename T, int kWidth>
+__device__ __forceinline__ void store_fp8(const Fp8LanePart<kWidth>& p, float k_scale, uint16_t* out, int lane) {
+  store_decoded16<T>(out + 16 * lane, p.piece[0], k_scale);
+  if (lane < kWidth / 16 - 32) store_decoded16<T>(out + 16 * (lane + 32), p.piece[1], k_scale);
+}
+
 // kFp8DsMla (DeepSeek-V3.2): lane l decodes codes [16 l, 16 l + 16) of 128-value tile l / 8 with
 // that tile's scale; lanes 0-7 also copy the bf16 k_pe piece l (8 values). In two halves, so a
 // warp can issue several rows' loads before their stores (latent_decode_rows.cu).
