@@ -44,9 +44,9 @@ class LatentScheduler {
   // this many times on average (every 64-row block of a request reads all its keys; a sparse
   // token's reads its top-k), as each item would decode them again. A decode pass writes and the
   // kernel reads 1,152 bytes a row besides the 656 or 576 the kernel would read. On an H100 at 128
-  // heads over 4,096 keys (bench/results/latent-fp8-h100/) a row decoded once cost about 0.75 ns
-  // and a row decoded in the kernel about 0.33 ns a read: decode (2 reads) ran 1.08-1.15x slower
-  // decoded once, MTP-2 (4 reads) 1.31x faster and MTP-4 (8 reads) 1.75x faster; 3 sits between.
+  // heads over 4,096 keys (bench/results/latent-fp8-h100/) a row decoded once cost 0.73-0.74 ns
+  // and a row decoded in the kernel 0.24 ns a read, crossing at 3.0 reads: decode (2 reads) ran
+  // 1.24x slower decoded once, MTP-2 (4 reads) 1.12x faster and MTP-4 (8 reads) 1.49x faster.
   static constexpr int kDecodeOnceReads = 3;
 
   // The busiest worker's time, in key tiles, of a plan whose splits hold split_len keys:
