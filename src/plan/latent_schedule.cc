@@ -232,28 +232,38 @@ LatentScheduleResult LatentScheduler::build(const LatentBatch& b, const LatentPl
     if (!sparse) {
       if (last_part) res.visible_pairs += visible_pairs(q, kvr, o.causal, -1);
       const int64_t row0 = static_cast<int64_t>(qo[r]) * H;
-      for (int64_t rb = 0; rb < rows_r; rb += BR) {
+      // The row block at rb and its keys: its last row sees the most (causal bounds grow with
+      // the token). A decode's block is its one token's, which sees every key (no divisions:
+      // this runs twice a request).
+      auto block_item = [&](int64_t rb, int64_t* hi) {
         const int rows = static_cast<int>(std::min<int64_t>(BR, rows_r - rb));
-        // The block's first token and its keys: its last row sees the most (causal bounds grow
-        // with the token). A decode's block is its one token's, which sees every key (no
-        // divisions: this loop runs twice a request).
         const int64_t tok0 = q > 1 ? rb / H : 0;
-        const int64_t hi = o.causal && q > 1 ? std::clamp<int64_t>(kvr - q + (rb + rows - 1) / H + 1, 0, kvr) : kvr;
-        const LatentItem it{r, static_cast<int32_t>(row0 + rb), rows, static_cast<int32_t>(qo[r] + tok0), 0, 0, -1, 0};
-        for (int64_t s = s_begin; s < s_end; ++s) add_split(it, sp, s, hi, base + rb * sp.count);
-        if (last_part && sp.count > 1) add_merge(it, base + rb * sp.count, sp.count);
-      }
+        *hi = o.causal && q > 1 ? std::clamp<int64_t>(kvr - q + (rb + rows - 1) / H + 1, 0, kvr) : kvr;
+        return LatentItem{r, static_cast<int32_t>(row0 + rb), rows, static_cast<int32_t>(qo[r] + tok0), 0, 0, -1, 0};
+      };
+      // Splits outer, row blocks inner: at H = 2 x BR a token's two head blocks of a split are
+      // adjacent items (latent::paired_items).
+      int64_t hi = 0;
+      for (int64_t s = s_begin; s < s_end; ++s)
+        for (int64_t rb = 0; rb < rows_r; rb += BR) {
+          const LatentItem it = block_item(rb, &hi);
+          add_split(it, sp, s, hi, base + rb * sp.count);
+        }
+      if (last_part && sp.count > 1)
+        for (int64_t rb = 0; rb < rows_r; rb += BR) add_merge(block_item(rb, &hi), base + rb * sp.count, sp.count);
       continue;
     }
-    // Sparse: one token's heads per item, over its index entries.
+    // Sparse: one token's heads per item, over its index entries; a split's head blocks adjacent.
     for (int64_t tok = qo[r]; tok < qo[r + 1]; ++tok) {
-      for (int hb = 0; hb < H; hb += BR) {
-        const int rows = std::min(BR, H - hb);
-        const LatentItem it{r, static_cast<int32_t>(tok * H + hb), rows, static_cast<int32_t>(tok), 0, o.topk, -1, 0};
-        const int64_t region = base + ((tok - qo[r]) * H + hb) * sp.count;
-        for (int64_t s = s_begin; s < s_end; ++s) add_split(it, sp, s, o.topk, region);
-        if (last_part && sp.count > 1) add_merge(it, region, sp.count);
-      }
+      auto head_item = [&](int hb) {
+        return LatentItem{r, static_cast<int32_t>(tok * H + hb), std::min(BR, H - hb), static_cast<int32_t>(tok), 0,
+                          o.topk, -1, 0};
+      };
+      const int64_t region0 = base + (tok - qo[r]) * H * sp.count;
+      for (int64_t s = s_begin; s < s_end; ++s)
+        for (int hb = 0; hb < H; hb += BR) add_split(head_item(hb), sp, s, o.topk, region0 + hb * sp.count);
+      if (last_part && sp.count > 1)
+        for (int hb = 0; hb < H; hb += BR) add_merge(head_item(hb), region0 + hb * sp.count, sp.count);
     }
   }
 
