@@ -83,14 +83,17 @@ constexpr int kBarP0 = 4, kBarP1 = 5, kBarKeysRead1 = 6, kBarKeysRead0 = 7;
 constexpr int kBarFree = 8;
 
 // Paired CTAs (kPair: a cluster of two running the two head blocks of one token's keys,
-// latent::paired_items; FP8 rows only): each CTA copies and decodes half of every part's key
-// rows, its value rows i = 2 rank, 2 rank + 1 of its four (rows 32 rank .. 32 rank + 31), and
-// writes the bf16 pieces into both CTAs' stages (st.async into the other's, completing bytes on
-// its part barrier), so each tile is decoded once for 128 heads instead of twice, as FlashMLA's
-// FP8 sparse decode shares its dequantization. The rope atom (where P goes) stays each CTA's
-// own. Before it writes into the other CTA's part, a warpgroup waits until that CTA's warpgroup
-// p, the part's last reader there, has passed the same refill (its kBarFree arrival); an item's
-// first tiles wait for a cluster barrier instead.
+// latent::paired_items) share each key tile. FP8 rows: each CTA copies and decodes half of every
+// part's key rows, its value rows i = 2 rank, 2 rank + 1 of its four (rows 32 rank .. 32 rank +
+// 31), and writes the bf16 pieces into both CTAs' stages (st.async into the other's, completing
+// bytes on its part barrier), so each tile is decoded once for 128 heads instead of twice, as
+// FlashMLA's FP8 sparse decode shares its dequantization. 16-bit tiles that come as TMA boxes:
+// each CTA sends half of a part's value atoms (warps 2 rank, 2 rank + 1), multicast into both,
+// so L2 serves each tile once for the two. The rope atom (where P goes) stays each CTA's own, and
+// rows copied by cp.async (partial tiles, sparse rows) each CTA's. Before it writes into the
+// other CTA's part, a warpgroup waits until that CTA's warpgroup p, the part's last reader
+// there, has passed the same refill (its kBarFree arrival, sent before its own refill); an
+// item's first tiles wait for a cluster barrier instead.
 struct PairSide {
   uint32_t rank;   // in the cluster: which half of the key rows this CTA decodes
   uint32_t delta;  // the other CTA's shared::cluster address of a byte of this CTA's, minus its
@@ -223,12 +226,15 @@ __device__ __forceinline__ void part_free(uint32_t free_bar, const PairSide& pai
 // stage's, or null) marks which keys name a row. 16-bit rows (kCache 0): `bar` completes when the
 // copies have landed (128 arrivals: the copies' or the threads', plus the boxes' bytes). FP8 rows:
 // the copies bring codes (above) as one commit group, and decode_part completes `bar` later.
-// Paired CTAs (kPair): value pieces of this CTA's rows only (PairSide), the rope atom and key_ok
-// of all of them.
+// Paired CTAs (kPair, PairSide): FP8 rows, the value pieces of this CTA's rows only, the rope
+// atom and key_ok of all of them; TMA tiles, this CTA's half of the value atoms multicast into
+// both once `free_bar` (phase `free_parity`; not `wait_free`: an item's first tiles) says the
+// other's part is free.
 template <int kCache, bool kPair = false>
 __device__ __forceinline__ void load_part(const KeySource& ks, const KeyReads& reads, int64_t k0, const KeyTma& tma,
                                           uint32_t stage, int wg, bool rope, int* key_ok, uint32_t bar, int wtid,
-                                          const PairSide& pair = {}) {
+                                          const PairSide& pair = {}, uint32_t free_bar = 0, uint32_t free_parity = 0,
+                                          bool wait_free = false) {
   const int part = wtid & 7;
   if (kCache == 0 && tma.covers(ks, k0)) {
     // Every key names a row. Written before this thread's arrival, which publishes it.
@@ -245,9 +251,15 @@ __device__ __forceinline__ void load_part(const KeySource& ks, const KeyReads& r
       const int w = wtid >> 5;
       const int row = (reads.v[0] << ks.block_shift) | (static_cast<int>(k0) & ((1 << ks.block_shift) - 1));
       const bool with_rope = rope && w == 0;
-      mbar_arrive_expect_tx(bar, (with_rope ? 2 : 1) * kAtomBytes);
+      mbar_arrive_expect_tx(bar, (with_rope ? 2 : 1) * kAtomBytes);  // atom 4 wg + w from whichever CTA sends it
       const uint64_t policy = l2_evict_first_policy();
-      tma_load_2d_policy(stage + (4 * wg + w) * kAtomBytes, tma.map, bar, (4 * wg + w) * 64, row, policy);
+      const uint32_t atom = stage + (4 * wg + w) * kAtomBytes;
+      if (!kPair) {
+        tma_load_2d_policy(atom, tma.map, bar, (4 * wg + w) * 64, row, policy);
+      } else if ((w >> 1) == static_cast<int>(pair.rank)) {
+        if (wait_free) mbar_wait(free_bar, free_parity);
+        tma_load_2d_multicast_policy(atom, tma.map, bar, (4 * wg + w) * 64, row, 0x3, policy);
+      }
       if (with_rope)
         tma_load_2d_policy(stage + (kAtoms - 1) * kAtomBytes, tma.map, bar, (kAtoms - 1) * 64, row, policy);
     } else {
@@ -456,7 +468,6 @@ template <typename T, int kCache, bool kPair = false>
 __global__ void __launch_bounds__(kThreads, 1)
     latent_kernel(const LatentArgs args, const __grid_constant__ CUtensorMap cache_map, const int cache_tma) {
   static_assert(kCache == 0 || std::is_same<T, __nv_bfloat16>::value, "FP8 rows decode to bf16");
-  static_assert(!kPair || kCache != 0, "paired CTAs share the decode of FP8 rows");
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   // The 1024-byte aligned base, reached by an offset from the shared array so the compiler keeps
   // its accesses in the shared space.
@@ -535,6 +546,9 @@ __global__ void __launch_bounds__(kThreads, 1)
     // entries, below 2^31 (the plan's lengths are int32); sparse rows have none.
     const int row_hi[2] = {static_cast<int>(min(hi[0], int64_t{INT32_MAX})), static_cast<int>(min(hi[1], int64_t{INT32_MAX}))};
 
+    // Paired: the other CTA has finished its last item (its stages are free) before this one
+    // writes into them.
+    if constexpr (kPair) cluster_sync_all();
     // q, and the first two tiles: each warpgroup its parts of both stages.
     load_q(a, it, H, sq, tid);
     cp_async_commit();
@@ -543,9 +557,6 @@ __global__ void __launch_bounds__(kThreads, 1)
       load_part<kCache, kPair>(ks, key_reads(ks, kb, wtid), kb, tma, st0 + s * kTileBytes, wg, s != wg, s == wg ? key_ok + s * kKeys : nullptr, bar(s, wg), wtid, pair);
     }
     MLAKIT_LATENT_STAMP(kLsNextIssued);
-    // Paired: the other CTA has finished its last item (its stages are free) before this one
-    // writes into them.
-    if constexpr (kPair) cluster_sync_all();
     if constexpr (kCache != 0)
       for (int s = 0; s < 2 && s < tiles; ++s) decode_part<kCache, kPair>(st0 + s * kTileBytes, wg, s != wg, bar(s, wg), layer_scale, wtid, pair);
     cp_async_wait<0>();        // q (16-bit tiles' copies complete their barriers)
@@ -623,8 +634,9 @@ __global__ void __launch_bounds__(kThreads, 1)
         if (t0 + 2 < tiles) {
           mbar_arrive(mbar(kBarKeysRead0));  // every mask of this tile has read key_ok
           mbar_wait(mbar(kBarKeysRead0), ph2);
-          load_part<kCache, kPair>(ks, next0, k0 + 2 * kKeys, tma, st0, 0, false, key_ok, bar(0, 0), wtid, pair);
           if constexpr (kPair) part_free(free_bar(0, 0), pair, lane);
+          load_part<kCache, kPair>(ks, next0, k0 + 2 * kKeys, tma, st0, 0, false, key_ok, bar(0, 0), wtid, pair,
+                                   free_bar(0, 0), ph2, true);
           MLAKIT_LATENT_STAMP(kLsRefill0);
         }
 
@@ -653,8 +665,9 @@ __global__ void __launch_bounds__(kThreads, 1)
           fence_o(o);
           MLAKIT_LATENT_STAMP(kLs7);
           if (t1 + 2 < tiles) {
-            load_part<kCache, kPair>(ks, next1, k1 + 2 * kKeys, tma, st1, 0, true, nullptr, bar(1, 0), wtid, pair);
             if constexpr (kPair) part_free(free_bar(1, 0), pair, lane);
+            load_part<kCache, kPair>(ks, next1, k1 + 2 * kKeys, tma, st1, 0, true, nullptr, bar(1, 0), wtid, pair,
+                                     free_bar(1, 0), ph3, true);
             MLAKIT_LATENT_STAMP(kLsRefill1);
           }
           m_raw[0] = m1[0];
@@ -763,8 +776,9 @@ __global__ void __launch_bounds__(kThreads, 1)
         fence_o(o);
         MLAKIT_LATENT_STAMP(kLs6);
         if (t0 + 2 < tiles) {
-          load_part<kCache, kPair>(ks, next0, k0 + 2 * kKeys, tma, st0, 1, true, nullptr, bar(0, 1), wtid, pair);
           if constexpr (kPair) part_free(free_bar(0, 1), pair, lane);
+          load_part<kCache, kPair>(ks, next0, k0 + 2 * kKeys, tma, st0, 1, true, nullptr, bar(0, 1), wtid, pair,
+                                   free_bar(0, 1), ph2, true);
           MLAKIT_LATENT_STAMP(kLsRefill0);
         }
         if (has1) {
@@ -776,8 +790,9 @@ __global__ void __launch_bounds__(kThreads, 1)
           MLAKIT_LATENT_STAMP(kLs7);
           if (t1 + 2 < tiles) {
             mbar_wait(mbar(kBarKeysRead1), ph3);
-            load_part<kCache, kPair>(ks, next1, k1 + 2 * kKeys, tma, st1, 1, false, key_ok + kKeys, bar(1, 1), wtid, pair);
             if constexpr (kPair) part_free(free_bar(1, 1), pair, lane);
+            load_part<kCache, kPair>(ks, next1, k1 + 2 * kKeys, tma, st1, 1, false, key_ok + kKeys, bar(1, 1), wtid,
+                                     pair, free_bar(1, 1), ph3, true);
             MLAKIT_LATENT_STAMP(kLsRefill1);
           }
         }

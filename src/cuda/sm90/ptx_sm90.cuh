@@ -133,6 +133,17 @@ __device__ __forceinline__ void tma_load_2d_policy(uint32_t dst, const void* tma
       : "memory");
 }
 
+// tma_load_2d_policy written into every CTA of the cluster in `mask` (bit r: rank r) at the same
+// shared offset, each completing its bytes on the mbarrier at `bar`'s offset in that CTA.
+__device__ __forceinline__ void tma_load_2d_multicast_policy(uint32_t dst, const void* tmap, uint32_t bar, int c0,
+                                                             int c1, uint16_t mask, uint64_t policy) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster.L2::cache_hint "
+      "[%0], [%1, {%3, %4}], [%2], %5, %6;\n" ::"r"(dst),
+      "l"(tmap), "r"(bar), "r"(c0), "r"(c1), "h"(mask), "l"(policy)
+      : "memory");
+}
+
 // Stores a box from shared memory (written by ordinary stores, then fence_proxy_async_smem and a
 // barrier) to global memory through the tensor map, in the issuing thread's current bulk group.
 __device__ __forceinline__ void tma_store_3d(const void* tmap, uint32_t src, int c0, int c1, int c2) {
