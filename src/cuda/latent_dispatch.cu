@@ -127,32 +127,6 @@ int latent_grid(int device) {
   return sms;
 }
 
-#if MLAKIT_WITH_SM90
-namespace {
-// The kernel for the args' rows: 16-bit (bf16 or fp16) or FP8 (fp8_ds_mla, fp8; bf16 only). At
-// 128 heads a plan's items come in pairs over the same keys (latent::paired_items at the
-// kernel's 64 rows an item), which run on clusters of two CTAs sharing each key tile; the
-// unpaired kernel where no cluster fits.
-void launch_rows(const LatentArgs& a, int device, int sms, cudaStream_t s) {
-  const int kind = a.cache_format != 0 ? a.cache_format : (a.dtype == DType::kBF16 ? 0 : 3);  // 3: fp16
-  if (latent::paired_items(a.num_heads, 64)) {
-    const cudaError_t e = kind == 0   ? sm90::launch_latent_bf16_pair(a, device, sms, s)
-                          : kind == 1 ? sm90::launch_latent_bf16_fp8ds_pair(a, device, sms, s)
-                          : kind == 2 ? sm90::launch_latent_bf16_fp8_pair(a, device, sms, s)
-                                      : sm90::launch_latent_fp16_pair(a, device, sms, s);
-    if (e != cudaErrorNotSupported) {
-      MLAKIT_CUDA_CHECK(e);
-      return;
-    }
-  }
-  MLAKIT_CUDA_CHECK(kind == 0   ? sm90::launch_latent_bf16(a, device, sms, s)
-                    : kind == 1 ? sm90::launch_latent_bf16_fp8ds(a, device, sms, s)
-                    : kind == 2 ? sm90::launch_latent_bf16_fp8(a, device, sms, s)
-                                : sm90::launch_latent_fp16(a, device, sms, s));
-}
-}  // namespace
-#endif
-
 void launch_latent(const LatentArgs& a, int device, Stream stream) {
   DeviceGuard guard(device);
   auto* s = static_cast<cudaStream_t>(stream);
@@ -172,12 +146,19 @@ void launch_latent(const LatentArgs& a, int device, Stream stream) {
     w.cache_stride_block = int64_t{latent::kDecodedBlockRows} * w.cache_stride_row;
     w.num_slots = a.decoded_capacity;
     w.run_when = 1;
-    launch_rows(w, device, sms, s);
+    MLAKIT_CUDA_CHECK(sm90::launch_latent_bf16(w, device, sms, s));
     LatentArgs f = a;
     f.run_when = 2;
-    launch_rows(f, device, sms, s);
+    MLAKIT_CUDA_CHECK(a.cache_format == 1 ? sm90::launch_latent_bf16_fp8ds(f, device, sms, s)
+                                          : sm90::launch_latent_bf16_fp8(f, device, sms, s));
+  } else if (a.cache_format == 1) {  // fp8_ds_mla rows (bf16 only)
+    MLAKIT_CUDA_CHECK(sm90::launch_latent_bf16_fp8ds(a, device, sms, s));
+  } else if (a.cache_format == 2) {  // fp8 rows, the layer's scale (bf16 only)
+    MLAKIT_CUDA_CHECK(sm90::launch_latent_bf16_fp8(a, device, sms, s));
+  } else if (a.dtype == DType::kBF16) {
+    MLAKIT_CUDA_CHECK(sm90::launch_latent_bf16(a, device, sms, s));
   } else {
-    launch_rows(a, device, sms, s);
+    MLAKIT_CUDA_CHECK(sm90::launch_latent_fp16(a, device, sms, s));
   }
 #else
   throw Error(ErrorKind::kUnsupported, "config.device", "this build has no Hopper kernels");
