@@ -51,7 +51,7 @@ __global__ void __launch_bounds__(kDecodeWarps * 32) latent_decode_rows_kernel(c
     const int64_t pos0 = int64_t{g - page_ptr[lo]} * latent::kDecodedBlockRows;
     const int rows = static_cast<int>(min(int64_t{latent::kDecodedBlockRows}, int64_t{kv[lo]} - pos0));
     const int32_t* src_pages = latent::request_src_pages(h, block, lo);
-    fp8::DsMlaLanePart part[kRowsPerWarp];                 // fp8_ds_mla
+    fp8::DsMlaLanePart part[kRowsPerWarp];            // fp8_ds_mla
     fp8::Fp8LanePart<kRowWidth> piece[kRowsPerWarp];  // fp8
 #pragma unroll
     for (int k = 0; k < kRowsPerWarp; ++k) {
