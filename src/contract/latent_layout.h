@@ -153,6 +153,12 @@ MLAKIT_HD Split split_range(int64_t keys, int64_t split_size) {
   return {ceil_div(keys, len), len};
 }
 
+// Whether a plan's items come in pairs: at heads = 2 x block_rows, items 2i and 2i + 1 are one
+// token's (or one row block's tokens') two head blocks over the same keys (the planner writes a
+// split's head blocks next to each other), so two workers can share each key tile: the CUDA
+// kernel on fp8_ds_mla caches runs a pair on a cluster of two CTAs that decode each tile once.
+MLAKIT_HD bool paired_items(int heads, int block_rows) { return heads == 2 * block_rows; }
+
 // The item persistent worker `worker` of `workers` takes in its round `round` (0, 1, ...):
 // rounds alternate direction (worker w takes w, then 2 workers - 1 - w, ...), so that items
 // listed costliest first reach the workers as a greedy longest-first assignment would (the

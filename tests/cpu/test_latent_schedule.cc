@@ -256,6 +256,46 @@ TEST(LatentSchedule, SparseTokensWidenLikeRequests) {
   expect_partials_disjoint(fixed);
 }
 
+// At 128 heads (twice an item's 64 rows) items come in pairs, 2i and 2i + 1: one token's (or
+// row block's tokens') two head blocks over the same keys, which the CUDA kernel on FP8 caches
+// runs on two CTAs that share each key tile's decode.
+void expect_paired(const Planned& p, int heads) {
+  ASSERT_TRUE(latent::paired_items(heads, 64));
+  ASSERT_EQ(p.items.size() % 2, 0u);
+  for (size_t i = 0; i < p.items.size(); i += 2) {
+    const latent::LatentItem &a = p.items[i], &b = p.items[i + 1];
+    EXPECT_EQ(a.request, b.request) << "pair " << i / 2;
+    EXPECT_EQ(a.token, b.token) << "pair " << i / 2;
+    EXPECT_EQ(a.key_begin, b.key_begin) << "pair " << i / 2;
+    EXPECT_EQ(a.key_end, b.key_end) << "pair " << i / 2;
+    EXPECT_EQ(a.split, b.split) << "pair " << i / 2;
+    EXPECT_EQ(a.rows, 64);
+    EXPECT_EQ(b.rows, 64);
+    EXPECT_EQ(b.row_begin, a.row_begin + 64) << "pair " << i / 2;
+    EXPECT_EQ(a.row_begin % heads, 0) << "pair " << i / 2;  // a token's first head
+  }
+}
+
+TEST(LatentSchedule, AtTwiceTheItemRowsATokensHeadBlocksAreAdjacentItems) {
+  EXPECT_FALSE(latent::paired_items(64, 64));
+  EXPECT_FALSE(latent::paired_items(16, 64));
+  // Decode split or whole, causal MTP and extends (several tokens an item pair), ragged lengths,
+  // sparse tokens split or whole.
+  expect_paired(plan_batch(128, 128, 1, 4096, kSms, false), 128);
+  expect_paired(plan_batch(128, 128, 1, 4096, kSms, true), 128);
+  expect_paired(plan_batch(128, 1, 1, 8192, kSms, false), 128);
+  expect_paired(plan_batch(128, 64, 2, 4096, kSms, false), 128);
+  expect_paired(plan_batch(128, 16, 4, 3000, kSms, true), 128);
+  expect_paired(plan_batch(128, 1, 64, 4096, kSms, false), 128);  // a lone extend: its keys split too
+  expect_paired(plan_batch(128, 8, 1, 4096, kSms, false, 0, 0, {4096, 1, 0, 777, 64, 65, 2049, 3}), 128);
+  expect_paired(plan_batch(128, 128, 2, 4096, kSms, false, 2048), 128);
+  expect_paired(plan_batch(128, 128, 2, 4096, kSms, true, 2048), 128);
+  expect_paired(plan_batch(128, 3, 5, 4096, 0, false, 1000), 128);
+  const Planned lone = plan_batch(128, 1, 64, 4096, kSms, false);
+  expect_keys_covered_once(lone, 128, 1, 64, 4096);
+  expect_partials_disjoint(lone);
+}
+
 }  // namespace
 }  // namespace test
 }  // namespace mlakit

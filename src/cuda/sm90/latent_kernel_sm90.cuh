@@ -40,6 +40,7 @@
 // which over FP8 rows starts on warpgroup 0's part (decoded by then) instead of its own.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <type_traits>
 
@@ -64,8 +65,8 @@ constexpr int kOffK = kOffQ + kTileBytes;          // stage s at kOffK + s * kTi
 constexpr int kOffRowX = kOffK + 2 * kTileBytes;   // float [2 warpgroups][2][64 rows]: store_rows'
 constexpr int kOffMax = kOffRowX + 4 * kRows * 4;  // float [2][64]: m0 (warpgroup 0), m1 (warpgroup 1)
 constexpr int kOffKeyOk = kOffMax + 2 * kRows * 4; // int [2 stages][64]
-constexpr int kOffBar = kOffKeyOk + 2 * kKeys * 4; // uint64 [8]: mbarriers (kBar*)
-constexpr int kSmemUsed = kOffBar + 8 * 8;
+constexpr int kOffBar = kOffKeyOk + 2 * kKeys * 4; // uint64 [12]: mbarriers (kBar*)
+constexpr int kSmemUsed = kOffBar + 12 * 8;
 constexpr int kSmemBytes = kSmemUsed + 1024;  // room to align the base
 static_assert(kSmemBytes <= 232448, "one CTA per SM");
 constexpr int kOffP = (kAtoms - 1) * kAtomBytes;  // in a stage: the rope atom, where its P goes after S
@@ -77,6 +78,23 @@ constexpr int kOffP = (kAtoms - 1) * kAtomBytes;  // in a stage: the rope atom, 
 // rather than a named barrier: compute-sanitizer's racecheck follows mbarriers, not bar.arrive ->
 // bar.sync pairs nor barriers of part of the block.
 constexpr int kBarP0 = 4, kBarP1 = 5, kBarKeysRead1 = 6, kBarKeysRead0 = 7;
+// Paired CTAs (below): kBarFree + 2 s + p, the other CTA's warpgroup p has finished reading its
+// stage s part p (one arrival a warp), so this CTA may write its rows there.
+constexpr int kBarFree = 8;
+
+// Paired CTAs (kPair: a cluster of two running the two head blocks of one token's keys,
+// latent::paired_items; FP8 rows only): each CTA copies and decodes half of every part's key
+// rows, its value rows i = 2 rank, 2 rank + 1 of its four (rows 32 rank .. 32 rank + 31), and
+// writes the bf16 pieces into both CTAs' stages (st.async into the other's, completing bytes on
+// its part barrier), so each tile is decoded once for 128 heads instead of twice, as FlashMLA's
+// FP8 sparse decode shares its dequantization. The rope atom (where P goes) stays each CTA's
+// own. Before it writes into the other CTA's part, a warpgroup waits until that CTA's warpgroup
+// p, the part's last reader there, has passed the same refill (its kBarFree arrival); an item's
+// first tiles wait for a cluster barrier instead.
+struct PairSide {
+  uint32_t rank;   // in the cluster: which half of the key rows this CTA decodes
+  uint32_t delta;  // the other CTA's shared::cluster address of a byte of this CTA's, minus its
+};
 
 // A warpgroup thread's four keys of a tile: j = wtid / 8 + 16 i (8 threads a row: a 128-byte
 // line per atom and warp instruction). Their lookups start with a global read (an index entry
@@ -137,14 +155,29 @@ __device__ __forceinline__ void copy_piece(uint32_t stage, int j, int chunk, con
 // The decode of a part that load_part brought (`rope` as there), then its arrival on `bar`.
 // `layer_scale`: fp8's scale of every code. Keys that name nothing were zero-filled: codes and
 // scales 0, decoded to 0.
-template <int kCache>
+//
+// Paired CTAs (kPair): this CTA's rows (PairSide), each piece also written into the other CTA's
+// stage once `free_bar` (phase `free_parity`; `wait_free` false for an item's first tiles, after
+// a cluster barrier) says that its part is free; the arrival on `bar` then also expects the 128
+// bytes that the other CTA's thread of the same place writes here.
+template <int kCache, bool kPair = false>
 __device__ __forceinline__ void decode_part(uint32_t stage, int wg, bool rope, uint32_t bar, float layer_scale,
-                                            int wtid) {
+                                            int wtid, const PairSide& pair = {}, uint32_t free_bar = 0,
+                                            uint32_t free_parity = 0, bool wait_free = false) {
   const int part = wtid & 7;
   cp_async_wait<0>();
+  if (kPair && wait_free) mbar_wait(free_bar, free_parity);
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
     const int j = (wtid >> 3) + 16 * i;
+    if (kPair && (i >> 1) != static_cast<int>(pair.rank)) {
+      if (kCache == 2 && rope) {
+        const uint32_t ra = stage + swz(j, (kAtoms - 1) * 8 + part);
+        const uint2 rc = ld_shared_v2(ra);
+        st_shared_v4(ra, fp8::decode8<__nv_bfloat16>(rc.x, rc.y, layer_scale));
+      }
+      continue;
+    }
     uint32_t at[4];
     uint2 c[4];
     float sc[2] = {layer_scale, layer_scale};
@@ -161,8 +194,11 @@ __device__ __forceinline__ void decode_part(uint32_t stage, int wg, bool rope, u
 #pragma unroll
     for (int atom = 1; atom < 4; ++atom) c[atom] = ld_shared_v2(at[atom]);
 #pragma unroll
-    for (int atom = 0; atom < 4; ++atom)
-      st_shared_v4(at[atom], fp8::decode8<__nv_bfloat16>(c[atom].x, c[atom].y, sc[atom >> 1]));
+    for (int atom = 0; atom < 4; ++atom) {
+      const uint4 v = fp8::decode8<__nv_bfloat16>(c[atom].x, c[atom].y, sc[atom >> 1]);
+      st_shared_v4(at[atom], v);
+      if constexpr (kPair) st_async_v4(at[atom] + pair.delta, v, bar + pair.delta);
+    }
     if (kCache == 2 && rope) {
       const uint32_t ra = stage + swz(j, (kAtoms - 1) * 8 + part);
       const uint2 rc = ld_shared_v2(ra);
@@ -170,7 +206,16 @@ __device__ __forceinline__ void decode_part(uint32_t stage, int wg, bool rope, u
     }
   }
   fence_proxy_async_smem();  // generic-proxy writes, read by wgmma (async proxy)
-  mbar_arrive(bar);
+  if constexpr (kPair)
+    mbar_arrive_expect_tx(bar, 2 * 4 * 16);  // the other CTA's two rows of four pieces
+  else
+    mbar_arrive(bar);
+}
+
+// Paired CTAs: this warpgroup has finished reading its stage's part (a refill's point), which
+// the other CTA's warpgroup of the same index may now write (kBarFree of that CTA).
+__device__ __forceinline__ void part_free(uint32_t free_bar, const PairSide& pair, int lane) {
+  if (lane == 0) mbar_arrive_remote(free_bar + pair.delta);
 }
 
 // Warpgroup `wg`'s part of the stage of the tile at key `k0`: atoms 4 wg .. 4 wg + 3 and, when
@@ -178,9 +223,12 @@ __device__ __forceinline__ void decode_part(uint32_t stage, int wg, bool rope, u
 // stage's, or null) marks which keys name a row. 16-bit rows (kCache 0): `bar` completes when the
 // copies have landed (128 arrivals: the copies' or the threads', plus the boxes' bytes). FP8 rows:
 // the copies bring codes (above) as one commit group, and decode_part completes `bar` later.
-template <int kCache>
+// Paired CTAs (kPair): value pieces of this CTA's rows only (PairSide), the rope atom and key_ok
+// of all of them.
+template <int kCache, bool kPair = false>
 __device__ __forceinline__ void load_part(const KeySource& ks, const KeyReads& reads, int64_t k0, const KeyTma& tma,
-                                          uint32_t stage, int wg, bool rope, int* key_ok, uint32_t bar, int wtid) {
+                                          uint32_t stage, int wg, bool rope, int* key_ok, uint32_t bar, int wtid,
+                                          const PairSide& pair = {}) {
   const int part = wtid & 7;
   if (kCache == 0 && tma.covers(ks, k0)) {
     // Every key names a row. Written before this thread's arrival, which publishes it.
@@ -213,10 +261,12 @@ __device__ __forceinline__ void load_part(const KeySource& ks, const KeyReads& r
     const int j = (wtid >> 3) + 16 * i;
     const bool ok = rows.src[i] != nullptr;
     const unsigned char* src = ok ? rows.src[i] : static_cast<const unsigned char*>(ks.a->cache);
+    if (!kPair || (i >> 1) == static_cast<int>(pair.rank)) {
 #pragma unroll
-    for (int atom = 0; atom < 4; ++atom) copy_piece<kCache>(stage, j, (4 * wg + atom) * 8 + part, src, ok);
+      for (int atom = 0; atom < 4; ++atom) copy_piece<kCache>(stage, j, (4 * wg + atom) * 8 + part, src, ok);
+      if constexpr (kCache == 1) cp_async_8(stage + swz(j, 4 * wg * 8 + part) + 8, src + mla::kDsMlaScalesOffset + 8 * wg, ok);
+    }
     if constexpr (kCache == 1) {
-      cp_async_8(stage + swz(j, 4 * wg * 8 + part) + 8, src + mla::kDsMlaScalesOffset + 8 * wg, ok);
       if (rope) cp_async_16(stage + swz(j, (kAtoms - 1) * 8 + part), src + mla::kDsMlaRopeOffset + part * 16, ok);
     } else if (rope) {
       copy_piece<kCache>(stage, j, (kAtoms - 1) * 8 + part, src, ok);
@@ -401,10 +451,12 @@ __device__ __forceinline__ void rescaled_pv_done(float (&o)[2][64], uint32_t (&p
 }
 
 // kCache: LatentArgs::cache_format (0: rows of T; 1: fp8_ds_mla and 2: fp8, decoded to T = bf16).
-template <typename T, int kCache>
+// kPair: launched in clusters of two over a paired plan (PairSide).
+template <typename T, int kCache, bool kPair = false>
 __global__ void __launch_bounds__(kThreads, 1)
     latent_kernel(const LatentArgs args, const __grid_constant__ CUtensorMap cache_map, const int cache_tma) {
   static_assert(kCache == 0 || std::is_same<T, __nv_bfloat16>::value, "FP8 rows decode to bf16");
+  static_assert(!kPair || kCache != 0, "paired CTAs share the decode of FP8 rows");
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   // The 1024-byte aligned base, reached by an offset from the shared array so the compiler keeps
   // its accesses in the shared space.
@@ -430,9 +482,19 @@ __global__ void __launch_bounds__(kThreads, 1)
 
   if (tid == 0) {
     for (int i = 0; i < 8; ++i) mbar_init(mbar(i), 128);
+    for (int i = kBarFree; i < kBarFree + 4; ++i) mbar_init(mbar(i), 4);
     fence_barrier_init();
   }
-  __syncthreads();
+  // Paired: the other CTA's barriers are initialized before anything arrives on them.
+  PairSide pair{};
+  if constexpr (kPair) {
+    pair.rank = cluster_ctarank();
+    pair.delta = map_to_rank(sbase, pair.rank ^ 1u) - sbase;
+    cluster_sync_all();
+  } else {
+    __syncthreads();
+  }
+  auto free_bar = [&](int stage, int part) { return mbar(kBarFree + 2 * stage + part); };
 
   const LatentArgs& a = args;
   const KeyTma tma{&cache_map, cache_tma};
@@ -458,8 +520,12 @@ __global__ void __launch_bounds__(kThreads, 1)
   int trace_pair = -1;  // the block's pairs so far
 #endif
 
-  for (int round = 0, item = blockIdx.x; item < num_items();
-       item = static_cast<int>(latent::worker_item(++round, blockIdx.x, gridDim.x))) {
+  // A worker is a CTA, or a cluster of two taking the items 2 w and 2 w + 1 of its pairs.
+  const int worker = kPair ? static_cast<int>(blockIdx.x >> 1) : static_cast<int>(blockIdx.x);
+  const int workers = kPair ? static_cast<int>(gridDim.x >> 1) : static_cast<int>(gridDim.x);
+  for (int round = 0, w = worker; (kPair ? 2 * w : w) < num_items();
+       w = static_cast<int>(latent::worker_item(++round, worker, workers))) {
+    const int item = kPair ? 2 * w + static_cast<int>(pair.rank) : w;
     const LatentItem it = plan.items[item];
     KeySource ks{&plan, &a, &it, latent::request_pages(h, plan.page_ptr, plan.pages, it.request), block_shift, it.key_end,
                  h.sparse != 0, kCache == 0 ? 2 : 1};
@@ -474,11 +540,14 @@ __global__ void __launch_bounds__(kThreads, 1)
     cp_async_commit();
     for (int s = 0; s < 2 && s < tiles; ++s) {
       const int64_t kb = it.key_begin + s * kKeys;
-      load_part<kCache>(ks, key_reads(ks, kb, wtid), kb, tma, st0 + s * kTileBytes, wg, s != wg, s == wg ? key_ok + s * kKeys : nullptr, bar(s, wg), wtid);
+      load_part<kCache, kPair>(ks, key_reads(ks, kb, wtid), kb, tma, st0 + s * kTileBytes, wg, s != wg, s == wg ? key_ok + s * kKeys : nullptr, bar(s, wg), wtid, pair);
     }
     MLAKIT_LATENT_STAMP(kLsNextIssued);
+    // Paired: the other CTA has finished its last item (its stages are free) before this one
+    // writes into them.
+    if constexpr (kPair) cluster_sync_all();
     if constexpr (kCache != 0)
-      for (int s = 0; s < 2 && s < tiles; ++s) decode_part<kCache>(st0 + s * kTileBytes, wg, s != wg, bar(s, wg), layer_scale, wtid);
+      for (int s = 0; s < 2 && s < tiles; ++s) decode_part<kCache, kPair>(st0 + s * kTileBytes, wg, s != wg, bar(s, wg), layer_scale, wtid, pair);
     cp_async_wait<0>();        // q (16-bit tiles' copies complete their barriers)
     fence_proxy_async_smem();  // cp.async wrote through the generic proxy; wgmma reads async
     __syncthreads();           // q and key_ok of every thread
@@ -514,7 +583,8 @@ __global__ void __launch_bounds__(kThreads, 1)
         wgmma_fence();
         qk_atoms<T>(s, sq, st0, 0, 4, true);
         // FP8: stage 1's part (and rope), refilled at the end of the last pair, decoded under S0.
-        if (kCache != 0 && t0 > 0 && has1) decode_part<kCache>(st1, 0, true, bar(1, 0), layer_scale, wtid);
+        if (kCache != 0 && t0 > 0 && has1)
+          decode_part<kCache, kPair>(st1, 0, true, bar(1, 0), layer_scale, wtid, pair, free_bar(1, 0), ph3 ^ 1u, true);
         KeyReads next0 = {}, next1 = {};  // tiles t0 + 2 and t1 + 2, this warpgroup's parts
         if (t0 + 2 < tiles) next0 = key_reads(ks, k0 + 2 * kKeys, wtid);
         if (ks.sparse && t1 + 2 < tiles) next1 = key_reads(ks, k1 + 2 * kKeys, wtid);
@@ -553,7 +623,8 @@ __global__ void __launch_bounds__(kThreads, 1)
         if (t0 + 2 < tiles) {
           mbar_arrive(mbar(kBarKeysRead0));  // every mask of this tile has read key_ok
           mbar_wait(mbar(kBarKeysRead0), ph2);
-          load_part<kCache>(ks, next0, k0 + 2 * kKeys, tma, st0, 0, false, key_ok, bar(0, 0), wtid);
+          load_part<kCache, kPair>(ks, next0, k0 + 2 * kKeys, tma, st0, 0, false, key_ok, bar(0, 0), wtid, pair);
+          if constexpr (kPair) part_free(free_bar(0, 0), pair, lane);
           MLAKIT_LATENT_STAMP(kLsRefill0);
         }
 
@@ -576,12 +647,14 @@ __global__ void __launch_bounds__(kThreads, 1)
           pv_ss<T>(o, sp1, st1, 0);
           wgmma_commit();
           // FP8: stage 0's part for tile t0 + 2, decoded under P1 V1_L.
-          if (kCache != 0 && t0 + 2 < tiles) decode_part<kCache>(st0, 0, false, bar(0, 0), layer_scale, wtid);
+          if (kCache != 0 && t0 + 2 < tiles)
+            decode_part<kCache, kPair>(st0, 0, false, bar(0, 0), layer_scale, wtid, pair, free_bar(0, 0), ph2, true);
           wgmma_wait<0>();
           fence_o(o);
           MLAKIT_LATENT_STAMP(kLs7);
           if (t1 + 2 < tiles) {
-            load_part<kCache>(ks, next1, k1 + 2 * kKeys, tma, st1, 0, true, nullptr, bar(1, 0), wtid);
+            load_part<kCache, kPair>(ks, next1, k1 + 2 * kKeys, tma, st1, 0, true, nullptr, bar(1, 0), wtid, pair);
+            if constexpr (kPair) part_free(free_bar(1, 0), pair, lane);
             MLAKIT_LATENT_STAMP(kLsRefill1);
           }
           m_raw[0] = m1[0];
@@ -616,7 +689,8 @@ __global__ void __launch_bounds__(kThreads, 1)
             qk_atoms<T>(s, sq, st1, 8, kAtoms, false);
             if (t1 + 2 < tiles) next1 = key_reads(ks, k1 + 2 * kKeys, wtid);
             if (ks.sparse && t0 + 2 < tiles) next0 = key_reads(ks, k0 + 2 * kKeys, wtid);
-            if (t0 > 0) decode_part<kCache>(st1, 1, false, bar(1, 1), layer_scale, wtid);
+            if (t0 > 0)
+              decode_part<kCache, kPair>(st1, 1, false, bar(1, 1), layer_scale, wtid, pair, free_bar(1, 1), ph3 ^ 1u, true);
             part_landed(bar(1, 1), ph1, false);
             MLAKIT_LATENT_STAMP(kLsOwnPart);
             wgmma_fence();
@@ -689,18 +763,21 @@ __global__ void __launch_bounds__(kThreads, 1)
         fence_o(o);
         MLAKIT_LATENT_STAMP(kLs6);
         if (t0 + 2 < tiles) {
-          load_part<kCache>(ks, next0, k0 + 2 * kKeys, tma, st0, 1, true, nullptr, bar(0, 1), wtid);
+          load_part<kCache, kPair>(ks, next0, k0 + 2 * kKeys, tma, st0, 1, true, nullptr, bar(0, 1), wtid, pair);
+          if constexpr (kPair) part_free(free_bar(0, 1), pair, lane);
           MLAKIT_LATENT_STAMP(kLsRefill0);
         }
         if (has1) {
           rescaled_pv_issue<T>(o, f1, pf, st1, 1);
           // FP8: stage 0's part for tile t0 + 2 (and the rope), decoded under P1 V1_R.
-          if (kCache != 0 && t0 + 2 < tiles) decode_part<kCache>(st0, 1, true, bar(0, 1), layer_scale, wtid);
+          if (kCache != 0 && t0 + 2 < tiles)
+            decode_part<kCache, kPair>(st0, 1, true, bar(0, 1), layer_scale, wtid, pair, free_bar(0, 1), ph2, true);
           rescaled_pv_done(o, pf);
           MLAKIT_LATENT_STAMP(kLs7);
           if (t1 + 2 < tiles) {
             mbar_wait(mbar(kBarKeysRead1), ph3);
-            load_part<kCache>(ks, next1, k1 + 2 * kKeys, tma, st1, 1, false, key_ok + kKeys, bar(1, 1), wtid);
+            load_part<kCache, kPair>(ks, next1, k1 + 2 * kKeys, tma, st1, 1, false, key_ok + kKeys, bar(1, 1), wtid, pair);
+            if constexpr (kPair) part_free(free_bar(1, 1), pair, lane);
             MLAKIT_LATENT_STAMP(kLsRefill1);
           }
         }
@@ -713,6 +790,8 @@ __global__ void __launch_bounds__(kThreads, 1)
     MLAKIT_LATENT_STAMP(kLsStored);
     __syncthreads();  // q, the stages, row_x: the next item's
   }
+  // Paired: no CTA leaves while the other may still write into it or arrive on its barriers.
+  if constexpr (kPair) cluster_sync_all();
 }
 
 // The cache's tensor map for whole tiles (KeyTma), when latent::cache_tiles_by_tma allows: the
@@ -740,16 +819,47 @@ inline bool cache_tma_map(const LatentArgs& a, CUtensorMap* map) {
   return last.ok;
 }
 
+// The CTAs of a paired launch (kPair) on `device`: two for each cluster of two that fits at once
+// (one CTA an SM, both SMs of a cluster in one GPC), at most `grid`; 0 when the device takes
+// none. Asked once per device.
+template <typename T, int kCache>
+int paired_grid(int device, int grid) {
+  static std::atomic<int> clusters[64];  // + 1: 0 not asked yet
+  int n = device >= 0 && device < 64 ? clusters[device].load(std::memory_order_relaxed) : 0;
+  if (n == 0) {
+    cudaLaunchAttribute attr{};
+    attr.id = cudaLaunchAttributeClusterDimension;
+    attr.val.clusterDim.x = 2;
+    attr.val.clusterDim.y = 1;
+    attr.val.clusterDim.z = 1;
+    cudaLaunchConfig_t cfg{};
+    cfg.gridDim = dim3(static_cast<unsigned>(grid & ~1));
+    cfg.blockDim = dim3(kThreads);
+    cfg.dynamicSmemBytes = kSmemBytes;
+    cfg.attrs = &attr;
+    cfg.numAttrs = 1;
+    int active = 0;
+    if (cudaOccupancyMaxActiveClusters(&active, latent_kernel<T, kCache, true>, &cfg) != cudaSuccess) {
+      (void)cudaGetLastError();
+      active = 0;
+    }
+    n = active + 1;
+    if (device >= 0 && device < 64) clusters[device].store(n, std::memory_order_relaxed);
+  }
+  return std::min(2 * (n - 1), grid & ~1);
+}
+
 // Launches the kernel over `grid` persistent CTAs (one per SM) on the current device, whose
 // shared-memory limit for it is raised once (the attribute is per device). FP8 rows come by
-// cp.async only (no tensor map: they are decoded in place).
-template <typename T, int kCache>
+// cp.async only (no tensor map: they are decoded in place). kPair: in clusters of two, over as
+// many as fit at once (paired_grid).
+template <typename T, int kCache, bool kPair = false>
 cudaError_t launch(const LatentArgs& args, int device, int grid, cudaStream_t stream) {
   static std::atomic<uint64_t> configured{0};  // bit d: device d
   const uint64_t bit = device < 64 ? uint64_t{1} << device : 0;
   if (bit == 0 || (configured.load(std::memory_order_relaxed) & bit) == 0) {
     const cudaError_t e =
-        cudaFuncSetAttribute(latent_kernel<T, kCache>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes);
+        cudaFuncSetAttribute(latent_kernel<T, kCache, kPair>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes);
     if (e != cudaSuccess) return e;
     configured.fetch_or(bit, std::memory_order_relaxed);
   }
@@ -758,8 +868,26 @@ cudaError_t launch(const LatentArgs& args, int device, int grid, cudaStream_t st
 #endif
   CUtensorMap map{};
   const int tma = kCache == 0 && cache_tma_map(args, &map) ? 1 : 0;
-  latent_kernel<T, kCache><<<grid, kThreads, kSmemBytes, stream>>>(args, map, tma);
-  return cudaGetLastError();
+  if constexpr (kPair) {
+    const int ctas = paired_grid<T, kCache>(device, grid);
+    if (ctas < 2) return cudaErrorNotSupported;  // the caller runs the unpaired kernel
+    cudaLaunchAttribute attr{};
+    attr.id = cudaLaunchAttributeClusterDimension;
+    attr.val.clusterDim.x = 2;
+    attr.val.clusterDim.y = 1;
+    attr.val.clusterDim.z = 1;
+    cudaLaunchConfig_t cfg{};
+    cfg.gridDim = dim3(static_cast<unsigned>(ctas));
+    cfg.blockDim = dim3(kThreads);
+    cfg.dynamicSmemBytes = kSmemBytes;
+    cfg.stream = stream;
+    cfg.attrs = &attr;
+    cfg.numAttrs = 1;
+    return cudaLaunchKernelEx(&cfg, latent_kernel<T, kCache, true>, args, map, tma);
+  } else {
+    latent_kernel<T, kCache><<<grid, kThreads, kSmemBytes, stream>>>(args, map, tma);
+    return cudaGetLastError();
+  }
 }
 
 }  // namespace latent_sm90

@@ -16,6 +16,9 @@ cudaError_t launch_latent_fp16(const latent::LatentArgs& args, int device, int g
 // bf16 over fp8_ds_mla cache rows (args.cache_format 1) and over vLLM fp8 rows (2).
 cudaError_t launch_latent_bf16_fp8ds(const latent::LatentArgs& args, int device, int grid, cudaStream_t stream);
 cudaError_t launch_latent_bf16_fp8(const latent::LatentArgs& args, int device, int grid, cudaStream_t stream);
+// The fp8_ds_mla one in clusters of two CTAs sharing each key tile's decode, for plans whose items
+// come in pairs (latent::paired_items); cudaErrorNotSupported when the device fits no cluster of two.
+cudaError_t launch_latent_bf16_fp8ds_pair(const latent::LatentArgs& args, int device, int grid, cudaStream_t stream);
 
 }  // namespace sm90
 }  // namespace cuda

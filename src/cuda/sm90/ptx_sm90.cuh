@@ -9,6 +9,7 @@
 //     m64n128k32 e4m3 (both operands K-major: SS, and RS with B K-major), fence/commit/wait;
 //   - cvt to e4m3x2 (P for the e4m3 wgmma);
 //   - setmaxnreg, named barriers, proxy fences;
+//   - clusters: rank, mapa, remote mbarrier arrivals, st.async, the cluster barrier;
 //   - griddepcontrol (Programmatic Dependent Launch), shared with the sm80 kernels:
 //     cuda/common/grid_dependency.cuh.
 // PTX ISA 8.0+ semantics; every wrapper is one instruction (or one fixed short sequence).
@@ -63,6 +64,39 @@ __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
       "}\n" ::"r"(bar),
       "r"(parity)
       : "memory");
+}
+
+// ---- clusters (two CTAs sharing key tiles: the latent kernel on FP8 caches) --------------------
+
+__device__ __forceinline__ uint32_t cluster_ctarank() {
+  uint32_t r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
+  return r;
+}
+// The shared::cluster address of `addr` (a shared::cta address of this CTA) in CTA `rank`.
+__device__ __forceinline__ uint32_t map_to_rank(uint32_t addr, uint32_t rank) {
+  uint32_t r;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(r) : "r"(addr), "r"(rank));
+  return r;
+}
+// Arrives on an mbarrier of another CTA of the cluster (address from map_to_rank) with the
+// default CTA-scope release: enough to say that this thread's reads of that CTA's data are done
+// (wgmma reads, complete at its wait). The .release.cluster form costs a GPU-scope fence at each
+// arrival (25-40% slower in the prefill kernel's cluster experiment, docs/performance.md).
+__device__ __forceinline__ void mbar_arrive_remote(uint32_t remote_bar) {
+  asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];\n" ::"r"(remote_bar) : "memory");
+}
+// 16 bytes into another CTA's shared memory (`remote`, from map_to_rank), completing 16 bytes of
+// transactions on that CTA's mbarrier `remote_bar` once written.
+__device__ __forceinline__ void st_async_v4(uint32_t remote, uint4 v, uint32_t remote_bar) {
+  asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.b32 [%0], {%1, %2, %3, %4}, [%5];\n" ::"r"(
+                   remote),
+               "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w), "r"(remote_bar)
+               : "memory");
+}
+// Every thread of every CTA of the cluster (not .aligned: callers may be diverged warps).
+__device__ __forceinline__ void cluster_sync_all() {
+  asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;\n" ::: "memory");
 }
 
 // ---- TMA ------------------------------------------------------------------------------------
