@@ -90,10 +90,11 @@ constexpr int kBarFree = 8;
 // FP8 sparse decode shares its dequantization. The rope atom (where P goes) stays each CTA's
 // own. Before it writes into the other CTA's part, a warpgroup waits until that CTA's warpgroup
 // p, the part's last reader there, has passed the same refill (its kBarFree arrival); an item's
-// first tiles wait for a cluster barrier instead.
+// first tiles wait for a cluster barrier instead. Launched on fp8_ds_mla rows (latent_dispatch):
+// vLLM's fp8 rows, cheaper to decode, ran slower paired.
 struct PairSide {
   uint32_t rank;   // in the cluster: which half of the key rows this CTA decodes
-  uint32_t delta;  // the other CTA's shared::cluster address of a byte of this CTA's, minus its
+  uint32_t delta;  // added to a shared address of this CTA: the same byte's in the other CTA
 };
 
 // A warpgroup thread's four keys of a tile: j = wtid / 8 + 16 i (8 threads a row: a 128-byte
