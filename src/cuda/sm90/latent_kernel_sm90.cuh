@@ -483,7 +483,8 @@ __global__ void __launch_bounds__(kThreads, 1)
 
   if (tid == 0) {
     for (int i = 0; i < 8; ++i) mbar_init(mbar(i), 128);
-    for (int i = kBarFree; i < kBarFree + 4; ++i) mbar_init(mbar(i), 4);
+    if constexpr (kPair)
+      for (int i = kBarFree; i < kBarFree + 4; ++i) mbar_init(mbar(i), 4);
     fence_barrier_init();
   }
   // Paired: the other CTA's barriers are initialized before anything arrives on them.
