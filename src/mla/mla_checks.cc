@@ -6,6 +6,7 @@
 #include "cpu/kv_cache_codec.h"
 #include "contract/kv_cache_format.h"
 #include "mlakit/error.h"
+#include "plan/block_table_check.h"
 #include "plan/tensor_checks.h"
 
 namespace mlakit {
@@ -205,13 +206,7 @@ BatchTotals check_batch(const MlaConfig& c, const MlaLayout& l, const MlaBatch& 
                                  " + " + str(q) + " tokens but the table has " + str(b.block_table_cols) +
                                  " columns");
     }
-    const int32_t* row = b.block_table + static_cast<int64_t>(r) * b.block_table_cols;
-    for (int64_t i = 0; i < blocks; ++i) {
-      if (row[i] < 0 || row[i] >= c.num_blocks) {
-        invalid("block_table", "block_table[" + str(r) + "][" + str(i) + "] = " + str(row[i]) +
-                                   " is outside [0, config.num_blocks = " + str(c.num_blocks) + ")");
-      }
-    }
+    plan::check_block_table_row(b.block_table + static_cast<int64_t>(r) * b.block_table_cols, blocks, c.num_blocks, r);
   }
   if (t.total_q > c.max_tokens) {
     invalid("query_lens", "total new tokens " + str(t.total_q) + " exceed config.max_tokens = " + str(c.max_tokens));

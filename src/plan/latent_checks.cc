@@ -7,6 +7,7 @@
 
 #include "contract/kv_cache_format.h"
 #include "mlakit/error.h"
+#include "plan/block_table_check.h"
 #include "plan/tensor_checks.h"
 
 namespace mlakit {
@@ -139,22 +140,7 @@ LatentTotals check_latent_plan(const LatentConfig& c, const LatentBatch& b, cons
       invalid("block_table", "request " + str(r) + " needs " + str(blocks) + " blocks for " + str(kv) +
                                  " tokens but the table has " + str(b.block_table_cols) + " columns");
     if (t.device_table) continue;  // its entries live on the device: run() reads them unchecked
-    // The row's smallest and largest block first (a loop the compiler vectorizes: plan() is
-    // timed in microseconds at batch 128), the offending entry only when one is out of range.
-    const int32_t* row = b.block_table + static_cast<int64_t>(r) * b.block_table_cols;
-    int32_t lo = 0, hi = 0;
-    if (blocks > 0) lo = hi = row[0];
-    for (int64_t i = 1; i < blocks; ++i) {
-      lo = std::min(lo, row[i]);
-      hi = std::max(hi, row[i]);
-    }
-    if (lo < 0 || hi >= c.num_blocks) {
-      for (int64_t i = 0; i < blocks; ++i) {
-        if (row[i] < 0 || row[i] >= c.num_blocks)
-          invalid("block_table", "block_table[" + str(r) + "][" + str(i) + "] = " + str(row[i]) +
-                                     " is outside [0, config.num_blocks = " + str(c.num_blocks) + ")");
-      }
-    }
+    check_block_table_row(b.block_table + static_cast<int64_t>(r) * b.block_table_cols, blocks, c.num_blocks, r);
   }
   if (t.total_kv > c.max_kv_tokens)
     invalid("kv_lens", "total cached tokens " + str(t.total_kv) + " exceed config.max_kv_tokens = " +
