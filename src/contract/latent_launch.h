@@ -13,6 +13,10 @@
 namespace mlakit {
 namespace latent {
 
+// The Hopper kernel's (token, head) rows an item, the block_rows CUDA objects plan with: one
+// 64-row wgmma tile (cuda/sm90/latent_common_sm90.cuh).
+constexpr int kCudaBlockRows = 64;
+
 struct LatentArgs {
   // q [T, H, L + R], or q_nope [T, H, L] with q_pe [T, H, R] (q_pe null: q holds every column).
   const void* q;

@@ -47,7 +47,7 @@ class CudaBackend final : public Backend {
     }
     // 512 keys per split: one request alone over 4096 keys already spreads over 8 SMs; a batch
     // that fills the GPU splits less (plan::LatentScheduler), one CTA per SM.
-    LatentChoice choice{64, c.kv_split_size > 0 ? c.kv_split_size : 512, cuda::latent_grid(index_)};
+    LatentChoice choice{latent::kCudaBlockRows, c.kv_split_size > 0 ? c.kv_split_size : 512, cuda::latent_grid(index_)};
     if (c.kv_cache_dtype != KvCacheDtype::kAuto) {
       choice.decoded_rows = c.max_decoded_rows / latent::kDecodedBlockRows * latent::kDecodedBlockRows;
     }

@@ -130,7 +130,7 @@ int latent_grid(int device) {
 #if MLAKIT_WITH_SM90
 namespace {
 // The kernel on FP8 rows (fp8_ds_mla or fp8). At 128 heads a plan's items come in pairs over the
-// same keys (latent::paired_items at the kernel's 64 rows an item). On fp8_ds_mla rows a pair runs
+// same keys (latent::paired_items at the kernel's rows an item). On fp8_ds_mla rows a pair runs
 // on a cluster of two CTAs that decode each key tile once for both (3-6% faster at 128 heads on
 // the H100: decode, MTP-2, sparse decode); the unpaired kernel where no cluster fits. fp8 rows
 // (one scale a layer) decode cheaply enough that pairing lost there (7% slower dense decode).
@@ -139,7 +139,7 @@ void launch_fp8_rows(const LatentArgs& a, int device, int sms, cudaStream_t s) {
     MLAKIT_CUDA_CHECK(sm90::launch_latent_bf16_fp8(a, device, sms, s));
     return;
   }
-  if (latent::paired_items(a.num_heads, 64)) {
+  if (latent::paired_items(a.num_heads, latent::kCudaBlockRows)) {
     const cudaError_t e = sm90::launch_latent_bf16_fp8ds_pair(a, device, sms, s);
     if (e != cudaErrorNotSupported) {
       MLAKIT_CUDA_CHECK(e);

@@ -24,7 +24,7 @@ using latent::LatentHeader;
 using latent::LatentItem;
 
 constexpr int kL = 512, kR = 64, kD = kL + kR;  // latent, RoPE, row width
-constexpr int kRows = 64;                        // (token, head) rows per item: the plan's block_rows
+constexpr int kRows = latent::kCudaBlockRows;   // (token, head) rows per item: the plan's block_rows
 constexpr int kKeys = 64;                        // keys per tile
 constexpr int kAtoms = kD / 64;                  // 64-column (128-byte) swizzled atoms per row
 constexpr int kAtomBytes = 64 * 128;             // one atom of 64 rows (q) or 64 keys
