@@ -585,10 +585,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         wgmma_fence();
         qk_atoms<T>(s, sq, st0, 0, 4, true);
         // FP8: stage 1's part (and rope), refilled at the end of the last pair, decoded under S0.
-        // Unpaired, here, between S0's halves; paired, after both halves are issued (below), so
-        // that all of S0 runs while the decode waits for the part's copies (unpaired, the next
-        // tiles' lookups would then live across the decode, and ptxas spills).
-        if (kCache != 0 && !kPair && t0 > 0 && has1)
+        if (kCache != 0 && t0 > 0 && has1)
           decode_part<kCache, kPair>(st1, 0, true, bar(1, 0), layer_scale, wtid, pair, free_bar(1, 0), ph3 ^ 1u, true);
         KeyReads next0 = {}, next1 = {};  // tiles t0 + 2 and t1 + 2, this warpgroup's parts
         if (t0 + 2 < tiles) next0 = key_reads(ks, k0 + 2 * kKeys, wtid);
@@ -598,8 +595,6 @@ __global__ void __launch_bounds__(kThreads, 1)
         wgmma_fence();
         qk_atoms<T>(s, sq, st0, 4, kAtoms, false);
         wgmma_commit();
-        if (kPair && t0 > 0 && has1)  // paired: stage 1's part, decoded under the whole of S0
-          decode_part<kCache, kPair>(st1, 0, true, bar(1, 0), layer_scale, wtid, pair, free_bar(1, 0), ph3 ^ 1u, true);
         wgmma_wait<0>();
         fence_regs(s);
         MLAKIT_LATENT_STAMP(kLs3);
