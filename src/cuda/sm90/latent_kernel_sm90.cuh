@@ -121,25 +121,6 @@ __device__ __forceinline__ KeyRows key_rows(const KeySource& ks, const KeyReads&
   return r;
 }
 
-// FP8 rows: an L2 prefetch of this CTA's rows of the tile whose lookups are `reads`, issued a
-// pair before the tile's copies, so that the copies, and the decode that waits for them, find
-// the rows in L2: the 8 threads of a row each prefetch one 128-byte line of it (offsets 128 p,
-// the last byte for p = 6: every line a row touches).
-template <int kCache, bool kPair>
-__device__ __forceinline__ void prefetch_rows(const KeySource& ks, const KeyReads& reads, int64_t k0, int wtid,
-                                              const PairSide& pair) {
-  constexpr int kBytes = kCache == 1 ? mla::kDsMlaRowBytes : kD;
-  const int part = wtid & 7;
-  if (part * 128 >= kBytes + 127) return;
-  const int off = min(part * 128, kBytes - 1);
-  const KeyRows rows = key_rows(ks, reads, k0, wtid);
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    if (kPair && (i >> 1) != static_cast<int>(pair.rank)) continue;
-    if (rows.src[i] != nullptr) asm volatile("prefetch.global.L2 [%0];\n" ::"l"(rows.src[i] + off) : "memory");
-  }
-}
-
 // Whole tiles of a dense item, when the launch has the cache's tensor map (16-bit rows in blocks
 // of 64 or more, laid end to end; a tile starts at a multiple of 64, as splits do, so its rows lie
 // in one block): a stage part is then four or five TMA boxes, one a warp, instead of 16-20
@@ -609,7 +590,6 @@ __global__ void __launch_bounds__(kThreads, 1)
         KeyReads next0 = {}, next1 = {};  // tiles t0 + 2 and t1 + 2, this warpgroup's parts
         if (t0 + 2 < tiles) next0 = key_reads(ks, k0 + 2 * kKeys, wtid);
         if (ks.sparse && t1 + 2 < tiles) next1 = key_reads(ks, k1 + 2 * kKeys, wtid);
-        if (kPair && t0 + 2 < tiles) prefetch_rows<kCache, kPair>(ks, next0, k0 + 2 * kKeys, wtid, pair);
         part_landed(bar(0, 1), ph0, tma.covers(ks, k0));
         MLAKIT_LATENT_STAMP(kLsOtherPart);
         wgmma_fence();
@@ -713,7 +693,6 @@ __global__ void __launch_bounds__(kThreads, 1)
             if (ks.sparse && t0 + 2 < tiles) next0 = key_reads(ks, k0 + 2 * kKeys, wtid);
             if (t0 > 0)
               decode_part<kCache, kPair>(st1, 1, false, bar(1, 1), layer_scale, wtid, pair, free_bar(1, 1), ph3 ^ 1u, true);
-            if (kPair && t1 + 2 < tiles) prefetch_rows<kCache, kPair>(ks, next1, k1 + 2 * kKeys, wtid, pair);
             part_landed(bar(1, 1), ph1, false);
             MLAKIT_LATENT_STAMP(kLsOwnPart);
             wgmma_fence();
