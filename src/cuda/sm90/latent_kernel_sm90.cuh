@@ -821,6 +821,25 @@ inline bool cache_tma_map(const LatentArgs& a, CUtensorMap* map) {
   return last.ok;
 }
 
+// A launch of `ctas` CTAs in clusters of two, the kernel's block and shared memory, on `stream`:
+// what paired_grid asks the occupancy of and launch runs. `attr` (the cluster's shape) is the
+// caller's, which the config points to.
+inline cudaLaunchConfig_t paired_config(int ctas, cudaStream_t stream, cudaLaunchAttribute& attr) {
+  attr = cudaLaunchAttribute{};
+  attr.id = cudaLaunchAttributeClusterDimension;
+  attr.val.clusterDim.x = 2;
+  attr.val.clusterDim.y = 1;
+  attr.val.clusterDim.z = 1;
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = dim3(static_cast<unsigned>(ctas));
+  cfg.blockDim = dim3(kThreads);
+  cfg.dynamicSmemBytes = kSmemBytes;
+  cfg.stream = stream;
+  cfg.attrs = &attr;
+  cfg.numAttrs = 1;
+  return cfg;
+}
+
 // The CTAs of a paired launch (kPair) on `device`: two for each cluster of two that fits at once
 // (one CTA an SM, both SMs of a cluster in one GPC), at most `grid`; 0 when the device takes
 // none. Asked once per device.
@@ -829,17 +848,8 @@ int paired_grid(int device, int grid) {
   static std::atomic<int> clusters[64];  // + 1: 0 not asked yet
   int n = device >= 0 && device < 64 ? clusters[device].load(std::memory_order_relaxed) : 0;
   if (n == 0) {
-    cudaLaunchAttribute attr{};
-    attr.id = cudaLaunchAttributeClusterDimension;
-    attr.val.clusterDim.x = 2;
-    attr.val.clusterDim.y = 1;
-    attr.val.clusterDim.z = 1;
-    cudaLaunchConfig_t cfg{};
-    cfg.gridDim = dim3(static_cast<unsigned>(grid & ~1));
-    cfg.blockDim = dim3(kThreads);
-    cfg.dynamicSmemBytes = kSmemBytes;
-    cfg.attrs = &attr;
-    cfg.numAttrs = 1;
+    cudaLaunchAttribute attr;
+    const cudaLaunchConfig_t cfg = paired_config(grid & ~1, nullptr, attr);
     int active = 0;
     if (cudaOccupancyMaxActiveClusters(&active, latent_kernel<T, kCache, true>, &cfg) != cudaSuccess) {
       (void)cudaGetLastError();
@@ -873,18 +883,8 @@ cudaError_t launch(const LatentArgs& args, int device, int grid, cudaStream_t st
   if constexpr (kPair) {
     const int ctas = paired_grid<T, kCache>(device, grid);
     if (ctas < 2) return cudaErrorNotSupported;  // the caller runs the unpaired kernel
-    cudaLaunchAttribute attr{};
-    attr.id = cudaLaunchAttributeClusterDimension;
-    attr.val.clusterDim.x = 2;
-    attr.val.clusterDim.y = 1;
-    attr.val.clusterDim.z = 1;
-    cudaLaunchConfig_t cfg{};
-    cfg.gridDim = dim3(static_cast<unsigned>(ctas));
-    cfg.blockDim = dim3(kThreads);
-    cfg.dynamicSmemBytes = kSmemBytes;
-    cfg.stream = stream;
-    cfg.attrs = &attr;
-    cfg.numAttrs = 1;
+    cudaLaunchAttribute attr;
+    const cudaLaunchConfig_t cfg = paired_config(ctas, stream, attr);
     return cudaLaunchKernelEx(&cfg, latent_kernel<T, kCache, true>, args, map, tma);
   } else {
     latent_kernel<T, kCache><<<grid, kThreads, kSmemBytes, stream>>>(args, map, tma);
